@@ -1,0 +1,1 @@
+//! Routing: which destinations a message published to an exchange reaches.

@@ -1,0 +1,1 @@
+//! A blocking client library over the native protocol.

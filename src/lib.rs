@@ -1,0 +1,29 @@
+//! RelayMQ: a single-node message broker in the RabbitMQ family.
+//!
+//! Producers publish to exchanges (direct, fanout, topic, headers); bindings route messages
+//! into queues; the broker pushes them to consumers, who ack, nack or reject them, with the
+//! semantics of AMQP 0-9-1. The server is synchronous: one mio I/O thread and a fixed pool
+//! of worker threads, no async runtime.
+//!
+//! # Layout
+//!
+//! - [`limits`]: every bound, with its unit.
+//! - [`error`]: AMQP reply codes, [`error::BrokerError`], [`error::DecodeError`].
+//! - [`types`]: field tables, message properties, big-endian primitives.
+//! - [`broker`]: the protocol-independent core: vhosts, exchanges, queues, bindings, the
+//!   router, consumers and channels' ack state.
+//! - [`protocol`]: the native wire protocol, pure encode/decode (`docs/protocol.md`).
+//! - [`server`]: the event loop, connections, worker pool and shutdown.
+//! - [`client`]: a blocking client library over the native protocol.
+//!
+//! Binaries: `relaymq-server` (the daemon) and `relaymq-cli` (a shell tool), in `src/bin/`.
+
+#![deny(missing_docs)]
+
+pub mod broker;
+pub mod client;
+pub mod error;
+pub mod limits;
+pub mod protocol;
+pub mod server;
+pub mod types;

@@ -1,0 +1,80 @@
+//! Every bound RelayMQ enforces, in one place, with its unit in the name.
+//!
+//! A limit that input can reach is checked where the input enters (the frame codec, the
+//! connection, the broker core) and answered with an AMQP reply code, never a panic or an
+//! unbounded buffer. Values follow RabbitMQ's defaults where RabbitMQ has one.
+
+/// Longest exchange name, queue name, routing key, binding key or consumer tag, in bytes
+/// (AMQP 0-9-1 `shortstr`, §4.2.5.3).
+pub const SHORT_STRING_BYTES_MAX: usize = 255;
+
+/// Largest message body accepted by default, in bytes (16 MiB; RabbitMQ's
+/// `max_message_size` default is 128 MiB, we choose a smaller default).
+pub const MESSAGE_BODY_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+
+/// Largest encoded properties block of one message, in bytes (headers tables included).
+pub const PROPERTIES_BYTES_MAX: usize = 1024 * 1024;
+
+/// Frame size (header included) the server proposes and uses by default, in bytes (128 KiB,
+/// RabbitMQ's `frame_max` default).
+pub const FRAME_BYTES_DEFAULT: u32 = 128 * 1024;
+
+/// Smallest frame size a peer may negotiate, in bytes (AMQP 0-9-1 `frame-min-size` is 4096).
+pub const FRAME_BYTES_MIN: u32 = 4096;
+
+/// Largest frame size a peer may negotiate, in bytes (1 MiB).
+pub const FRAME_BYTES_MAX: u32 = 1024 * 1024;
+
+/// Frame size allowed before negotiation (the handshake frame), in bytes.
+pub const FRAME_BYTES_HANDSHAKE: u32 = 64 * 1024;
+
+/// Largest logical payload (one method, possibly split over several frames), in bytes:
+/// the largest body plus room for its properties and names.
+pub const PAYLOAD_BYTES_MAX: usize =
+    MESSAGE_BODY_BYTES_MAX_DEFAULT + PROPERTIES_BYTES_MAX + 4 * SHORT_STRING_BYTES_MAX + 64;
+
+/// Highest channel number a connection may open (RabbitMQ's `channel_max` default 2047).
+pub const CHANNEL_MAX: u16 = 2047;
+
+/// Heartbeat interval the server proposes, in seconds (RabbitMQ's default is 60).
+pub const HEARTBEAT_S_DEFAULT: u16 = 60;
+
+/// Nesting depth allowed in field tables and arrays.
+pub const FIELD_TABLE_DEPTH_MAX: usize = 16;
+
+/// Decoded requests (bytes of their payloads) a connection may have waiting for a worker
+/// before the I/O thread stops reading its socket, in bytes.
+pub const MAILBOX_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// Requests one worker executes for one connection before it lets other connections run.
+pub const WORKER_SLICE_REQUESTS: usize = 256;
+
+/// Outbound bytes above which a connection's consumers get no new deliveries, in bytes.
+pub const OUTBOUND_HIGH_WATER_BYTES: usize = 1024 * 1024;
+
+/// Outbound bytes below which deliveries to a throttled connection resume, in bytes.
+pub const OUTBOUND_LOW_WATER_BYTES: usize = 256 * 1024;
+
+/// Outbound bytes at which a connection that does not read its replies is disconnected,
+/// in bytes. Well above the delivery high-water mark: only replies, confirms and returns
+/// can push a buffer past it.
+pub const OUTBOUND_HARD_CAP_BYTES: usize = 64 * 1024 * 1024;
+
+/// Capacity a buffer keeps after it drains; larger ones are released, in bytes. An idle
+/// connection costs about two of these plus its socket.
+pub const BUFFER_IDLE_BYTES: usize = 4 * 1024;
+
+/// Bytes read from one socket per readiness event before other sockets are served.
+pub const READ_BYTES_PER_EVENT: usize = 1024 * 1024;
+
+/// Time a shutdown waits for outbound buffers to flush, in milliseconds (default).
+pub const SHUTDOWN_FLUSH_MS_DEFAULT: u64 = 10_000;
+
+/// Time a client has to complete the handshake after connecting, in milliseconds.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+
+/// Connections the server accepts at once.
+pub const CONNECTIONS_MAX: usize = 65_536;
+
+/// Rows a `list` reply carries at most.
+pub const LIST_ROWS_MAX: usize = 100_000;

@@ -1,0 +1,1 @@
+//! The server: mio event loop, connections, worker pool, shutdown.
