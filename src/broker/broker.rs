@@ -70,7 +70,10 @@ impl Broker {
     /// A broker with the default vhost `/`.
     pub fn new(config: BrokerConfig) -> Broker {
         let mut vhosts = HashMap::new();
-        vhosts.insert(DEFAULT_VHOST.to_string(), Arc::new(VirtualHost::new(DEFAULT_VHOST)));
+        vhosts.insert(
+            DEFAULT_VHOST.to_string(),
+            Arc::new(VirtualHost::new(DEFAULT_VHOST)),
+        );
         Broker {
             config,
             vhosts: RwLock::new(vhosts),
@@ -95,7 +98,12 @@ impl Broker {
     ///
     /// # Errors
     /// 403 ACCESS_REFUSED for a wrong user or password, or guest from a remote address.
-    pub fn authenticate(&self, user: &str, password: &str, peer: &SocketAddr) -> Result<(), BrokerError> {
+    pub fn authenticate(
+        &self,
+        user: &str,
+        password: &str,
+        peer: &SocketAddr,
+    ) -> Result<(), BrokerError> {
         if user != self.config.default_user || password != self.config.default_pass {
             return Err(BrokerError::access_refused(format!(
                 "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile. (user '{user}')"
@@ -111,7 +119,11 @@ impl Broker {
 
     /// The vhost with `name`.
     pub fn vhost(&self, name: &str) -> Option<Arc<VirtualHost>> {
-        self.vhosts.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+        self.vhosts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
     }
 
     /// The vhost with `name` for a connection being opened.
@@ -156,7 +168,10 @@ impl Broker {
             .map(|c| Arc::clone(&c.sink))
             .collect();
         for s in sinks {
-            s.force_close(ReplyCode::ConnectionForced, &format!("vhost '{name}' is deleted"));
+            s.force_close(
+                ReplyCode::ConnectionForced,
+                &format!("vhost '{name}' is deleted"),
+            );
         }
         vh.remove_all();
         Ok(())

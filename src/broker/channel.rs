@@ -122,7 +122,12 @@ impl Channel {
     /// Offers `entry` from `queue` to `consumer`: if the channel is open and the consumer has
     /// room, assigns the next delivery tag, records it as unacked (manual ack) and pushes
     /// it to the sink, all under the channel lock.
-    pub fn offer(&self, consumer: &Arc<Consumer>, queue: &Arc<Queue>, entry: &QueuedMessage) -> Offer {
+    pub fn offer(
+        &self,
+        consumer: &Arc<Consumer>,
+        queue: &Arc<Queue>,
+        entry: &QueuedMessage,
+    ) -> Offer {
         let mut st = self.lock();
         if st.closed || consumer.is_cancelled() {
             return Offer::Closed;
@@ -165,7 +170,12 @@ impl Channel {
 
     /// Assigns a delivery tag to a message taken with `basic.get`, recording it as unacked
     /// unless `no_ack`. Returns `None` when the channel is closed.
-    pub fn record_get(&self, queue: &Arc<Queue>, entry: &QueuedMessage, no_ack: bool) -> Option<u64> {
+    pub fn record_get(
+        &self,
+        queue: &Arc<Queue>,
+        entry: &QueuedMessage,
+        no_ack: bool,
+    ) -> Option<u64> {
         let mut st = self.lock();
         if st.closed {
             return None;
@@ -205,7 +215,9 @@ impl Channel {
             }
         };
         if taken.is_empty() && !(multiple && tag == 0) {
-            return Err(BrokerError::precondition(format!("unknown delivery tag {tag}")));
+            return Err(BrokerError::precondition(format!(
+                "unknown delivery tag {tag}"
+            )));
         }
         Self::release(&mut st, &taken);
         Ok(taken)

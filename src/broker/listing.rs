@@ -9,7 +9,10 @@ use crate::types::{FieldTable, FieldValue};
 use std::time::UNIX_EPOCH;
 
 fn row(fields: Vec<(&str, FieldValue)>) -> FieldTable {
-    fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    fields
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 fn s(v: &str) -> FieldValue {
@@ -178,7 +181,10 @@ pub fn connections(broker: &Broker) -> Vec<FieldTable> {
                 ("peer_port", n(c.peer.port())),
                 ("user", s(&c.user)),
                 ("vhost", s(&c.vhost)),
-                ("channels", n(c.channels.load(std::sync::atomic::Ordering::Relaxed))),
+                (
+                    "channels",
+                    n(c.channels.load(std::sync::atomic::Ordering::Relaxed)),
+                ),
                 ("client_name", s(&c.client_name)),
                 ("connected_at", n(at_ms)),
             ])

@@ -168,7 +168,8 @@ impl Queue {
             for i in 0..n {
                 let idx = (st.round_robin + i) % n;
                 let consumer = &st.consumers[idx];
-                if let Offer::Delivered { tracked } = consumer.channel.offer(consumer, self, front) {
+                if let Offer::Delivered { tracked } = consumer.channel.offer(consumer, self, front)
+                {
                     taken = Some((idx, tracked));
                     break;
                 }
@@ -226,7 +227,9 @@ impl Queue {
         let mut st = self.lock();
         let before = st.consumers.len();
         st.consumers.retain(|c| {
-            !(&*c.tag == tag && c.channel.connection_id == connection_id && c.channel.number == channel)
+            !(&*c.tag == tag
+                && c.channel.connection_id == connection_id
+                && c.channel.number == channel)
         });
         if st.consumers.len() == before {
             return ConsumerRemoved::NotFound;

@@ -120,12 +120,18 @@ impl Session {
     /// negotiated channel-max (both close the connection).
     pub fn open_channel(&mut self, n: u16) -> Result<(), BrokerError> {
         if n == 0 || self.channels.contains_key(&n) {
-            return Err(BrokerError::new(ReplyCode::ChannelError, format!("channel {n} is already open or invalid")));
+            return Err(BrokerError::new(
+                ReplyCode::ChannelError,
+                format!("channel {n} is already open or invalid"),
+            ));
         }
         if n > self.channel_max {
             return Err(BrokerError::new(
                 ReplyCode::NotAllowed,
-                format!("channel number {n} exceeds the negotiated channel_max {}", self.channel_max),
+                format!(
+                    "channel number {n} exceeds the negotiated channel_max {}",
+                    self.channel_max
+                ),
             ));
         }
         let shared = Arc::new(Channel::new(self.id, n, Arc::clone(&self.sink)));
@@ -139,7 +145,8 @@ impl Session {
                 confirm_pending: None,
             },
         );
-        self.channel_count.store(self.channels.len(), Ordering::Relaxed);
+        self.channel_count
+            .store(self.channels.len(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -149,7 +156,8 @@ impl Session {
         let Some(cs) = self.channels.remove(&n) else {
             return;
         };
-        self.channel_count.store(self.channels.len(), Ordering::Relaxed);
+        self.channel_count
+            .store(self.channels.len(), Ordering::Relaxed);
         let unacked = cs.shared.close();
         for c in cs.consumers.values() {
             self.detach_consumer(c);
@@ -172,7 +180,8 @@ impl Session {
         let Some(q) = self.vhost.queue(&c.queue) else {
             return;
         };
-        if q.remove_consumer(&c.tag, self.id, c.channel.number) == ConsumerRemoved::LastOfAutoDelete {
+        if q.remove_consumer(&c.tag, self.id, c.channel.number) == ConsumerRemoved::LastOfAutoDelete
+        {
             self.vhost.remove_queue(&q);
         }
     }
@@ -191,7 +200,12 @@ impl Session {
     ///
     /// # Errors
     /// As [`VirtualHost::delete_exchange`].
-    pub fn exchange_delete(&mut self, ch: u16, name: &str, if_unused: bool) -> Result<(), BrokerError> {
+    pub fn exchange_delete(
+        &mut self,
+        ch: u16,
+        name: &str,
+        if_unused: bool,
+    ) -> Result<(), BrokerError> {
         self.channel(ch)?;
         self.vhost.delete_exchange(name, if_unused)
     }
@@ -200,25 +214,55 @@ impl Session {
     ///
     /// # Errors
     /// As [`VirtualHost::bind`].
-    pub fn exchange_bind(&mut self, ch: u16, destination: &str, source: &str, key: &str, args: &FieldTable) -> Result<(), BrokerError> {
+    pub fn exchange_bind(
+        &mut self,
+        ch: u16,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
         self.channel(ch)?;
-        self.vhost.bind(source, &Destination::Exchange(Arc::from(destination)), key, args, self.id)
+        self.vhost.bind(
+            source,
+            &Destination::Exchange(Arc::from(destination)),
+            key,
+            args,
+            self.id,
+        )
     }
 
     /// RabbitMQ `exchange.unbind`.
     ///
     /// # Errors
     /// As [`VirtualHost::unbind`].
-    pub fn exchange_unbind(&mut self, ch: u16, destination: &str, source: &str, key: &str, args: &FieldTable) -> Result<(), BrokerError> {
+    pub fn exchange_unbind(
+        &mut self,
+        ch: u16,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
         self.channel(ch)?;
-        self.vhost.unbind(source, &Destination::Exchange(Arc::from(destination)), key, args, self.id)
+        self.vhost.unbind(
+            source,
+            &Destination::Exchange(Arc::from(destination)),
+            key,
+            args,
+            self.id,
+        )
     }
 
     /// AMQP `queue.declare`.
     ///
     /// # Errors
     /// As [`VirtualHost::declare_queue`].
-    pub fn queue_declare(&mut self, ch: u16, spec: &QueueSpec) -> Result<QueueDeclared, BrokerError> {
+    pub fn queue_declare(
+        &mut self,
+        ch: u16,
+        spec: &QueueSpec,
+    ) -> Result<QueueDeclared, BrokerError> {
         self.channel(ch)?;
         self.check_vhost()?;
         self.vhost.declare_queue(spec, self.id)
@@ -228,18 +272,44 @@ impl Session {
     ///
     /// # Errors
     /// As [`VirtualHost::bind`].
-    pub fn queue_bind(&mut self, ch: u16, queue: &str, exchange: &str, key: &str, args: &FieldTable) -> Result<(), BrokerError> {
+    pub fn queue_bind(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
         self.channel(ch)?;
-        self.vhost.bind(exchange, &Destination::Queue(Arc::from(queue)), key, args, self.id)
+        self.vhost.bind(
+            exchange,
+            &Destination::Queue(Arc::from(queue)),
+            key,
+            args,
+            self.id,
+        )
     }
 
     /// AMQP `queue.unbind`.
     ///
     /// # Errors
     /// As [`VirtualHost::unbind`].
-    pub fn queue_unbind(&mut self, ch: u16, queue: &str, exchange: &str, key: &str, args: &FieldTable) -> Result<(), BrokerError> {
+    pub fn queue_unbind(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
         self.channel(ch)?;
-        self.vhost.unbind(exchange, &Destination::Queue(Arc::from(queue)), key, args, self.id)
+        self.vhost.unbind(
+            exchange,
+            &Destination::Queue(Arc::from(queue)),
+            key,
+            args,
+            self.id,
+        )
     }
 
     /// AMQP `queue.purge`: removes ready messages, returns how many.
@@ -256,7 +326,13 @@ impl Session {
     ///
     /// # Errors
     /// As [`VirtualHost::delete_queue`].
-    pub fn queue_delete(&mut self, ch: u16, queue: &str, if_unused: bool, if_empty: bool) -> Result<u32, BrokerError> {
+    pub fn queue_delete(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        if_unused: bool,
+        if_empty: bool,
+    ) -> Result<u32, BrokerError> {
         self.channel(ch)?;
         self.vhost.delete_queue(queue, if_unused, if_empty, self.id)
     }
@@ -265,7 +341,12 @@ impl Session {
     ///
     /// # Errors
     /// 504 for a channel that is not open.
-    pub fn basic_qos(&mut self, ch: u16, prefetch_count: u16, global: bool) -> Result<(), BrokerError> {
+    pub fn basic_qos(
+        &mut self,
+        ch: u16,
+        prefetch_count: u16,
+        global: bool,
+    ) -> Result<(), BrokerError> {
         let cs = self.channel(ch)?;
         cs.shared.set_prefetch(prefetch_count, global);
         // A larger limit may let waiting messages flow.
@@ -371,7 +452,8 @@ impl Session {
         if routed == 0 {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
-                self.sink.basic_return(ch, ReplyCode::NoRoute, "NO_ROUTE", &msg);
+                self.sink
+                    .basic_return(ch, ReplyCode::NoRoute, "NO_ROUTE", &msg);
             }
         }
         let cs = self.channel(ch)?;
@@ -406,7 +488,12 @@ impl Session {
     ///
     /// # Errors
     /// 404 absent queue; 405 exclusive queue of another connection.
-    pub fn basic_get(&mut self, ch: u16, queue: &str, no_ack: bool) -> Result<Option<GetResult>, BrokerError> {
+    pub fn basic_get(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        no_ack: bool,
+    ) -> Result<Option<GetResult>, BrokerError> {
         let q = {
             self.channel(ch)?;
             self.vhost.queue_for(queue, self.id)?
@@ -425,7 +512,12 @@ impl Session {
     ///
     /// # Errors
     /// 406 unknown delivery tag; 504 channel not open.
-    pub fn basic_ack(&mut self, ch: u16, delivery_tag: u64, multiple: bool) -> Result<(), BrokerError> {
+    pub fn basic_ack(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        multiple: bool,
+    ) -> Result<(), BrokerError> {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         for (q, entries) in group_by_queue(taken) {
             q.settle(entries.len(), true);
@@ -438,7 +530,13 @@ impl Session {
     ///
     /// # Errors
     /// 406 unknown delivery tag; 504 channel not open.
-    pub fn basic_nack(&mut self, ch: u16, delivery_tag: u64, multiple: bool, requeue_them: bool) -> Result<(), BrokerError> {
+    pub fn basic_nack(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        multiple: bool,
+        requeue_them: bool,
+    ) -> Result<(), BrokerError> {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         if requeue_them {
             requeue(taken);
@@ -455,7 +553,12 @@ impl Session {
     ///
     /// # Errors
     /// 406 unknown delivery tag; 504 channel not open.
-    pub fn basic_reject(&mut self, ch: u16, delivery_tag: u64, requeue_it: bool) -> Result<(), BrokerError> {
+    pub fn basic_reject(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        requeue_it: bool,
+    ) -> Result<(), BrokerError> {
         self.basic_nack(ch, delivery_tag, false, requeue_it)
     }
 

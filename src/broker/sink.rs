@@ -27,7 +27,13 @@ pub trait ClientSink: Send + Sync {
     fn cancel(&self, channel: u16, consumer_tag: &str);
 
     /// Returns an unroutable mandatory message (AMQP `basic.return`).
-    fn basic_return(&self, channel: u16, reply_code: ReplyCode, reply_text: &str, message: &Message);
+    fn basic_return(
+        &self,
+        channel: u16,
+        reply_code: ReplyCode,
+        reply_text: &str,
+        message: &Message,
+    );
 
     /// A publisher confirm: `ack` true for `basic.ack`, false for `basic.nack`, covering
     /// publish sequence number `seq` (and every earlier one when `multiple`).

@@ -79,7 +79,14 @@ pub struct VirtualHost {
     unroutable_returned: AtomicU64,
 }
 
-fn inequivalent(arg: &str, what: &str, name: &str, vhost: &str, got: impl Display, current: impl Display) -> BrokerError {
+fn inequivalent(
+    arg: &str,
+    what: &str,
+    name: &str,
+    vhost: &str,
+    got: impl Display,
+    current: impl Display,
+) -> BrokerError {
     BrokerError::precondition(format!(
         "inequivalent arg '{arg}' for {what} '{name}' in vhost '{vhost}': received '{got}' but current is '{current}'"
     ))
@@ -93,7 +100,14 @@ impl VirtualHost {
     /// A vhost holding the default exchange and the standard `amq.*` exchanges.
     pub fn new(name: &str) -> VirtualHost {
         let mut exchanges = HashMap::new();
-        let default = Exchange::new(Arc::from(""), ExchangeKind::Direct, true, false, false, FieldTable::new());
+        let default = Exchange::new(
+            Arc::from(""),
+            ExchangeKind::Direct,
+            true,
+            false,
+            false,
+            FieldTable::new(),
+        );
         exchanges.insert(Arc::clone(&default.name), Arc::new(default));
         for (n, kind) in STANDARD_EXCHANGES {
             let e = Exchange::new(Arc::from(n), kind, true, false, false, FieldTable::new());
@@ -203,19 +217,54 @@ impl VirtualHost {
         if let Some(e) = map.get(name) {
             let vh = &*self.name;
             if e.kind != kind {
-                return Err(inequivalent("type", "exchange", name, vh, kind.as_str(), e.kind.as_str()));
+                return Err(inequivalent(
+                    "type",
+                    "exchange",
+                    name,
+                    vh,
+                    kind.as_str(),
+                    e.kind.as_str(),
+                ));
             }
             if e.durable != spec.durable {
-                return Err(inequivalent("durable", "exchange", name, vh, spec.durable, e.durable));
+                return Err(inequivalent(
+                    "durable",
+                    "exchange",
+                    name,
+                    vh,
+                    spec.durable,
+                    e.durable,
+                ));
             }
             if e.auto_delete != spec.auto_delete {
-                return Err(inequivalent("auto_delete", "exchange", name, vh, spec.auto_delete, e.auto_delete));
+                return Err(inequivalent(
+                    "auto_delete",
+                    "exchange",
+                    name,
+                    vh,
+                    spec.auto_delete,
+                    e.auto_delete,
+                ));
             }
             if e.internal != spec.internal {
-                return Err(inequivalent("internal", "exchange", name, vh, spec.internal, e.internal));
+                return Err(inequivalent(
+                    "internal",
+                    "exchange",
+                    name,
+                    vh,
+                    spec.internal,
+                    e.internal,
+                ));
             }
             if e.arguments != spec.arguments {
-                return Err(inequivalent("arguments", "exchange", name, vh, format!("{:?}", spec.arguments), format!("{:?}", e.arguments)));
+                return Err(inequivalent(
+                    "arguments",
+                    "exchange",
+                    name,
+                    vh,
+                    format!("{:?}", spec.arguments),
+                    format!("{:?}", e.arguments),
+                ));
             }
             return Ok(());
         }
@@ -293,7 +342,14 @@ impl VirtualHost {
     /// # Errors
     /// 403 when either end is the default exchange; 404 when either end is absent; 405
     /// for another connection's exclusive queue; 406 for invalid headers arguments.
-    pub fn bind(&self, source: &str, destination: &Destination, key: &str, arguments: &FieldTable, connection_id: u64) -> Result<(), BrokerError> {
+    pub fn bind(
+        &self,
+        source: &str,
+        destination: &Destination,
+        key: &str,
+        arguments: &FieldTable,
+        connection_id: u64,
+    ) -> Result<(), BrokerError> {
         let src = self.check_binding_ends(source, destination, connection_id)?;
         let mut router = src.router_mut();
         router.validate(key, arguments)?;
@@ -311,7 +367,14 @@ impl VirtualHost {
     ///
     /// # Errors
     /// As [`VirtualHost::bind`], except argument validation.
-    pub fn unbind(&self, source: &str, destination: &Destination, key: &str, arguments: &FieldTable, connection_id: u64) -> Result<(), BrokerError> {
+    pub fn unbind(
+        &self,
+        source: &str,
+        destination: &Destination,
+        key: &str,
+        arguments: &FieldTable,
+        connection_id: u64,
+    ) -> Result<(), BrokerError> {
         let src = self.check_binding_ends(source, destination, connection_id)?;
         let emptied = {
             let mut router = src.router_mut();
@@ -328,7 +391,12 @@ impl VirtualHost {
         Ok(())
     }
 
-    fn check_binding_ends(&self, source: &str, destination: &Destination, connection_id: u64) -> Result<Arc<Exchange>, BrokerError> {
+    fn check_binding_ends(
+        &self,
+        source: &str,
+        destination: &Destination,
+        connection_id: u64,
+    ) -> Result<Arc<Exchange>, BrokerError> {
         if source.is_empty() {
             return Err(default_exchange_refused());
         }
@@ -345,7 +413,8 @@ impl VirtualHost {
                 }
             }
         }
-        self.exchange(source).ok_or_else(|| self.no_exchange(source))
+        self.exchange(source)
+            .ok_or_else(|| self.no_exchange(source))
     }
 
     /// Declares a queue (AMQP `queue.declare`) for connection `connection_id`.
@@ -353,7 +422,11 @@ impl VirtualHost {
     /// # Errors
     /// 404 passive and absent; 403 for a new `amq.` name; 405 when exclusive to another
     /// connection; 406 when an existing queue differs.
-    pub fn declare_queue(&self, spec: &QueueSpec, connection_id: u64) -> Result<QueueDeclared, BrokerError> {
+    pub fn declare_queue(
+        &self,
+        spec: &QueueSpec,
+        connection_id: u64,
+    ) -> Result<QueueDeclared, BrokerError> {
         let declared = |q: &Queue| QueueDeclared {
             name: q.name.to_string(),
             message_count: q.message_count() as u32,
@@ -378,16 +451,44 @@ impl VirtualHost {
             q.check_access(connection_id, &self.name)?;
             let vh = &*self.name;
             if q.durable != spec.durable {
-                return Err(inequivalent("durable", "queue", &name, vh, spec.durable, q.durable));
+                return Err(inequivalent(
+                    "durable",
+                    "queue",
+                    &name,
+                    vh,
+                    spec.durable,
+                    q.durable,
+                ));
             }
             if q.exclusive != spec.exclusive {
-                return Err(inequivalent("exclusive", "queue", &name, vh, spec.exclusive, q.exclusive));
+                return Err(inequivalent(
+                    "exclusive",
+                    "queue",
+                    &name,
+                    vh,
+                    spec.exclusive,
+                    q.exclusive,
+                ));
             }
             if q.auto_delete != spec.auto_delete {
-                return Err(inequivalent("auto_delete", "queue", &name, vh, spec.auto_delete, q.auto_delete));
+                return Err(inequivalent(
+                    "auto_delete",
+                    "queue",
+                    &name,
+                    vh,
+                    spec.auto_delete,
+                    q.auto_delete,
+                ));
             }
             if q.arguments != spec.arguments {
-                return Err(inequivalent("arguments", "queue", &name, vh, format!("{:?}", spec.arguments), format!("{:?}", q.arguments)));
+                return Err(inequivalent(
+                    "arguments",
+                    "queue",
+                    &name,
+                    vh,
+                    format!("{:?}", spec.arguments),
+                    format!("{:?}", q.arguments),
+                ));
             }
             let q = Arc::clone(q);
             drop(map);
@@ -417,16 +518,28 @@ impl VirtualHost {
     /// # Errors
     /// 405 for another connection's exclusive queue; 406 with `if_unused` when it has
     /// consumers, with `if_empty` when it has ready messages.
-    pub fn delete_queue(&self, name: &str, if_unused: bool, if_empty: bool, connection_id: u64) -> Result<u32, BrokerError> {
+    pub fn delete_queue(
+        &self,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        connection_id: u64,
+    ) -> Result<u32, BrokerError> {
         let Some(q) = self.queue(name) else {
             return Ok(0);
         };
         q.check_access(connection_id, &self.name)?;
         if if_unused && q.consumer_count() > 0 {
-            return Err(BrokerError::precondition(format!("queue '{name}' in vhost '{}' in use", self.name)));
+            return Err(BrokerError::precondition(format!(
+                "queue '{name}' in vhost '{}' in use",
+                self.name
+            )));
         }
         if if_empty && q.message_count() > 0 {
-            return Err(BrokerError::precondition(format!("queue '{name}' in vhost '{}' is not empty", self.name)));
+            return Err(BrokerError::precondition(format!(
+                "queue '{name}' in vhost '{}' is not empty",
+                self.name
+            )));
         }
         Ok(self.remove_queue(&q) as u32)
     }
@@ -480,7 +593,9 @@ impl VirtualHost {
             return self.queue(&msg.routing_key).into_iter().collect();
         }
         let mut dests = Vec::new();
-        exchange.router().route(&msg.routing_key, msg.headers(), &mut dests);
+        exchange
+            .router()
+            .route(&msg.routing_key, msg.headers(), &mut dests);
         let mut visited: Option<HashSet<Arc<str>>> = None;
         while let Some(d) = dests.pop() {
             match d {
@@ -495,7 +610,8 @@ impl VirtualHost {
                         continue;
                     }
                     if let Some(next) = self.exchange(&x) {
-                        next.router().route(&msg.routing_key, msg.headers(), &mut dests);
+                        next.router()
+                            .route(&msg.routing_key, msg.headers(), &mut dests);
                     }
                 }
             }
@@ -537,7 +653,10 @@ impl VirtualHost {
         if e.internal {
             return Err(BrokerError::new(
                 ReplyCode::AccessRefused,
-                format!("cannot publish to internal exchange '{name}' in vhost '{}'", self.name),
+                format!(
+                    "cannot publish to internal exchange '{name}' in vhost '{}'",
+                    self.name
+                ),
             ));
         }
         Ok(e)

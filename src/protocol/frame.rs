@@ -71,6 +71,11 @@ pub fn check(buf: &[u8], frame_max: u32) -> Result<Option<(FrameHeader, usize)>,
         )));
     }
     let channel = u16::from_be_bytes([buf[6], buf[7]]);
+    if frame_type == FrameType::Heartbeat && (size != 0 || flags != 0 || channel != 0) {
+        return Err(DecodeError::new(
+            "heartbeat frame must have channel 0, no flags and an empty payload",
+        ));
+    }
     let total = FRAME_HEADER_BYTES as u64 + size as u64;
     if total > frame_max as u64 {
         return Err(DecodeError::new(format!(
@@ -165,7 +170,11 @@ const OVERSIZED_HEAD_BYTES: usize = 6;
 #[derive(Debug)]
 enum Partial {
     Joining(u16, Vec<u8>),
-    Discarding { channel: u16, head: Vec<u8>, size: u64 },
+    Discarding {
+        channel: u16,
+        head: Vec<u8>,
+        size: u64,
+    },
 }
 
 impl Partial {
@@ -364,6 +373,9 @@ mod tests {
             })
         );
         // The next payload is handled normally.
-        assert_eq!(asm.push(&last, b"ok").unwrap(), Some(Payload::Whole(1, b"ok")));
+        assert_eq!(
+            asm.push(&last, b"ok").unwrap(),
+            Some(Payload::Whole(1, b"ok"))
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! Server settings: what `relaymq-server`'s flags set.
 
 use crate::broker::BrokerConfig;
-use crate::limits::{CHANNEL_MAX, FRAME_BYTES_DEFAULT, HEARTBEAT_S_DEFAULT, SHUTDOWN_FLUSH_MS_DEFAULT};
+use crate::limits::{
+    CHANNEL_MAX, FRAME_BYTES_DEFAULT, HEARTBEAT_S_DEFAULT, SHUTDOWN_FLUSH_MS_DEFAULT,
+};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

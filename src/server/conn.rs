@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What the I/O thread (or the core) asks a connection's worker to do.
+// Methods dominate the mailbox; boxing them would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Event {
     /// A decoded method.
@@ -153,7 +155,11 @@ impl Conn {
 
     /// Whether no event is waiting.
     pub fn mailbox_is_empty(&self) -> bool {
-        self.mailbox.lock().unwrap_or_else(|e| e.into_inner()).events.is_empty()
+        self.mailbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .events
+            .is_empty()
     }
 
     /// Called by the worker when it is done with the connection for now. Returns true

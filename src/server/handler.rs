@@ -116,7 +116,11 @@ impl Handler {
             }
             Event::Closed => {
                 if let State::Open(session) = &mut self.state {
-                    log::info!("connection {} ({}) closed by the client", self.id, self.peer);
+                    log::info!(
+                        "connection {} ({}) closed by the client",
+                        self.id,
+                        self.peer
+                    );
                     session.close();
                 }
                 self.state = State::Closing;
@@ -143,7 +147,11 @@ impl Handler {
         if code == ReplyCode::ConnectionForced {
             log::info!("closing connection {} ({}): {text}", self.id, self.peer);
         } else {
-            log::warn!("closing connection {} ({}): {code}: {text}", self.id, self.peer);
+            log::warn!(
+                "closing connection {} ({}): {code}: {text}",
+                self.id,
+                self.peer
+            );
         }
         self.send(
             0,
@@ -204,16 +212,28 @@ impl Handler {
             client_name,
         } = method
         else {
-            let err = format!("expected connection.open on channel 0, got {} on channel {channel}", method.name());
+            let err = format!(
+                "expected connection.open on channel 0, got {} on channel {channel}",
+                method.name()
+            );
             self.close_connection(ReplyCode::CommandInvalid, &err, method.id(), request_id);
             return;
         };
         if channel != 0 {
-            self.close_connection(ReplyCode::CommandInvalid, "connection.open must be sent on channel 0", 0x0001, request_id);
+            self.close_connection(
+                ReplyCode::CommandInvalid,
+                "connection.open must be sent on channel 0",
+                0x0001,
+                request_id,
+            );
             return;
         }
         if let Err(e) = self.broker.authenticate(&user, &password, &self.peer) {
-            log::warn!("connection {} ({}): login refused for user '{user}'", self.id, self.peer);
+            log::warn!(
+                "connection {} ({}): login refused for user '{user}'",
+                self.id,
+                self.peer
+            );
             self.close_connection(e.code, &e.text, 0x0001, request_id);
             return;
         }
@@ -233,7 +253,11 @@ impl Handler {
         conn.frame_max.store(frame_max, Ordering::Release);
         conn.heartbeat_s.store(heartbeat_s, Ordering::Release);
         self.frame_max = frame_max;
-        let sink = Arc::new(NativeSink::new(Arc::clone(&self.outbound), frame_max, Weak::clone(&self.conn)));
+        let sink = Arc::new(NativeSink::new(
+            Arc::clone(&self.outbound),
+            frame_max,
+            Weak::clone(&self.conn),
+        ));
         let channels = Arc::new(AtomicUsize::new(0));
         self.broker.register_connection(ConnectionInfo {
             id: self.id,
@@ -245,7 +269,14 @@ impl Handler {
             channels: Arc::clone(&channels),
             sink: sink.clone(),
         });
-        let session = Session::new(Arc::clone(&self.broker), self.id, vh, sink, channel_max, channels);
+        let session = Session::new(
+            Arc::clone(&self.broker),
+            self.id,
+            vh,
+            sink,
+            channel_max,
+            channels,
+        );
         self.state = State::Open(Box::new(session));
         log::info!(
             "connection {} ({}) opened: user '{user}', vhost '{vhost}', client '{client_name}', frame_max {frame_max}, heartbeat {heartbeat_s} s",
@@ -271,10 +302,15 @@ impl Handler {
         let id = method.id();
         let reply = match method {
             Method::Close { .. } => {
-                if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing) {
+                if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
+                {
                     session.close();
                 }
-                log::info!("connection {} ({}) closed by the client", self.id, self.peer);
+                log::info!(
+                    "connection {} ({}) closed by the client",
+                    self.id,
+                    self.peer
+                );
                 self.send(0, request_id, &Method::CloseOk);
                 self.outbound.close_after_flush();
                 return;
@@ -286,7 +322,9 @@ impl Handler {
                 info: listing::status(&broker),
             }),
             Method::List { kind } => {
-                let Some(session) = self.session() else { return };
+                let Some(session) = self.session() else {
+                    return;
+                };
                 let vh = session.vhost();
                 let rows = match kind {
                     ListKind::Vhosts => listing::vhosts(&broker),
@@ -305,7 +343,9 @@ impl Handler {
         };
         match reply {
             Ok(m) => self.send(0, request_id, &m),
-            Err(e) if e.code.is_connection_error() => self.close_connection(e.code, &e.text, id, request_id),
+            Err(e) if e.code.is_connection_error() => {
+                self.close_connection(e.code, &e.text, id, request_id)
+            }
             // Admin refusals on channel 0 do not cost the connection: answer with a
             // channel-0 `channel.close`-style error the client maps to the request.
             Err(e) => self.send(
@@ -352,7 +392,14 @@ impl Handler {
             Method::Publish { messages } => {
                 let mut result = Ok(None);
                 for m in messages {
-                    if let Err(e) = session.basic_publish(ch, &m.exchange, &m.routing_key, m.mandatory, m.properties, m.body) {
+                    if let Err(e) = session.basic_publish(
+                        ch,
+                        &m.exchange,
+                        &m.routing_key,
+                        m.mandatory,
+                        m.properties,
+                        m.body,
+                    ) {
                         result = Err(e);
                         break;
                     }
@@ -382,9 +429,12 @@ impl Handler {
                     },
                 )
                 .map(|_| Some(Method::Ok)),
-            Method::ExchangeDelete { exchange, if_unused } => {
-                session.exchange_delete(ch, &exchange, if_unused).map(|_| Some(Method::Ok))
-            }
+            Method::ExchangeDelete {
+                exchange,
+                if_unused,
+            } => session
+                .exchange_delete(ch, &exchange, if_unused)
+                .map(|_| Some(Method::Ok)),
             Method::ExchangeBind {
                 destination,
                 source,
@@ -456,7 +506,9 @@ impl Handler {
             Method::BasicQos {
                 prefetch_count,
                 global,
-            } => session.basic_qos(ch, prefetch_count, global).map(|_| Some(Method::Ok)),
+            } => session
+                .basic_qos(ch, prefetch_count, global)
+                .map(|_| Some(Method::Ok)),
             Method::BasicConsume {
                 queue,
                 consumer_tag,
@@ -467,31 +519,43 @@ impl Handler {
                 let outbound = &self.outbound;
                 let frame_max = self.frame_max;
                 session
-                    .basic_consume(ch, &queue, &consumer_tag, no_ack, exclusive, &arguments, |tag| {
-                        let m = Method::BasicConsumeOk {
-                            consumer_tag: tag.to_string(),
-                        };
-                        outbound.write_with(|buf| write_method(buf, ch, frame_max, |b| m.encode(request_id, b)));
-                    })
+                    .basic_consume(
+                        ch,
+                        &queue,
+                        &consumer_tag,
+                        no_ack,
+                        exclusive,
+                        &arguments,
+                        |tag| {
+                            let m = Method::BasicConsumeOk {
+                                consumer_tag: tag.to_string(),
+                            };
+                            outbound.write_with(|buf| {
+                                write_method(buf, ch, frame_max, |b| m.encode(request_id, b))
+                            });
+                        },
+                    )
                     .map(|_| None)
             }
-            Method::BasicCancel { consumer_tag } => {
-                session.basic_cancel(ch, &consumer_tag).map(|_| Some(Method::Ok))
-            }
-            Method::BasicGet { queue, no_ack } => session.basic_get(ch, &queue, no_ack).map(|got| {
-                Some(match got {
-                    None => Method::GetEmpty,
-                    Some(g) => Method::GetOk {
-                        delivery_tag: g.delivery_tag,
-                        redelivered: g.redelivered,
-                        exchange: g.message.exchange.to_string(),
-                        routing_key: g.message.routing_key.to_string(),
-                        message_count: g.message_count,
-                        properties: g.message.properties().clone(),
-                        body: g.message.body.clone(),
-                    },
+            Method::BasicCancel { consumer_tag } => session
+                .basic_cancel(ch, &consumer_tag)
+                .map(|_| Some(Method::Ok)),
+            Method::BasicGet { queue, no_ack } => {
+                session.basic_get(ch, &queue, no_ack).map(|got| {
+                    Some(match got {
+                        None => Method::GetEmpty,
+                        Some(g) => Method::GetOk {
+                            delivery_tag: g.delivery_tag,
+                            redelivered: g.redelivered,
+                            exchange: g.message.exchange.to_string(),
+                            routing_key: g.message.routing_key.to_string(),
+                            message_count: g.message_count,
+                            properties: g.message.properties().clone(),
+                            body: g.message.body.clone(),
+                        },
+                    })
                 })
-            }),
+            }
             Method::Ack {
                 delivery_tag,
                 multiple,
@@ -500,12 +564,18 @@ impl Handler {
                 delivery_tag,
                 multiple,
                 requeue,
-            } => session.basic_nack(ch, delivery_tag, multiple, requeue).map(|_| None),
+            } => session
+                .basic_nack(ch, delivery_tag, multiple, requeue)
+                .map(|_| None),
             Method::Reject {
                 delivery_tag,
                 requeue,
-            } => session.basic_reject(ch, delivery_tag, requeue).map(|_| None),
-            Method::Recover { requeue } => session.basic_recover(ch, requeue).map(|_| Some(Method::Ok)),
+            } => session
+                .basic_reject(ch, delivery_tag, requeue)
+                .map(|_| None),
+            Method::Recover { requeue } => {
+                session.basic_recover(ch, requeue).map(|_| Some(Method::Ok))
+            }
             Method::ConfirmSelect => session.confirm_select(ch).map(|_| Some(Method::Ok)),
             other => Err(BrokerError::new(
                 ReplyCode::CommandInvalid,

@@ -97,7 +97,8 @@ impl IoLoop {
         pool: Sender<Arc<Conn>>,
         shutdown: Arc<AtomicBool>,
     ) -> io::Result<IoLoop> {
-        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
         Ok(IoLoop {
             poll,
             listener: Some(listener),
@@ -167,7 +168,9 @@ impl IoLoop {
         marked.sort_unstable();
         marked.dedup();
         for id in marked.drain(..) {
-            let Some(io) = self.conns.get_mut(&id) else { continue };
+            let Some(io) = self.conns.get_mut(&id) else {
+                continue;
+            };
             if io.conn.outbound.is_overflowed() {
                 log::warn!(
                     "closing connection {id} ({}): the client does not read; outbound buffer over its limit",
@@ -189,27 +192,45 @@ impl IoLoop {
 
     fn accept(&mut self) {
         loop {
-            let Some(listener) = &self.listener else { return };
+            let Some(listener) = &self.listener else {
+                return;
+            };
             match listener.accept() {
                 Ok((mut socket, peer)) => {
                     if self.conns.len() >= CONNECTIONS_MAX {
-                        log::warn!("refusing connection from {peer}: {CONNECTIONS_MAX} connections open");
+                        log::warn!(
+                            "refusing connection from {peer}: {CONNECTIONS_MAX} connections open"
+                        );
                         continue;
                     }
                     let _ = socket.set_nodelay(true);
                     let id = self.broker.next_connection_id();
                     let token = Token(id as usize);
-                    if let Err(e) = self.poll.registry().register(&mut socket, token, Interest::READABLE | Interest::WRITABLE) {
+                    if let Err(e) = self.poll.registry().register(
+                        &mut socket,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
                         log::error!("cannot register connection from {peer}: {e}");
                         continue;
                     }
-                    let Some(pool) = self.pool.clone() else { return };
+                    let Some(pool) = self.pool.clone() else {
+                        return;
+                    };
                     let outbound = Arc::new(Outbound::new(id, Arc::clone(&self.notifier)));
                     let frame_max = crate::limits::FRAME_BYTES_HANDSHAKE;
                     let broker = Arc::clone(&self.broker);
                     let config = Arc::clone(&self.config);
                     let conn = Arc::new_cyclic(|weak| {
-                        let handler = Handler::new(broker, config, weak.clone(), id, peer, Arc::clone(&outbound), frame_max);
+                        let handler = Handler::new(
+                            broker,
+                            config,
+                            weak.clone(),
+                            id,
+                            peer,
+                            Arc::clone(&outbound),
+                            frame_max,
+                        );
                         Conn::new(id, peer, outbound, frame_max, pool, handler)
                     });
                     log::debug!("connection {id} accepted from {peer}");
@@ -248,7 +269,9 @@ impl IoLoop {
     }
 
     fn read(&mut self, id: u64) {
-        let Some(io) = self.conns.get_mut(&id) else { return };
+        let Some(io) = self.conns.get_mut(&id) else {
+            return;
+        };
         let end = read_socket(io, &mut self.scratch, &mut self.backlog, id);
         if let ReadEnd::Closed(reason) = end {
             log::debug!("connection {id}: {reason}");
@@ -257,7 +280,9 @@ impl IoLoop {
     }
 
     fn flush(&mut self, id: u64) {
-        let Some(io) = self.conns.get_mut(&id) else { return };
+        let Some(io) = self.conns.get_mut(&id) else {
+            return;
+        };
         match flush_socket(io) {
             Ok(()) => {}
             Err(e) => {
@@ -291,8 +316,14 @@ impl IoLoop {
             }
             let conn = &io.conn;
             if !conn.opened.load(Ordering::Acquire) {
-                if now.duration_since(io.accepted_at) > Duration::from_millis(HANDSHAKE_TIMEOUT_MS) {
-                    to_close.push((*id, Some(format!("handshake not completed within {HANDSHAKE_TIMEOUT_MS} ms"))));
+                if now.duration_since(io.accepted_at) > Duration::from_millis(HANDSHAKE_TIMEOUT_MS)
+                {
+                    to_close.push((
+                        *id,
+                        Some(format!(
+                            "handshake not completed within {HANDSHAKE_TIMEOUT_MS} ms"
+                        )),
+                    ));
                 }
                 continue;
             }
@@ -301,10 +332,15 @@ impl IoLoop {
                 continue;
             }
             if now.duration_since(io.last_read) > Duration::from_secs(2 * hb) {
-                to_close.push((*id, Some(format!("missed heartbeats from client, timeout: {hb}s"))));
+                to_close.push((
+                    *id,
+                    Some(format!("missed heartbeats from client, timeout: {hb}s")),
+                ));
                 continue;
             }
-            if now.duration_since(io.last_write) >= Duration::from_secs(hb) && conn.outbound.queued() == 0 {
+            if now.duration_since(io.last_write) >= Duration::from_secs(hb)
+                && conn.outbound.queued() == 0
+            {
                 conn.outbound.write_with(frame::write_heartbeat);
             }
         }
@@ -343,9 +379,14 @@ impl IoLoop {
         for io in self.conns.values() {
             io.conn.push(Event::Shutdown, 0);
         }
-        self.pump_until(events, marked, deadline, |s| s.all_idle() && s.all_flushed());
+        self.pump_until(events, marked, deadline, |s| {
+            s.all_idle() && s.all_flushed()
+        });
         if !self.all_flushed() {
-            log::warn!("shutdown: some outbound buffers were not flushed within {} ms", self.config.shutdown_flush_ms);
+            log::warn!(
+                "shutdown: some outbound buffers were not flushed within {} ms",
+                self.config.shutdown_flush_ms
+            );
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
@@ -356,7 +397,13 @@ impl IoLoop {
         Ok(())
     }
 
-    fn pump_until(&mut self, events: &mut Events, marked: &mut Vec<u64>, deadline: Instant, done: impl Fn(&IoLoop) -> bool) {
+    fn pump_until(
+        &mut self,
+        events: &mut Events,
+        marked: &mut Vec<u64>,
+        deadline: Instant,
+        done: impl Fn(&IoLoop) -> bool,
+    ) {
         while !done(self) && Instant::now() < deadline {
             if let Err(e) = self.poll.poll(events, Some(Duration::from_millis(10))) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -377,7 +424,12 @@ impl IoLoop {
     }
 }
 
-fn read_socket(io: &mut IoConn, scratch: &mut [u8], backlog: &mut VecDeque<u64>, id: u64) -> ReadEnd {
+fn read_socket(
+    io: &mut IoConn,
+    scratch: &mut [u8],
+    backlog: &mut VecDeque<u64>,
+    id: u64,
+) -> ReadEnd {
     if io.paused {
         return ReadEnd::Open;
     }
@@ -432,9 +484,7 @@ fn absorb(io: &mut IoConn, data: &[u8]) {
         io.pending = buf;
         io.pending.drain(..used);
     }
-    if io.input_closed {
-        io.pending = Vec::new();
-    } else if io.pending.is_empty() && io.pending.capacity() > BUFFER_IDLE_BYTES {
+    if io.input_closed || (io.pending.is_empty() && io.pending.capacity() > BUFFER_IDLE_BYTES) {
         io.pending = Vec::new();
     }
 }
@@ -453,7 +503,9 @@ fn parse(io: &mut IoConn, data: &[u8]) -> usize {
                 io.conn.peer,
                 &data[..PROTOCOL_HEADER.len()]
             );
-            io.conn.outbound.write_with(|b| b.extend_from_slice(&PROTOCOL_HEADER));
+            io.conn
+                .outbound
+                .write_with(|b| b.extend_from_slice(&PROTOCOL_HEADER));
             io.conn.outbound.close_after_flush();
             io.input_closed = true;
             return data.len();
@@ -491,9 +543,21 @@ fn on_frame(io: &mut IoConn, header: &FrameHeader, payload: &[u8]) {
         Ok(None) => {}
         Ok(Some(Payload::Whole(ch, p))) => decode(io, ch, p),
         Ok(Some(Payload::Joined(ch, p))) => decode(io, ch, &p),
-        Ok(Some(Payload::Oversized { channel, head, size })) => {
-            let method_id = if head.len() >= 2 { u16::from_be_bytes([head[0], head[1]]) } else { 0 };
-            let request_id = if head.len() >= 6 { u32::from_be_bytes([head[2], head[3], head[4], head[5]]) } else { 0 };
+        Ok(Some(Payload::Oversized {
+            channel,
+            head,
+            size,
+        })) => {
+            let method_id = if head.len() >= 2 {
+                u16::from_be_bytes([head[0], head[1]])
+            } else {
+                0
+            };
+            let request_id = if head.len() >= 6 {
+                u32::from_be_bytes([head[2], head[3], head[4], head[5]])
+            } else {
+                0
+            };
             io.conn.push(
                 Event::Oversized {
                     channel,
@@ -519,8 +583,16 @@ fn decode(io: &mut IoConn, channel: u16, payload: &[u8]) {
             payload.len(),
         ),
         Err(e) => {
-            let id = if payload.len() >= 2 { u16::from_be_bytes([payload[0], payload[1]]) } else { 0 };
-            protocol_error(io, ReplyCode::SyntaxError, format!("malformed {} frame: {}", method_name(id), e.message));
+            let id = if payload.len() >= 2 {
+                u16::from_be_bytes([payload[0], payload[1]])
+            } else {
+                0
+            };
+            protocol_error(
+                io,
+                ReplyCode::SyntaxError,
+                format!("malformed {} frame: {}", method_name(id), e.message),
+            );
         }
     }
 }
@@ -546,7 +618,12 @@ fn flush_socket(io: &mut IoConn) -> io::Result<()> {
             }
         }
         match io.socket.write(&io.writing[io.write_pos..]) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "socket accepted no bytes")),
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "socket accepted no bytes",
+                ))
+            }
             Ok(n) => {
                 io.write_pos += n;
                 io.last_write = Instant::now();

@@ -106,11 +106,22 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     let workers = worker::start(config.workers, rx, Arc::clone(&notifier))?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let config = Arc::new(config);
-    let io_loop = IoLoop::new(poll, listener, Arc::clone(&notifier), broker, Arc::clone(&config), tx, Arc::clone(&shutdown))?;
+    let io_loop = IoLoop::new(
+        poll,
+        listener,
+        Arc::clone(&notifier),
+        broker,
+        Arc::clone(&config),
+        tx,
+        Arc::clone(&shutdown),
+    )?;
     let io_thread = std::thread::Builder::new()
         .name("relaymq-io".into())
         .spawn(move || io_loop.run())?;
-    log::info!("listening on {addr} (native protocol), {} workers", config.workers);
+    log::info!(
+        "listening on {addr} (native protocol), {} workers",
+        config.workers
+    );
     if let Some(path) = &config.ready_file {
         write_ready_file(path, addr)?;
     }

@@ -46,7 +46,8 @@ impl Outbound {
     /// Appends bytes produced by `encode` and wakes the I/O thread if needed. Dropped when
     /// the connection is closing or over its hard cap.
     pub fn write_with(&self, encode: impl FnOnce(&mut Vec<u8>)) {
-        if self.overflowed.load(Ordering::Relaxed) || self.close_after_flush.load(Ordering::Relaxed) {
+        if self.overflowed.load(Ordering::Relaxed) || self.close_after_flush.load(Ordering::Relaxed)
+        {
             return;
         }
         {

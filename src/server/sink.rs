@@ -40,7 +40,14 @@ impl NativeSink {
 }
 
 impl ClientSink for NativeSink {
-    fn deliver(&self, channel: u16, consumer_tag: &str, delivery_tag: u64, redelivered: bool, message: &Message) {
+    fn deliver(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        redelivered: bool,
+        message: &Message,
+    ) {
         let frame_max = self.frame_max;
         self.outbound.write_with(|buf| {
             write_method(buf, channel, frame_max, |b| {
@@ -70,7 +77,13 @@ impl ClientSink for NativeSink {
         );
     }
 
-    fn basic_return(&self, channel: u16, reply_code: ReplyCode, reply_text: &str, message: &Message) {
+    fn basic_return(
+        &self,
+        channel: u16,
+        reply_code: ReplyCode,
+        reply_text: &str,
+        message: &Message,
+    ) {
         self.push(
             channel,
             &Method::Return {

@@ -10,7 +10,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Starts `n` workers reading `queue`; they stop when every sender is dropped.
-pub fn start(n: usize, queue: Receiver<Arc<Conn>>, notifier: Arc<Notifier>) -> std::io::Result<Vec<JoinHandle<()>>> {
+pub fn start(
+    n: usize,
+    queue: Receiver<Arc<Conn>>,
+    notifier: Arc<Notifier>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
     (0..n.max(1))
         .map(|i| {
             let queue = queue.clone();
@@ -40,7 +44,8 @@ fn serve(conn: &Arc<Conn>, notifier: &Notifier, batch: &mut Vec<crate::server::c
                 handler.handle(event);
             }
         }
-        if conn.read_paused.load(Ordering::Acquire) && conn.mailbox_bytes() < MAILBOX_BYTES_MAX / 2 {
+        if conn.read_paused.load(Ordering::Acquire) && conn.mailbox_bytes() < MAILBOX_BYTES_MAX / 2
+        {
             conn.read_paused.store(false, Ordering::Release);
             notifier.mark(conn.id);
         }
@@ -51,11 +56,7 @@ fn serve(conn: &Arc<Conn>, notifier: &Notifier, batch: &mut Vec<crate::server::c
             return;
         }
         // More is waiting: go to the back of the queue (the flag stays set).
-        requeue(conn);
+        conn.requeue_scheduled();
         return;
     }
-}
-
-fn requeue(conn: &Arc<Conn>) {
-    conn.requeue_scheduled();
 }
