@@ -3,7 +3,7 @@
 //! the heartbeat sender.
 
 use super::error::ClientError;
-use super::shared::{lock, Answer, Shared};
+use super::shared::{lock, Shared};
 use crate::error::ReplyCode;
 use crate::protocol::frame::{self, Payload};
 use crate::protocol::{FrameAssembler, FrameType, Method, FRAME_HEADER_BYTES};
@@ -236,8 +236,14 @@ pub(crate) fn run_reader(shared: Arc<Shared>, mut stream: TcpStream, mut frames:
         match frames.next(&mut stream) {
             Ok(Incoming::Heartbeat) => {}
             Ok(Incoming::Method(channel, request_id, method)) => {
-                if let Answer::CloseOk(ch) = shared.route(channel, request_id, method) {
-                    let _ = lock(&shared.writer).send(ch, request_id, &Method::CloseOk);
+                if matches!(method, Method::Close { .. } | Method::ChannelClose { .. }) {
+                    // Answer before the waiting request wakes up: whatever its thread sends
+                    // next (a new channel.open on the same number, say) follows the close-ok.
+                    let mut w = lock(&shared.writer);
+                    let _ = w.send(channel, request_id, &Method::CloseOk);
+                    shared.route(channel, request_id, method);
+                } else {
+                    shared.route(channel, request_id, method);
                 }
             }
             Err(e) if is_read_timeout(&e) => {

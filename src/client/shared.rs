@@ -119,14 +119,6 @@ pub(crate) struct Shared {
     request_id: AtomicU32,
 }
 
-/// An answer the reader thread writes after routing a frame.
-pub(crate) enum Answer {
-    /// Nothing to write.
-    None,
-    /// `close-ok` on this channel (0: the connection).
-    CloseOk(u16),
-}
-
 impl Shared {
     /// Shared state around an open connection's writer.
     pub(crate) fn new(writer: Writer, timeout: Duration, channel_max: u16) -> Shared {
@@ -392,13 +384,11 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// Routes one method from the server and says what to answer.
-    pub(crate) fn route(&self, channel: u16, request_id: u32, method: Method) -> Answer {
-        let mut st = lock(&self.state);
-        let answer = st.route(channel, request_id, method);
-        drop(st);
+    /// Routes one method from the server. The caller answers a `close` or
+    /// `channel.close` with `close-ok` (before routing it, holding the writer).
+    pub(crate) fn route(&self, channel: u16, request_id: u32, method: Method) {
+        lock(&self.state).route(channel, request_id, method);
         self.changed.notify_all();
-        answer
     }
 }
 
@@ -461,7 +451,7 @@ impl State {
         }
     }
 
-    fn route(&mut self, channel: u16, request_id: u32, method: Method) -> Answer {
+    fn route(&mut self, channel: u16, request_id: u32, method: Method) {
         match method {
             Method::Close {
                 reply_code,
@@ -473,7 +463,6 @@ impl State {
                     text: reply_text,
                 };
                 self.fail_all(why);
-                Answer::CloseOk(0)
             }
             Method::ChannelClose {
                 reply_code,
@@ -497,7 +486,6 @@ impl State {
                         c.close_reported = reported;
                     }
                 }
-                Answer::CloseOk(channel)
             }
             Method::Deliver { deliveries } => {
                 if let Some(c) = self.channel_mut(channel) {
@@ -514,7 +502,6 @@ impl State {
                         }
                     }
                 }
-                Answer::None
             }
             Method::Return {
                 reply_code,
@@ -534,14 +521,12 @@ impl State {
                         body,
                     });
                 }
-                Answer::None
             }
             Method::Ack {
                 delivery_tag,
                 multiple,
             } if request_id == 0 => {
                 self.settle(channel, delivery_tag, multiple, false);
-                Answer::None
             }
             Method::Nack {
                 delivery_tag,
@@ -549,17 +534,14 @@ impl State {
                 ..
             } if request_id == 0 => {
                 self.settle(channel, delivery_tag, multiple, true);
-                Answer::None
             }
             Method::BasicCancel { consumer_tag }
                 if !self.pending.contains_key(&(channel, request_id)) =>
             {
                 self.end_consumer(channel, &consumer_tag);
-                Answer::None
             }
             reply => {
                 self.reply(channel, request_id, reply);
-                Answer::None
             }
         }
     }
