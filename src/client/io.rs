@@ -183,6 +183,11 @@ impl FrameReader {
                 None => continue,
                 Some(Payload::Whole(channel, p)) => (channel, Method::decode(p)?),
                 Some(Payload::Joined(channel, p)) => (channel, Method::decode(&p)?),
+                Some(Payload::Oversized { size, .. }) => {
+                    return Err(ClientError::Protocol(format!(
+                        "server sent a {size}-byte payload, over the client's limit"
+                    )))
+                }
             };
             let (channel, (request_id, method)) = decoded;
             return Ok(Some(Incoming::Method(channel, request_id, method)));
