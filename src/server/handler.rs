@@ -36,6 +36,7 @@ pub struct Handler {
     conn: Weak<Conn>,
     id: u64,
     peer: SocketAddr,
+    local: SocketAddr,
     outbound: Arc<Outbound>,
     frame_max: u32,
     state: State,
@@ -44,13 +45,16 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// A handler for a connection that has not opened yet.
+    /// A handler for a connection that has not opened yet; `peer` and `local` are the
+    /// socket's two addresses.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         broker: Arc<Broker>,
         config: Arc<ServerConfig>,
         conn: Weak<Conn>,
         id: u64,
         peer: SocketAddr,
+        local: SocketAddr,
         outbound: Arc<Outbound>,
         frame_max: u32,
     ) -> Handler {
@@ -60,6 +64,7 @@ impl Handler {
             conn,
             id,
             peer,
+            local,
             outbound,
             frame_max,
             state: State::AwaitOpen,
@@ -244,7 +249,13 @@ impl Handler {
                 return;
             }
         };
-        let frame_max = negotiate(frame_max, self.config.frame_max).max(FRAME_BYTES_MIN);
+        if frame_max != 0 && frame_max < FRAME_BYTES_MIN {
+            let text =
+                format!("frame_max {frame_max} is below the minimum of {FRAME_BYTES_MIN} bytes");
+            self.close_connection(ReplyCode::NotAllowed, &text, 0x0001, request_id);
+            return;
+        }
+        let frame_max = negotiate(frame_max, self.config.frame_max);
         let heartbeat_s = negotiate(heartbeat_s, self.config.heartbeat_s);
         let channel_max = negotiate(channel_max, self.config.channel_max);
         let Some(conn) = self.conn.upgrade() else {
@@ -262,6 +273,9 @@ impl Handler {
         self.broker.register_connection(ConnectionInfo {
             id: self.id,
             peer: self.peer,
+            local: self.local,
+            frame_max,
+            heartbeat_s,
             user: user.clone(),
             vhost: vhost.clone(),
             client_name: client_name.clone(),
@@ -331,7 +345,7 @@ impl Handler {
                     ListKind::Exchanges => listing::exchanges(vh),
                     ListKind::Queues => listing::queues(vh),
                     ListKind::Bindings => listing::bindings(vh),
-                    ListKind::Consumers => listing::consumers(vh),
+                    ListKind::Consumers => listing::consumers(vh, &broker),
                     ListKind::Connections => listing::connections(&broker),
                 };
                 Ok(Method::ListOk { rows })

@@ -221,6 +221,7 @@ impl IoLoop {
                     let frame_max = crate::limits::FRAME_BYTES_HANDSHAKE;
                     let broker = Arc::clone(&self.broker);
                     let config = Arc::clone(&self.config);
+                    let local = socket.local_addr().unwrap_or(peer);
                     let conn = Arc::new_cyclic(|weak| {
                         let handler = Handler::new(
                             broker,
@@ -228,6 +229,7 @@ impl IoLoop {
                             weak.clone(),
                             id,
                             peer,
+                            local,
                             Arc::clone(&outbound),
                             frame_max,
                         );
