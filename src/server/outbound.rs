@@ -90,9 +90,13 @@ impl Outbound {
         self.queued.load(Ordering::Acquire)
     }
 
-    /// Whether deliveries must wait (over the high-water mark); when true the drain will
-    /// be reported by [`Outbound::wrote`].
+    /// Whether deliveries must wait: the backlog reached the high-water mark and has not
+    /// yet drained below the low-water mark (hysteresis, so a consumer near the mark does
+    /// not flap). When true the drain will be reported by [`Outbound::wrote`].
     pub fn is_saturated(&self) -> bool {
+        if self.throttled.load(Ordering::Acquire) {
+            return true;
+        }
         if self.queued() >= OUTBOUND_HIGH_WATER_BYTES {
             self.throttled.store(true, Ordering::Release);
             true
