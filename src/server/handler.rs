@@ -97,7 +97,9 @@ impl Handler {
                 let err = BrokerError::precondition(format!(
                     "message size {size} is larger than configured max size {max}"
                 ));
-                if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
+                if self.closing_channels.contains(&channel) {
+                    // Already being closed: everything on it is ignored until close-ok.
+                } else if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
                     self.fail(channel, request_id, method_id, err);
                 } else {
                     self.close_connection(ReplyCode::FrameError, &err.text, method_id, request_id);
@@ -555,10 +557,11 @@ impl Handler {
                 .basic_cancel(ch, &consumer_tag)
                 .map(|_| Some(Method::Ok)),
             Method::BasicGet { queue, no_ack } => {
-                session.basic_get(ch, &queue, no_ack).map(|got| {
-                    Some(match got {
-                        None => Method::GetEmpty,
-                        Some(g) => Method::GetOk {
+                let outbound = &self.outbound;
+                let frame_max = self.frame_max;
+                session
+                    .basic_get(ch, &queue, no_ack, |g| {
+                        let m = Method::GetOk {
                             delivery_tag: g.delivery_tag,
                             redelivered: g.redelivered,
                             exchange: g.message.exchange.to_string(),
@@ -566,9 +569,12 @@ impl Handler {
                             message_count: g.message_count,
                             properties: g.message.properties().clone(),
                             body: g.message.body.clone(),
-                        },
+                        };
+                        outbound.write_with(|buf| {
+                            write_method(buf, ch, frame_max, |b| m.encode(request_id, b))
+                        });
                     })
-                })
+                    .map(|got| if got { None } else { Some(Method::GetEmpty) })
             }
             Method::Ack {
                 delivery_tag,
