@@ -7,7 +7,7 @@
 
 use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::FRAME_BYTES_MIN;
+use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
 use crate::protocol::frame::write_method;
 use crate::protocol::{ListKind, Method};
 use crate::server::config::{negotiate, ServerConfig};
@@ -133,6 +133,11 @@ impl Handler {
                 self.state = State::Closing;
             }
         }
+    }
+
+    /// Closes the connection after an internal error (541), releasing its session.
+    pub fn abort(&mut self) {
+        self.close_connection(ReplyCode::InternalError, "internal error", 0, 0);
     }
 
     fn session(&self) -> Option<&Session> {
@@ -350,6 +355,9 @@ impl Handler {
                     ListKind::Consumers => listing::consumers(vh, &broker),
                     ListKind::Connections => listing::connections(&broker),
                 };
+                let mut rows = rows;
+                // The protocol caps a listing (docs/protocol.md §12); the rest is left out.
+                rows.truncate(LIST_ROWS_MAX);
                 Ok(Method::ListOk { rows })
             }
             other => Err(BrokerError::new(
