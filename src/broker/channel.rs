@@ -197,28 +197,24 @@ impl Channel {
     /// `tag`, or with `multiple` every one up to and including it (tag 0: all).
     ///
     /// # Errors
-    /// 406 PRECONDITION_FAILED "unknown delivery tag N" when nothing matches (AMQP 0-9-1
-    /// §1.8.3.13; RabbitMQ's text).
+    /// 406 PRECONDITION_FAILED "unknown delivery tag N" when `tag` itself is not unacked,
+    /// also with `multiple` (then nothing is taken), as RabbitMQ (AMQP 0-9-1 §1.8.3.13;
+    /// RabbitMQ's text).
     pub fn take(&self, tag: u64, multiple: bool) -> Result<Vec<Unacked>, BrokerError> {
         let mut st = self.lock();
-        let taken: Vec<Unacked> = if multiple {
-            let n = if tag == 0 {
-                st.unacked.len()
-            } else {
-                st.unacked.partition_point(|u| u.tag <= tag)
-            };
-            st.unacked.drain(..n).collect()
+        let taken: Vec<Unacked> = if multiple && tag == 0 {
+            st.unacked.drain(..).collect()
         } else {
             match st.unacked.binary_search_by_key(&tag, |u| u.tag) {
+                Ok(i) if multiple => st.unacked.drain(..=i).collect(),
                 Ok(i) => st.unacked.remove(i).into_iter().collect(),
-                Err(_) => Vec::new(),
+                Err(_) => {
+                    return Err(BrokerError::precondition(format!(
+                        "unknown delivery tag {tag}"
+                    )))
+                }
             }
         };
-        if taken.is_empty() && !(multiple && tag == 0) {
-            return Err(BrokerError::precondition(format!(
-                "unknown delivery tag {tag}"
-            )));
-        }
         Self::release(&mut st, &taken);
         Ok(taken)
     }
