@@ -78,3 +78,10 @@ pub const CONNECTIONS_MAX: usize = 65_536;
 
 /// Rows a `list` reply carries at most.
 pub const LIST_ROWS_MAX: usize = 100_000;
+
+/// Messages one `basic.publish` batch or one `basic.deliver` batch may carry.
+pub const BATCH_ITEMS_MAX: usize = 4096;
+
+/// Items reserved up front when decoding a counted list; larger lists grow as they decode,
+/// so a lying count cannot make the decoder allocate before it reads.
+pub const DECODE_PREALLOC_ITEMS_MAX: usize = 256;

@@ -1,4 +1,25 @@
 //! The protocol-independent core: virtual hosts, exchanges, queues, bindings, routing,
 //! consumers and the per-channel acknowledgement state.
+//!
+//! Protocol adapters drive it through [`Session`] (one per client connection) and receive
+//! pushes through [`ClientSink`]. Nothing here sees wire bytes.
 
+#[allow(clippy::module_inception)]
+pub mod broker;
+pub mod channel;
+pub mod consumer;
+pub mod exchange;
+pub mod listing;
+pub mod message;
+pub mod names;
+pub mod queue;
 pub mod router;
+pub mod session;
+pub mod sink;
+pub mod vhost;
+
+pub use broker::{Broker, BrokerConfig, ConnectionInfo, DEFAULT_VHOST};
+pub use message::Message;
+pub use session::{GetResult, Session};
+pub use sink::ClientSink;
+pub use vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};

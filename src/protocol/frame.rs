@@ -71,6 +71,11 @@ pub fn check(buf: &[u8], frame_max: u32) -> Result<Option<(FrameHeader, usize)>,
         )));
     }
     let channel = u16::from_be_bytes([buf[6], buf[7]]);
+    if frame_type == FrameType::Heartbeat && (size != 0 || flags != 0 || channel != 0) {
+        return Err(DecodeError::new(
+            "heartbeat frame must have channel 0, no flags and an empty payload",
+        ));
+    }
     let total = FRAME_HEADER_BYTES as u64 + size as u64;
     if total > frame_max as u64 {
         return Err(DecodeError::new(format!(
@@ -145,17 +150,53 @@ pub enum Payload<'a> {
     Whole(u16, &'a [u8]),
     /// A payload reassembled from several frames.
     Joined(u16, Vec<u8>),
+    /// A split payload that exceeded the bound: its bytes were discarded as they arrived.
+    /// `head` holds its first bytes (up to 6: the method id and request id), `size` its
+    /// total length in bytes. The stream stays in sync, so the receiver can refuse just
+    /// this method (406 on its channel) and keep the connection.
+    Oversized {
+        /// Channel the payload was sent on.
+        channel: u16,
+        /// First bytes of the payload (method id, request id), fewer if it was shorter.
+        head: Vec<u8>,
+        /// Total payload size in bytes.
+        size: u64,
+    },
 }
 
-/// Reassembles payloads split over several frames, within a byte bound.
+/// Bytes of a discarded payload that are kept: method id (2) and request id (4).
+const OVERSIZED_HEAD_BYTES: usize = 6;
+
+#[derive(Debug)]
+enum Partial {
+    Joining(u16, Vec<u8>),
+    Discarding {
+        channel: u16,
+        head: Vec<u8>,
+        size: u64,
+    },
+}
+
+impl Partial {
+    fn channel(&self) -> u16 {
+        match self {
+            Partial::Joining(ch, _) => *ch,
+            Partial::Discarding { channel, .. } => *channel,
+        }
+    }
+}
+
+/// Reassembles payloads split over several frames, within a byte bound. A payload over
+/// the bound is discarded frame by frame and reported as [`Payload::Oversized`], so
+/// memory stays bounded and the connection can survive it.
 #[derive(Debug)]
 pub struct FrameAssembler {
-    partial: Option<(u16, Vec<u8>)>,
+    partial: Option<Partial>,
     payload_max: usize,
 }
 
 impl FrameAssembler {
-    /// An assembler that refuses payloads over `payload_max` bytes.
+    /// An assembler that joins payloads of at most `payload_max` bytes.
     pub fn new(payload_max: usize) -> FrameAssembler {
         FrameAssembler {
             partial: None,
@@ -165,7 +206,10 @@ impl FrameAssembler {
 
     /// Bytes held for a payload still being reassembled.
     pub fn buffered_bytes(&self) -> usize {
-        self.partial.as_ref().map_or(0, |(_, b)| b.len())
+        match &self.partial {
+            Some(Partial::Joining(_, b)) => b.len(),
+            _ => 0,
+        }
     }
 
     /// Takes one whole method frame (header and payload as found by [`check`]) and returns
@@ -173,47 +217,69 @@ impl FrameAssembler {
     ///
     /// # Errors
     /// [`DecodeError`] when a frame of another channel arrives in the middle of a split
-    /// payload, or the joined payload would exceed the bound.
+    /// payload (the frames of one payload must be consecutive).
     pub fn push<'a>(
         &mut self,
         header: &FrameHeader,
         payload: &'a [u8],
     ) -> Result<Option<Payload<'a>>, DecodeError> {
         let more = header.flags & FLAG_MORE != 0;
-        match self.partial.take() {
-            None if !more => Ok(Some(Payload::Whole(header.channel, payload))),
-            None => {
-                self.check_size(payload.len())?;
-                self.partial = Some((header.channel, payload.to_vec()));
-                Ok(None)
-            }
-            Some((channel, mut joined)) => {
-                if channel != header.channel {
+        let partial = match self.partial.take() {
+            None if !more => return Ok(Some(Payload::Whole(header.channel, payload))),
+            None => Partial::Joining(header.channel, Vec::new()),
+            Some(p) => {
+                if p.channel() != header.channel {
                     return Err(DecodeError::new(format!(
-                        "frame on channel {} interrupts a split payload on channel {channel}",
-                        header.channel
+                        "frame on channel {} interrupts a split payload on channel {}",
+                        header.channel,
+                        p.channel()
                     )));
                 }
-                self.check_size(joined.len() + payload.len())?;
-                joined.extend_from_slice(payload);
-                if more {
-                    self.partial = Some((channel, joined));
-                    Ok(None)
+                p
+            }
+        };
+        let partial = match partial {
+            Partial::Joining(channel, mut joined) => {
+                if joined.len() + payload.len() <= self.payload_max {
+                    joined.extend_from_slice(payload);
+                    Partial::Joining(channel, joined)
                 } else {
-                    Ok(Some(Payload::Joined(channel, joined)))
+                    let size = (joined.len() + payload.len()) as u64;
+                    joined.extend_from_slice(payload);
+                    joined.truncate(OVERSIZED_HEAD_BYTES);
+                    Partial::Discarding {
+                        channel,
+                        head: joined,
+                        size,
+                    }
                 }
             }
+            Partial::Discarding {
+                channel,
+                head,
+                size,
+            } => Partial::Discarding {
+                channel,
+                head,
+                size: size + payload.len() as u64,
+            },
+        };
+        if more {
+            self.partial = Some(partial);
+            return Ok(None);
         }
-    }
-
-    fn check_size(&self, n: usize) -> Result<(), DecodeError> {
-        if n > self.payload_max {
-            return Err(DecodeError::new(format!(
-                "split payload exceeds {} bytes",
-                self.payload_max
-            )));
-        }
-        Ok(())
+        Ok(Some(match partial {
+            Partial::Joining(channel, joined) => Payload::Joined(channel, joined),
+            Partial::Discarding {
+                channel,
+                head,
+                size,
+            } => Payload::Oversized {
+                channel,
+                head,
+                size,
+            },
+        }))
     }
 }
 
@@ -282,8 +348,34 @@ mod tests {
         let mut asm = FrameAssembler::new(5);
         assert_eq!(asm.push(&more, b"abc").unwrap(), None);
         assert!(asm.push(&other, b"x").is_err());
+    }
+
+    #[test]
+    fn oversized_split_payload_is_discarded_and_reported() {
+        let more = FrameHeader {
+            size: 4,
+            frame_type: FrameType::Method,
+            flags: FLAG_MORE,
+            channel: 1,
+        };
+        let last = FrameHeader { flags: 0, ..more };
         let mut asm = FrameAssembler::new(5);
-        asm.push(&more, b"abc").unwrap();
-        assert!(asm.push(&more, b"abc").is_err());
+        assert_eq!(asm.push(&more, b"\x00\x54abcd").unwrap(), None);
+        assert_eq!(asm.push(&more, b"efgh").unwrap(), None);
+        assert_eq!(asm.buffered_bytes(), 0, "discarded bytes are not kept");
+        let got = asm.push(&last, b"ij").unwrap();
+        assert_eq!(
+            got,
+            Some(Payload::Oversized {
+                channel: 1,
+                head: b"\x00\x54abcd".to_vec(),
+                size: 12
+            })
+        );
+        // The next payload is handled normally.
+        assert_eq!(
+            asm.push(&last, b"ok").unwrap(),
+            Some(Payload::Whole(1, b"ok"))
+        );
     }
 }

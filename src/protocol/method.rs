@@ -8,6 +8,7 @@
 //! `basic.consume`, …); `docs/protocol.md` lists every id.
 
 use crate::error::DecodeError;
+use crate::limits::{BATCH_ITEMS_MAX, DECODE_PREALLOC_ITEMS_MAX, LIST_ROWS_MAX};
 use crate::types::codec::{
     put_bool, put_long_bytes, put_short_str, put_u16, put_u32, put_u64, Reader,
 };
@@ -97,7 +98,7 @@ pub enum Method {
         vhost: String,
         /// Largest frame the client accepts, bytes (0 = server's choice).
         frame_max: u32,
-        /// Heartbeat interval the client wants, seconds (0 = none).
+        /// Heartbeat interval the client wants, seconds (0 = no preference: the server's).
         heartbeat_s: u16,
         /// Highest channel number the client wants (0 = server's choice).
         channel_max: u16,
@@ -880,10 +881,10 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         0x0013 => {
             let n = r.u32("row count")? as usize;
             // Each row takes at least 4 bytes: refuse counts the payload cannot hold.
-            if n > r.remaining() / 4 {
-                return Err(DecodeError::new("row count exceeds payload"));
+            if n > r.remaining() / 4 || n > LIST_ROWS_MAX {
+                return Err(DecodeError::new("row count exceeds payload or limit"));
             }
-            let mut rows = Vec::with_capacity(n);
+            let mut rows = Vec::with_capacity(n.min(DECODE_PREALLOC_ITEMS_MAX));
             for _ in 0..n {
                 rows.push(decode_table(r)?);
             }
@@ -1001,10 +1002,12 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         0x0054 => {
             let n = r.u32("message count")? as usize;
             // A message takes at least 9 bytes (3 lengths, flag, property flags).
-            if n > r.remaining() / 9 {
-                return Err(DecodeError::new("message count exceeds payload"));
+            if n > r.remaining() / 9 || n > BATCH_ITEMS_MAX {
+                return Err(DecodeError::new(format!(
+                    "publish batch of {n} messages exceeds the payload or the limit of {BATCH_ITEMS_MAX}"
+                )));
             }
-            let mut messages = Vec::with_capacity(n);
+            let mut messages = Vec::with_capacity(n.min(DECODE_PREALLOC_ITEMS_MAX));
             for _ in 0..n {
                 messages.push(PublishMessage {
                     exchange: sstr(r, "exchange")?,
@@ -1026,10 +1029,12 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         },
         0x0056 => {
             let n = r.u32("delivery count")? as usize;
-            if n > r.remaining() / 18 {
-                return Err(DecodeError::new("delivery count exceeds payload"));
+            if n > r.remaining() / 18 || n > BATCH_ITEMS_MAX {
+                return Err(DecodeError::new(format!(
+                    "deliver batch of {n} exceeds the payload or the limit of {BATCH_ITEMS_MAX}"
+                )));
             }
-            let mut deliveries = Vec::with_capacity(n);
+            let mut deliveries = Vec::with_capacity(n.min(DECODE_PREALLOC_ITEMS_MAX));
             for _ in 0..n {
                 deliveries.push(Delivery {
                     consumer_tag: sstr(r, "consumer_tag")?,

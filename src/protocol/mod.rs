@@ -13,6 +13,8 @@
 
 pub mod frame;
 pub mod method;
+#[cfg(test)]
+mod method_tests;
 
 pub use frame::{FrameAssembler, FrameHeader, FrameType, FRAME_HEADER_BYTES};
 pub use method::{Delivery, ListKind, Method, PublishMessage};

@@ -1,1 +1,143 @@
-//! The server: mio event loop, connections, worker pool, shutdown.
+//! The server: a mio I/O thread, a fixed worker pool and per-connection outbound buffers
+//! (ARCHITECTURE.md §2), serving the native protocol.
+//!
+//! [`start`] binds the listener and runs the I/O thread in the background; the returned
+//! [`ServerHandle`] gives the bound address and a graceful [`ServerHandle::shutdown`].
+
+pub mod config;
+pub mod conn;
+pub mod handler;
+pub mod io_loop;
+pub mod notifier;
+pub mod outbound;
+pub mod sink;
+pub mod worker;
+
+pub use config::ServerConfig;
+
+use crate::broker::Broker;
+use crate::limits::CONNECTIONS_MAX;
+use io_loop::{IoLoop, WAKER};
+use notifier::Notifier;
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// A running server.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    notifier: Arc<Notifier>,
+    io_thread: Option<JoinHandle<io::Result<()>>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address the native listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Asks for a graceful shutdown (returns at once; see [`ServerHandle::join`]).
+    pub fn shutdown(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.notifier.wake();
+    }
+
+    /// A function that requests shutdown, for signal handlers on other threads.
+    pub fn shutdown_trigger(&self) -> impl Fn() + Send + Sync + 'static {
+        let flag = Arc::clone(&self.shutdown);
+        let notifier = Arc::clone(&self.notifier);
+        move || {
+            flag.store(true, Ordering::Release);
+            notifier.wake();
+        }
+    }
+
+    /// Waits for the server to stop (after [`ServerHandle::shutdown`]).
+    ///
+    /// # Errors
+    /// The I/O thread's error, if it failed.
+    pub fn join(mut self) -> io::Result<()> {
+        self.join_threads()
+    }
+
+    fn join_threads(&mut self) -> io::Result<()> {
+        let result = match self.io_thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the I/O thread panicked"))),
+            None => Ok(()),
+        };
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        result
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if self.io_thread.is_some() {
+            self.shutdown();
+            let _ = self.join_threads();
+        }
+    }
+}
+
+/// Binds the listener, starts the worker pool and the I/O thread, and writes the ready
+/// file.
+///
+/// # Errors
+/// The data directory cannot be created, the address cannot be bound, or a thread cannot
+/// be started.
+pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
+    std::fs::create_dir_all(&config.data_dir)?;
+    let broker = Arc::new(Broker::new(config.broker.clone()));
+    let poll = mio::Poll::new()?;
+    let waker = mio::Waker::new(poll.registry(), WAKER)?;
+    let notifier = Arc::new(Notifier::new(waker));
+    let listener = mio::net::TcpListener::bind(config.listen)?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX);
+    let workers = worker::start(config.workers, rx, Arc::clone(&notifier))?;
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let config = Arc::new(config);
+    let io_loop = IoLoop::new(
+        poll,
+        listener,
+        Arc::clone(&notifier),
+        broker,
+        Arc::clone(&config),
+        tx,
+        Arc::clone(&shutdown),
+    )?;
+    let io_thread = std::thread::Builder::new()
+        .name("relaymq-io".into())
+        .spawn(move || io_loop.run())?;
+    log::info!(
+        "listening on {addr} (native protocol), {} workers",
+        config.workers
+    );
+    if let Some(path) = &config.ready_file {
+        write_ready_file(path, addr)?;
+    }
+    Ok(ServerHandle {
+        addr,
+        shutdown,
+        notifier,
+        io_thread: Some(io_thread),
+        workers,
+    })
+}
+
+/// Writes `{"listen": "HOST:PORT"}` atomically (temp file + rename).
+fn write_ready_file(path: &Path, addr: SocketAddr) -> io::Result<()> {
+    let body = serde_json::json!({ "listen": addr.to_string() }).to_string();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, path)
+}

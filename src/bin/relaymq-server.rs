@@ -1,0 +1,136 @@
+//! `relaymq-server`: the RelayMQ broker daemon. Parses flags, installs signal handling and
+//! runs the server until SIGINT or SIGTERM.
+
+use anyhow::{bail, Context, Result};
+use relaymq::server::{self, ServerConfig};
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+relaymq-server: the RelayMQ message broker
+
+USAGE: relaymq-server [OPTIONS]
+
+OPTIONS:
+  --listen ADDR              native protocol address [default: 127.0.0.1:5673]
+  --data-dir DIR             data directory [default: ./data]
+  --workers N                worker threads [default: number of CPUs]
+  --log-level LEVEL          error|warn|info|debug|trace [default: info]
+  --ready-file PATH          write {\"listen\": \"HOST:PORT\"} here once serving
+  --default-user NAME        the user clients log in as [default: guest]
+  --default-pass PASSWORD    its password [default: guest]
+  --max-message-bytes N      largest message body accepted [default: 16777216]
+  --frame-max BYTES          largest frame offered to clients [default: 131072]
+  --heartbeat SECONDS        heartbeat interval offered to clients [default: 60]
+  --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
+  -h, --help                 print this help
+  -V, --version              print the version
+";
+
+struct Args {
+    config: ServerConfig,
+    log_level: String,
+}
+
+fn parse_args() -> Result<Args> {
+    use lexopt::prelude::*;
+    let mut config = ServerConfig::default();
+    let mut log_level = "info".to_string();
+    let mut parser = lexopt::Parser::from_env();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("listen") => {
+                let v: String = parser.value()?.parse()?;
+                config.listen = v.parse().with_context(|| {
+                    format!("--listen: '{v}' is not an address like 127.0.0.1:5673")
+                })?;
+            }
+            Long("data-dir") => config.data_dir = PathBuf::from(parser.value()?),
+            Long("workers") => {
+                config.workers = parser.value()?.parse()?;
+                if config.workers == 0 {
+                    bail!("--workers must be at least 1");
+                }
+            }
+            Long("log-level") => log_level = parser.value()?.parse()?,
+            Long("ready-file") => config.ready_file = Some(PathBuf::from(parser.value()?)),
+            Long("default-user") => config.broker.default_user = parser.value()?.parse()?,
+            Long("default-pass") => config.broker.default_pass = parser.value()?.parse()?,
+            Long("max-message-bytes") => {
+                config.broker.message_bytes_max = parser.value()?.parse()?
+            }
+            Long("frame-max") => {
+                let v: u32 = parser.value()?.parse()?;
+                if !(relaymq::limits::FRAME_BYTES_MIN..=relaymq::limits::FRAME_BYTES_MAX)
+                    .contains(&v)
+                {
+                    bail!(
+                        "--frame-max must be between {} and {} bytes",
+                        relaymq::limits::FRAME_BYTES_MIN,
+                        relaymq::limits::FRAME_BYTES_MAX
+                    );
+                }
+                config.frame_max = v;
+            }
+            Long("heartbeat") => config.heartbeat_s = parser.value()?.parse()?,
+            Long("shutdown-timeout") => {
+                let s: u64 = parser.value()?.parse()?;
+                config.shutdown_flush_ms = s.saturating_mul(1000);
+            }
+            Short('h') | Long("help") => {
+                print!("{USAGE}");
+                std::process::exit(0);
+            }
+            Short('V') | Long("version") => {
+                println!("relaymq-server {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    if config.broker.message_bytes_max > relaymq::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT * 8 {
+        bail!(
+            "--max-message-bytes is limited to {} bytes",
+            relaymq::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT * 8
+        );
+    }
+    Ok(Args { config, log_level })
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e:#}\n\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(args) {
+        log::error!("{e:#}");
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    env_logger::Builder::new()
+        .parse_filters(&args.log_level)
+        .format_timestamp_millis()
+        .init();
+    let handle = server::start(args.config).context("cannot start the server")?;
+    let trigger = handle.shutdown_trigger();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("cannot install signal handlers")?;
+    std::thread::Builder::new()
+        .name("relaymq-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                log::info!("received signal {sig}, shutting down");
+                trigger();
+            }
+        })?;
+    handle.join().context("server failed")?;
+    Ok(())
+}

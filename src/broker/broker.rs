@@ -1,0 +1,213 @@
+//! The broker: all virtual hosts, the connection registry, configuration and
+//! authentication.
+
+use crate::broker::sink::ClientSink;
+use crate::broker::vhost::VirtualHost;
+use crate::error::{BrokerError, ReplyCode};
+use crate::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Instant, SystemTime};
+
+/// Name of the virtual host every broker starts with.
+pub const DEFAULT_VHOST: &str = "/";
+
+/// Broker settings fixed at start-up.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Largest body accepted, in bytes.
+    pub message_bytes_max: usize,
+    /// The configured user's name.
+    pub default_user: String,
+    /// The configured user's password.
+    pub default_pass: String,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> BrokerConfig {
+        BrokerConfig {
+            message_bytes_max: MESSAGE_BODY_BYTES_MAX_DEFAULT,
+            default_user: "guest".into(),
+            default_pass: "guest".into(),
+        }
+    }
+}
+
+/// What the registry knows of one connection.
+#[derive(Clone)]
+pub struct ConnectionInfo {
+    /// Server-assigned id.
+    pub id: u64,
+    /// Client address.
+    pub peer: SocketAddr,
+    /// Authenticated user.
+    pub user: String,
+    /// Vhost in use.
+    pub vhost: String,
+    /// Name the client gave.
+    pub client_name: String,
+    /// Wall-clock connect time.
+    pub connected_at: SystemTime,
+    /// Open channels (updated by the session).
+    pub channels: Arc<AtomicUsize>,
+    /// The connection's outbound side (used to force-close it).
+    pub sink: Arc<dyn ClientSink>,
+}
+
+/// The whole broker state. Shared as `Arc<Broker>` by every worker.
+pub struct Broker {
+    /// Settings.
+    pub config: BrokerConfig,
+    vhosts: RwLock<HashMap<String, Arc<VirtualHost>>>,
+    connections: Mutex<HashMap<u64, ConnectionInfo>>,
+    next_connection_id: AtomicU64,
+    started: Instant,
+}
+
+impl Broker {
+    /// A broker with the default vhost `/`.
+    pub fn new(config: BrokerConfig) -> Broker {
+        let mut vhosts = HashMap::new();
+        vhosts.insert(
+            DEFAULT_VHOST.to_string(),
+            Arc::new(VirtualHost::new(DEFAULT_VHOST)),
+        );
+        Broker {
+            config,
+            vhosts: RwLock::new(vhosts),
+            connections: Mutex::new(HashMap::new()),
+            next_connection_id: AtomicU64::new(1),
+            started: Instant::now(),
+        }
+    }
+
+    /// Time since the broker started.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// A fresh connection id (ids are never reused while the process runs).
+    pub fn next_connection_id(&self) -> u64 {
+        self.next_connection_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Checks credentials. The configured user is accepted only from loopback when it is
+    /// `guest`, as RabbitMQ's `loopback_users` default does.
+    ///
+    /// # Errors
+    /// 403 ACCESS_REFUSED for a wrong user or password, or guest from a remote address.
+    pub fn authenticate(
+        &self,
+        user: &str,
+        password: &str,
+        peer: &SocketAddr,
+    ) -> Result<(), BrokerError> {
+        if user != self.config.default_user || password != self.config.default_pass {
+            return Err(BrokerError::access_refused(format!(
+                "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile. (user '{user}')"
+            )));
+        }
+        if user == "guest" && !peer.ip().is_loopback() {
+            return Err(BrokerError::access_refused(
+                "user 'guest' can only connect via localhost",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The vhost with `name`.
+    pub fn vhost(&self, name: &str) -> Option<Arc<VirtualHost>> {
+        self.vhosts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The vhost with `name` for a connection being opened.
+    ///
+    /// # Errors
+    /// 402 INVALID_PATH when it does not exist (RabbitMQ answers a missing vhost so).
+    pub fn vhost_for_open(&self, name: &str) -> Result<Arc<VirtualHost>, BrokerError> {
+        self.vhost(name).ok_or_else(|| {
+            BrokerError::new(ReplyCode::InvalidPath, format!("vhost '{name}' not found"))
+        })
+    }
+
+    /// Creates a vhost; declaring an existing one succeeds.
+    ///
+    /// # Errors
+    /// 406 for an empty name.
+    pub fn declare_vhost(&self, name: &str) -> Result<(), BrokerError> {
+        if name.is_empty() {
+            return Err(BrokerError::precondition("vhost name must not be empty"));
+        }
+        let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(name.to_string())
+            .or_insert_with(|| Arc::new(VirtualHost::new(name)));
+        Ok(())
+    }
+
+    /// Deletes a vhost and everything in it; its connections are closed with 320
+    /// CONNECTION_FORCED, as RabbitMQ does.
+    ///
+    /// # Errors
+    /// 404 when it does not exist.
+    pub fn delete_vhost(&self, name: &str) -> Result<(), BrokerError> {
+        let vh = {
+            let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(name)
+                .ok_or_else(|| BrokerError::not_found(format!("no vhost '{name}'")))?
+        };
+        let sinks: Vec<Arc<dyn ClientSink>> = self
+            .lock_connections()
+            .values()
+            .filter(|c| c.vhost == name)
+            .map(|c| Arc::clone(&c.sink))
+            .collect();
+        for s in sinks {
+            s.force_close(
+                ReplyCode::ConnectionForced,
+                &format!("vhost '{name}' is deleted"),
+            );
+        }
+        vh.remove_all();
+        Ok(())
+    }
+
+    /// All vhosts, sorted by name.
+    pub fn vhosts(&self) -> Vec<Arc<VirtualHost>> {
+        let mut v: Vec<_> = self
+            .vhosts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ConnectionInfo>> {
+        self.connections.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds an opened connection to the registry.
+    pub fn register_connection(&self, info: ConnectionInfo) {
+        self.lock_connections().insert(info.id, info);
+    }
+
+    /// Removes a closed connection from the registry.
+    pub fn unregister_connection(&self, id: u64) {
+        self.lock_connections().remove(&id);
+    }
+
+    /// Every registered connection, by id.
+    pub fn connections(&self) -> Vec<ConnectionInfo> {
+        let mut v: Vec<_> = self.lock_connections().values().cloned().collect();
+        v.sort_by_key(|c| c.id);
+        v
+    }
+}

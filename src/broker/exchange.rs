@@ -1,0 +1,70 @@
+//! An exchange: its declaration and its bindings, indexed by its router.
+
+use crate::broker::router::{ExchangeKind, Router};
+use crate::types::FieldTable;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The standard exchanges every virtual host has (AMQP 0-9-1 §3.1.3 and RabbitMQ):
+/// name and type. The nameless default exchange is handled separately.
+pub const STANDARD_EXCHANGES: [(&str, ExchangeKind); 5] = [
+    ("amq.direct", ExchangeKind::Direct),
+    ("amq.fanout", ExchangeKind::Fanout),
+    ("amq.topic", ExchangeKind::Topic),
+    ("amq.headers", ExchangeKind::Headers),
+    ("amq.match", ExchangeKind::Headers),
+];
+
+/// One exchange of a virtual host.
+#[derive(Debug)]
+pub struct Exchange {
+    /// Exchange name; "" is the default exchange.
+    pub name: Arc<str>,
+    /// Routing type.
+    pub kind: ExchangeKind,
+    /// Declared durable.
+    pub durable: bool,
+    /// Deleted when its last binding (as source) is removed.
+    pub auto_delete: bool,
+    /// Cannot be published to by clients; only reachable through exchange bindings.
+    pub internal: bool,
+    /// Arguments as declared.
+    pub arguments: FieldTable,
+    router: RwLock<Router>,
+}
+
+impl Exchange {
+    /// A new exchange with no bindings.
+    pub fn new(
+        name: Arc<str>,
+        kind: ExchangeKind,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: FieldTable,
+    ) -> Exchange {
+        Exchange {
+            name,
+            kind,
+            durable,
+            auto_delete,
+            internal,
+            arguments,
+            router: RwLock::new(Router::new(kind)),
+        }
+    }
+
+    /// Whether this is the nameless default exchange.
+    pub fn is_default(&self) -> bool {
+        self.name.is_empty()
+    }
+
+    /// Read access to the bindings.
+    pub fn router(&self) -> RwLockReadGuard<'_, Router> {
+        self.router.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write access to the bindings.
+    pub fn router_mut(&self) -> RwLockWriteGuard<'_, Router> {
+        self.router.write().unwrap_or_else(|e| e.into_inner())
+    }
+}

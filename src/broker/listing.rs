@@ -1,0 +1,219 @@
+//! Rows for `list` and `status`, with the field names of RabbitMQ's management API
+//! (`messages_ready`, `auto_delete`, …) so scripts written for `rabbitmqadmin` read them.
+//! Fields are only ever added.
+
+use crate::broker::broker::Broker;
+use crate::broker::router::Destination;
+use crate::broker::vhost::VirtualHost;
+use crate::types::{FieldTable, FieldValue};
+use std::time::UNIX_EPOCH;
+
+fn row(fields: Vec<(&str, FieldValue)>) -> FieldTable {
+    fields
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+fn s(v: &str) -> FieldValue {
+    FieldValue::string(v)
+}
+
+fn n(v: impl TryInto<i64>) -> FieldValue {
+    FieldValue::I64(v.try_into().unwrap_or(i64::MAX))
+}
+
+/// One row per vhost: `name`, `messages_ready`, `messages_unacknowledged`, `queues`.
+pub fn vhosts(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .vhosts()
+        .iter()
+        .map(|vh| {
+            let (mut ready, mut unacked) = (0usize, 0usize);
+            let queues = vh.all_queues();
+            for q in &queues {
+                let st = q.stats();
+                ready += st.ready;
+                unacked += st.unacked;
+            }
+            row(vec![
+                ("name", s(&vh.name)),
+                ("messages_ready", n(ready)),
+                ("messages_unacknowledged", n(unacked)),
+                ("messages", n(ready + unacked)),
+                ("queues", n(queues.len())),
+            ])
+        })
+        .collect()
+}
+
+/// One row per exchange, sorted by name: `name`, `vhost`, `type`, `durable`,
+/// `auto_delete`, `internal`, `arguments`, `bindings`.
+pub fn exchanges(vh: &VirtualHost) -> Vec<FieldTable> {
+    let mut all = vh.all_exchanges();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all.iter()
+        .map(|e| {
+            row(vec![
+                ("name", s(&e.name)),
+                ("vhost", s(&vh.name)),
+                ("type", s(e.kind.as_str())),
+                ("durable", FieldValue::Bool(e.durable)),
+                ("auto_delete", FieldValue::Bool(e.auto_delete)),
+                ("internal", FieldValue::Bool(e.internal)),
+                ("arguments", FieldValue::Table(e.arguments.clone())),
+                ("bindings", n(e.router().len())),
+            ])
+        })
+        .collect()
+}
+
+/// One row per queue, sorted by name: `name`, `vhost`, `durable`, `auto_delete`,
+/// `exclusive`, `arguments`, `messages_ready`, `messages_unacknowledged`, `messages`,
+/// `message_bytes_ready`, `consumers`, and totals `publish`, `deliver_get`, `ack`,
+/// `redeliver`.
+pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
+    let mut all = vh.all_queues();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all.iter()
+        .map(|q| {
+            let st = q.stats();
+            row(vec![
+                ("name", s(&q.name)),
+                ("vhost", s(&vh.name)),
+                ("durable", FieldValue::Bool(q.durable)),
+                ("auto_delete", FieldValue::Bool(q.auto_delete)),
+                ("exclusive", FieldValue::Bool(q.exclusive)),
+                ("arguments", FieldValue::Table(q.arguments.clone())),
+                ("messages_ready", n(st.ready)),
+                ("messages_unacknowledged", n(st.unacked)),
+                ("messages", n(st.ready + st.unacked)),
+                ("message_bytes_ready", n(st.ready_bytes)),
+                ("consumers", n(st.consumers)),
+                ("publish", n(st.published)),
+                ("deliver_get", n(st.delivered)),
+                ("ack", n(st.acked)),
+                ("redeliver", n(st.redelivered)),
+            ])
+        })
+        .collect()
+}
+
+/// One row per binding, including the default exchange's implicit binding of every
+/// queue (as RabbitMQ lists them): `source`, `vhost`, `destination`, `destination_type`,
+/// `routing_key`, `arguments`.
+pub fn bindings(vh: &VirtualHost) -> Vec<FieldTable> {
+    let mut queues: Vec<String> = vh.all_queues().iter().map(|q| q.name.to_string()).collect();
+    queues.sort();
+    let mut rows: Vec<(String, String, &str, String, FieldTable)> = queues
+        .into_iter()
+        .map(|q| (String::new(), q.clone(), "queue", q, FieldTable::new()))
+        .collect();
+    let mut explicit: Vec<_> = vh
+        .all_bindings()
+        .into_iter()
+        .map(|(source, b)| {
+            let (dest, kind) = match &b.destination {
+                Destination::Queue(q) => (q.to_string(), "queue"),
+                Destination::Exchange(x) => (x.to_string(), "exchange"),
+            };
+            (source.to_string(), dest, kind, b.binding_key, b.arguments)
+        })
+        .collect();
+    explicit.sort_by(|a, b| (&a.0, &a.1, &a.3).cmp(&(&b.0, &b.1, &b.3)));
+    rows.extend(explicit);
+    rows.into_iter()
+        .map(|(source, dest, kind, key, args)| {
+            row(vec![
+                ("source", s(&source)),
+                ("vhost", s(&vh.name)),
+                ("destination", s(&dest)),
+                ("destination_type", s(kind)),
+                ("routing_key", s(&key)),
+                ("arguments", FieldValue::Table(args)),
+            ])
+        })
+        .collect()
+}
+
+/// One row per consumer of the vhost's queues: `queue`, `consumer_tag`, `connection`,
+/// `channel`, `ack_required`, `exclusive`, `prefetch_count`, `arguments`.
+pub fn consumers(vh: &VirtualHost) -> Vec<FieldTable> {
+    let mut all = vh.all_queues();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = Vec::new();
+    for q in all {
+        for c in q.consumers() {
+            out.push(row(vec![
+                ("queue", s(&q.name)),
+                ("vhost", s(&vh.name)),
+                ("consumer_tag", s(&c.tag)),
+                ("connection", n(c.channel.connection_id)),
+                ("channel", n(c.channel.number)),
+                ("ack_required", FieldValue::Bool(!c.no_ack)),
+                ("exclusive", FieldValue::Bool(c.exclusive)),
+                ("prefetch_count", n(c.prefetch)),
+                ("unacked", n(c.unacked())),
+                ("arguments", FieldValue::Table(c.arguments.clone())),
+            ]));
+        }
+    }
+    out
+}
+
+/// One row per connection: `id`, `name` (`peer -> server` style), `peer_host`,
+/// `peer_port`, `user`, `vhost`, `channels`, `client_name`, `connected_at` (ms since the
+/// Unix epoch).
+pub fn connections(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .connections()
+        .iter()
+        .map(|c| {
+            let at_ms = c
+                .connected_at
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            row(vec![
+                ("id", n(c.id)),
+                ("name", s(&format!("{} ({})", c.peer, c.id))),
+                ("peer_host", s(&c.peer.ip().to_string())),
+                ("peer_port", n(c.peer.port())),
+                ("user", s(&c.user)),
+                ("vhost", s(&c.vhost)),
+                (
+                    "channels",
+                    n(c.channels.load(std::sync::atomic::Ordering::Relaxed)),
+                ),
+                ("client_name", s(&c.client_name)),
+                ("connected_at", n(at_ms)),
+            ])
+        })
+        .collect()
+}
+
+/// Server status: `version`, `uptime_s`, `vhosts`, `connections`, `queues`,
+/// `messages_ready`, `messages_unacknowledged`, `consumers`.
+pub fn status(broker: &Broker) -> FieldTable {
+    let vhosts = broker.vhosts();
+    let (mut queues, mut ready, mut unacked, mut consumers) = (0usize, 0usize, 0usize, 0usize);
+    for vh in &vhosts {
+        for q in vh.all_queues() {
+            let st = q.stats();
+            queues += 1;
+            ready += st.ready;
+            unacked += st.unacked;
+            consumers += st.consumers;
+        }
+    }
+    row(vec![
+        ("version", s(env!("CARGO_PKG_VERSION"))),
+        ("uptime_s", n(broker.uptime().as_secs())),
+        ("vhosts", n(vhosts.len())),
+        ("connections", n(broker.connections().len())),
+        ("queues", n(queues)),
+        ("messages_ready", n(ready)),
+        ("messages_unacknowledged", n(unacked)),
+        ("consumers", n(consumers)),
+    ])
+}

@@ -1,0 +1,63 @@
+//! Validation of names and keys, and generation of server-chosen names.
+//!
+//! Names (exchanges, queues, vhosts, consumer tags) and routing/binding keys are UTF-8 of
+//! at most 255 bytes (AMQP 0-9-1 `shortstr`); the codecs already guarantee both, so the
+//! checks here are the semantic ones: reserved prefixes and generated names.
+
+use crate::error::BrokerError;
+use crate::limits::SHORT_STRING_BYTES_MAX;
+use base64::Engine;
+
+/// Prefix reserved for broker-defined exchanges and generated queue names (AMQP 0-9-1
+/// §2.1.5.3 for exchanges; RabbitMQ applies it to queues too).
+pub const RESERVED_PREFIX: &str = "amq.";
+
+/// Whether a name starts with the reserved `amq.` prefix.
+pub fn is_reserved(name: &str) -> bool {
+    name.starts_with(RESERVED_PREFIX)
+}
+
+/// Checks the byte length of a name or key that did not come through a codec.
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED when longer than 255 bytes.
+pub fn check_length(what: &str, name: &str) -> Result<(), BrokerError> {
+    if name.len() > SHORT_STRING_BYTES_MAX {
+        return Err(BrokerError::precondition(format!(
+            "{what} is {} bytes long, the maximum is {SHORT_STRING_BYTES_MAX}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A fresh name `PREFIX` + 22 URL-safe base64 characters of a random UUID, as RabbitMQ
+/// generates `amq.gen-…` queue names and `amq.ctag-…` consumer tags.
+pub fn generate(prefix: &str) -> String {
+    let id = uuid::Uuid::new_v4();
+    let mut s = String::with_capacity(prefix.len() + 22);
+    s.push_str(prefix);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(id.as_bytes(), &mut s);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_are_unique_and_prefixed() {
+        let a = generate("amq.gen-");
+        let b = generate("amq.gen-");
+        assert_ne!(a, b);
+        assert!(a.starts_with("amq.gen-") && a.len() == 30, "{a}");
+        assert!(is_reserved(&a));
+    }
+
+    #[test]
+    fn length_limit() {
+        assert!(check_length("queue name", &"q".repeat(255)).is_ok());
+        let e = check_length("queue name", &"q".repeat(256)).unwrap_err();
+        assert_eq!(e.code, crate::error::ReplyCode::PreconditionFailed);
+    }
+}

@@ -1,0 +1,129 @@
+//! Fanout exchanges: a message goes to every bound destination.
+
+use super::binding_set::BindingSet;
+use super::{Binding, Destination};
+
+/// The bindings of a fanout exchange.
+///
+/// Every message reaches every bound destination; binding and routing keys are ignored
+/// (AMQP 0-9-1 §3.1.3.2).
+#[derive(Clone, Debug, Default)]
+pub struct FanoutRouter {
+    set: BindingSet,
+}
+
+impl FanoutRouter {
+    /// An empty router.
+    ///
+    /// A new exchange has no bindings (AMQP 0-9-1 §3.1.3).
+    pub fn new() -> FanoutRouter {
+        FanoutRouter::default()
+    }
+
+    /// Adds a binding; false (and no change) when an identical binding exists.
+    ///
+    /// Identity is the whole triple, key included even though routing ignores it
+    /// (RabbitMQ docs: bindings).
+    pub fn add(&mut self, binding: Binding) -> bool {
+        self.set.insert(&binding)
+    }
+
+    /// Removes an identical binding; whether one was removed.
+    ///
+    /// Identity is the whole triple (RabbitMQ docs: bindings).
+    pub fn remove(&mut self, binding: &Binding) -> bool {
+        self.set.remove(binding)
+    }
+
+    /// Removes every binding to `destination`; how many.
+    ///
+    /// A deleted queue or exchange loses its bindings (AMQP 0-9-1 §3.1.3).
+    pub fn remove_destination(&mut self, destination: &Destination) -> usize {
+        self.set.take_destination(destination).len()
+    }
+
+    /// Appends every bound destination, each once.
+    ///
+    /// AMQP 0-9-1 §3.1.3.2.
+    pub fn route(&self, out: &mut Vec<Destination>) {
+        out.extend(self.set.destinations().cloned());
+    }
+
+    /// All bindings, in no particular order.
+    ///
+    /// RabbitMQ docs: bindings.
+    pub fn bindings(&self) -> Vec<Binding> {
+        self.set.to_vec()
+    }
+
+    /// Number of bindings.
+    ///
+    /// Counts distinct triples (RabbitMQ docs: bindings).
+    pub fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// Whether there are no bindings.
+    ///
+    /// AMQP 0-9-1 §1.6.2.1 (auto-delete exchanges).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether any binding leads to `destination`.
+    ///
+    /// AMQP 0-9-1 §1.6.2.3 (if-unused).
+    pub fn has_destination(&self, destination: &Destination) -> bool {
+        self.set.contains_destination(destination)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::field_table::FieldTable;
+    use std::sync::Arc;
+
+    fn q(name: &str) -> Destination {
+        Destination::Queue(Arc::from(name))
+    }
+
+    fn binding(dest: Destination, key: &str) -> Binding {
+        Binding {
+            destination: dest,
+            binding_key: key.to_string(),
+            arguments: FieldTable::new(),
+        }
+    }
+
+    fn route(r: &FanoutRouter) -> Vec<Destination> {
+        let mut out = Vec::new();
+        r.route(&mut out);
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn every_destination_once_key_ignored() {
+        let mut r = FanoutRouter::new();
+        let x = Destination::Exchange(Arc::from("x"));
+        assert!(route(&r).is_empty());
+        assert!(r.add(binding(q("q1"), "")));
+        assert!(r.add(binding(q("q1"), "other")));
+        assert!(!r.add(binding(q("q1"), "other")));
+        assert!(r.add(binding(q("q2"), "whatever")));
+        assert!(r.add(binding(x.clone(), "")));
+        assert_eq!(r.len(), 4);
+        assert_eq!(route(&r), vec![q("q1"), q("q2"), x.clone()]);
+        assert!(r.remove(&binding(q("q1"), "")));
+        assert_eq!(route(&r), vec![q("q1"), q("q2"), x.clone()]);
+        assert!(r.remove(&binding(q("q1"), "other")));
+        assert_eq!(route(&r), vec![q("q2"), x.clone()]);
+        assert_eq!(r.remove_destination(&x), 1);
+        assert!(!r.has_destination(&x));
+        assert_eq!(r.bindings(), vec![binding(q("q2"), "whatever")]);
+        assert_eq!(r.remove_destination(&q("q2")), 1);
+        assert!(r.is_empty());
+        assert!(route(&r).is_empty());
+    }
+}

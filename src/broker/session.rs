@@ -1,0 +1,632 @@
+//! One client connection as the core sees it: its channels, consumers, publisher-confirm
+//! counters, and every AMQP method a client can call.
+//!
+//! A protocol adapter owns one `Session` per connection and calls it from one worker at a
+//! time (requests of a connection run in arrival order). Replies are the methods' return
+//! values; pushes (deliveries, cancels, returns, confirms) go through the
+//! [`ClientSink`]. Method names and reply codes follow AMQP 0-9-1 §1.8 (the class and
+//! method reference) and RabbitMQ's extensions.
+
+use crate::broker::broker::Broker;
+use crate::broker::channel::{Channel, Unacked};
+use crate::broker::consumer::Consumer;
+use crate::broker::message::Message;
+use crate::broker::names;
+use crate::broker::queue::{ConsumerRemoved, Queue, QueuedMessage};
+use crate::broker::router::Destination;
+use crate::broker::sink::ClientSink;
+use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
+use crate::error::{BrokerError, ReplyCode};
+use crate::types::{BasicProperties, FieldTable};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// A message handed out by `basic.get`.
+#[derive(Debug, Clone)]
+pub struct GetResult {
+    /// Delivery tag on the channel.
+    pub delivery_tag: u64,
+    /// Delivered before.
+    pub redelivered: bool,
+    /// Ready messages left in the queue.
+    pub message_count: u32,
+    /// The message.
+    pub message: Arc<Message>,
+}
+
+#[derive(Debug)]
+struct ChannelSession {
+    shared: Arc<Channel>,
+    consumers: HashMap<Arc<str>, Arc<Consumer>>,
+    confirm: bool,
+    /// Sequence number of the last publish in confirm mode (first is 1).
+    publish_seq: u64,
+    /// Highest sequence number routed but not yet confirmed to the client.
+    confirm_pending: Option<u64>,
+}
+
+/// The core state of one client connection.
+pub struct Session {
+    broker: Arc<Broker>,
+    /// Server-assigned connection id.
+    pub id: u64,
+    vhost: Arc<VirtualHost>,
+    sink: Arc<dyn ClientSink>,
+    channels: HashMap<u16, ChannelSession>,
+    channel_count: Arc<AtomicUsize>,
+    channel_max: u16,
+}
+
+fn channel_not_open(n: u16) -> BrokerError {
+    BrokerError::new(ReplyCode::ChannelError, format!("channel {n} is not open"))
+}
+
+impl Session {
+    /// A session for connection `id` using `vhost`, allowing channels 1..=`channel_max`.
+    /// `channel_count` is kept equal to the number of open channels (for listings).
+    pub fn new(
+        broker: Arc<Broker>,
+        id: u64,
+        vhost: Arc<VirtualHost>,
+        sink: Arc<dyn ClientSink>,
+        channel_max: u16,
+        channel_count: Arc<AtomicUsize>,
+    ) -> Session {
+        Session {
+            broker,
+            id,
+            vhost,
+            sink,
+            channels: HashMap::new(),
+            channel_count,
+            channel_max,
+        }
+    }
+
+    /// The broker this session belongs to.
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// The vhost in use.
+    pub fn vhost(&self) -> &Arc<VirtualHost> {
+        &self.vhost
+    }
+
+    /// Whether channel `n` is open.
+    pub fn has_channel(&self, n: u16) -> bool {
+        self.channels.contains_key(&n)
+    }
+
+    fn channel(&mut self, n: u16) -> Result<&mut ChannelSession, BrokerError> {
+        self.channels.get_mut(&n).ok_or_else(|| channel_not_open(n))
+    }
+
+    fn check_vhost(&self) -> Result<(), BrokerError> {
+        if self.vhost.is_deleted() {
+            return Err(BrokerError::new(
+                ReplyCode::ConnectionForced,
+                format!("vhost '{}' is deleted", self.vhost.name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Opens channel `n` (AMQP `channel.open`).
+    ///
+    /// # Errors
+    /// 504 CHANNEL_ERROR when `n` is 0 or already open; 530 NOT_ALLOWED above the
+    /// negotiated channel-max (both close the connection).
+    pub fn open_channel(&mut self, n: u16) -> Result<(), BrokerError> {
+        if n == 0 || self.channels.contains_key(&n) {
+            return Err(BrokerError::new(
+                ReplyCode::ChannelError,
+                format!("channel {n} is already open or invalid"),
+            ));
+        }
+        if n > self.channel_max {
+            return Err(BrokerError::new(
+                ReplyCode::NotAllowed,
+                format!(
+                    "channel number {n} exceeds the negotiated channel_max {}",
+                    self.channel_max
+                ),
+            ));
+        }
+        let shared = Arc::new(Channel::new(self.id, n, Arc::clone(&self.sink)));
+        self.channels.insert(
+            n,
+            ChannelSession {
+                shared,
+                consumers: HashMap::new(),
+                confirm: false,
+                publish_seq: 0,
+                confirm_pending: None,
+            },
+        );
+        self.channel_count
+            .store(self.channels.len(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Closes channel `n`: cancels its consumers and requeues its unacked deliveries
+    /// (AMQP 0-9-1 §1.5.2.5 and basic class rules). Closing an unknown channel does nothing.
+    pub fn close_channel(&mut self, n: u16) {
+        let Some(cs) = self.channels.remove(&n) else {
+            return;
+        };
+        self.channel_count
+            .store(self.channels.len(), Ordering::Relaxed);
+        let unacked = cs.shared.close();
+        for c in cs.consumers.values() {
+            self.detach_consumer(c);
+        }
+        requeue(unacked);
+    }
+
+    /// Closes every channel and deletes the connection's exclusive queues (the connection
+    /// is closing).
+    pub fn close(&mut self) {
+        let numbers: Vec<u16> = self.channels.keys().copied().collect();
+        for n in numbers {
+            self.close_channel(n);
+        }
+        self.vhost.remove_exclusive_queues(self.id);
+        self.broker.unregister_connection(self.id);
+    }
+
+    fn detach_consumer(&self, c: &Arc<Consumer>) {
+        let Some(q) = self.vhost.queue(&c.queue) else {
+            return;
+        };
+        if q.remove_consumer(&c.tag, self.id, c.channel.number) == ConsumerRemoved::LastOfAutoDelete
+        {
+            self.vhost.remove_queue(&q);
+        }
+    }
+
+    /// AMQP `exchange.declare`.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::declare_exchange`]; 504 for a channel that is not open.
+    pub fn exchange_declare(&mut self, ch: u16, spec: &ExchangeSpec) -> Result<(), BrokerError> {
+        self.channel(ch)?;
+        self.check_vhost()?;
+        self.vhost.declare_exchange(spec)
+    }
+
+    /// AMQP `exchange.delete`.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::delete_exchange`].
+    pub fn exchange_delete(
+        &mut self,
+        ch: u16,
+        name: &str,
+        if_unused: bool,
+    ) -> Result<(), BrokerError> {
+        self.channel(ch)?;
+        self.vhost.delete_exchange(name, if_unused)
+    }
+
+    /// RabbitMQ `exchange.bind` (`destination` receives what `source` routes).
+    ///
+    /// # Errors
+    /// As [`VirtualHost::bind`].
+    pub fn exchange_bind(
+        &mut self,
+        ch: u16,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
+        self.channel(ch)?;
+        self.vhost.bind(
+            source,
+            &Destination::Exchange(Arc::from(destination)),
+            key,
+            args,
+            self.id,
+        )
+    }
+
+    /// RabbitMQ `exchange.unbind`.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::unbind`].
+    pub fn exchange_unbind(
+        &mut self,
+        ch: u16,
+        destination: &str,
+        source: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
+        self.channel(ch)?;
+        self.vhost.unbind(
+            source,
+            &Destination::Exchange(Arc::from(destination)),
+            key,
+            args,
+            self.id,
+        )
+    }
+
+    /// AMQP `queue.declare`.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::declare_queue`].
+    pub fn queue_declare(
+        &mut self,
+        ch: u16,
+        spec: &QueueSpec,
+    ) -> Result<QueueDeclared, BrokerError> {
+        self.channel(ch)?;
+        self.check_vhost()?;
+        self.vhost.declare_queue(spec, self.id)
+    }
+
+    /// AMQP `queue.bind`.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::bind`].
+    pub fn queue_bind(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
+        self.channel(ch)?;
+        self.vhost.bind(
+            exchange,
+            &Destination::Queue(Arc::from(queue)),
+            key,
+            args,
+            self.id,
+        )
+    }
+
+    /// AMQP `queue.unbind`.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::unbind`].
+    pub fn queue_unbind(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+        args: &FieldTable,
+    ) -> Result<(), BrokerError> {
+        self.channel(ch)?;
+        self.vhost.unbind(
+            exchange,
+            &Destination::Queue(Arc::from(queue)),
+            key,
+            args,
+            self.id,
+        )
+    }
+
+    /// AMQP `queue.purge`: removes ready messages, returns how many.
+    ///
+    /// # Errors
+    /// 404 absent; 405 exclusive to another connection.
+    pub fn queue_purge(&mut self, ch: u16, queue: &str) -> Result<u32, BrokerError> {
+        self.channel(ch)?;
+        let q = self.vhost.queue_for(queue, self.id)?;
+        Ok(q.purge() as u32)
+    }
+
+    /// AMQP `queue.delete`: returns the ready messages deleted.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::delete_queue`].
+    pub fn queue_delete(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        if_unused: bool,
+        if_empty: bool,
+    ) -> Result<u32, BrokerError> {
+        self.channel(ch)?;
+        self.vhost.delete_queue(queue, if_unused, if_empty, self.id)
+    }
+
+    /// AMQP `basic.qos` with RabbitMQ's meaning of `global`.
+    ///
+    /// # Errors
+    /// 504 for a channel that is not open.
+    pub fn basic_qos(
+        &mut self,
+        ch: u16,
+        prefetch_count: u16,
+        global: bool,
+    ) -> Result<(), BrokerError> {
+        let cs = self.channel(ch)?;
+        cs.shared.set_prefetch(prefetch_count, global);
+        // A larger limit may let waiting messages flow.
+        self.dispatch_channel(ch);
+        Ok(())
+    }
+
+    /// AMQP `basic.consume`. `reply` is called with the consumer tag once the consumer is
+    /// accepted and before any delivery to it is pushed, so `consume-ok` precedes them.
+    ///
+    /// # Errors
+    /// 404 absent queue; 405 exclusive queue of another connection; 403 queue in exclusive
+    /// use; 530 NOT_ALLOWED for a tag already used on the channel.
+    #[allow(clippy::too_many_arguments)]
+    pub fn basic_consume(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        consumer_tag: &str,
+        no_ack: bool,
+        exclusive: bool,
+        arguments: &FieldTable,
+        reply: impl FnOnce(&str),
+    ) -> Result<(), BrokerError> {
+        let q = {
+            self.channel(ch)?;
+            self.check_vhost()?;
+            self.vhost.queue_for(queue, self.id)?
+        };
+        let vhost_name = Arc::clone(&self.vhost.name);
+        let cs = self.channel(ch)?;
+        cs.consumers.retain(|_, c| !c.is_cancelled());
+        let tag: Arc<str> = if consumer_tag.is_empty() {
+            Arc::from(names::generate("amq.ctag-"))
+        } else {
+            Arc::from(consumer_tag)
+        };
+        if cs.consumers.contains_key(&tag) {
+            return Err(BrokerError::new(
+                ReplyCode::NotAllowed,
+                format!("attempt to reuse consumer tag '{tag}'"),
+            ));
+        }
+        let consumer = Arc::new(Consumer::new(
+            Arc::clone(&tag),
+            Arc::clone(&q.name),
+            Arc::clone(&cs.shared),
+            no_ack,
+            exclusive,
+            cs.shared.consumer_prefetch(),
+            arguments.clone(),
+        ));
+        q.add_consumer(Arc::clone(&consumer), &vhost_name, || reply(&tag))?;
+        cs.consumers.insert(tag, consumer);
+        Ok(())
+    }
+
+    /// AMQP `basic.cancel`. Cancelling an unknown tag succeeds, as in RabbitMQ.
+    ///
+    /// # Errors
+    /// 504 for a channel that is not open.
+    pub fn basic_cancel(&mut self, ch: u16, consumer_tag: &str) -> Result<(), BrokerError> {
+        let cs = self.channel(ch)?;
+        if let Some(c) = cs.consumers.remove(consumer_tag) {
+            self.detach_consumer(&c);
+        }
+        Ok(())
+    }
+
+    /// AMQP `basic.publish` of one message. In confirm mode the message gets the next
+    /// sequence number; its ack is sent by [`Session::flush_confirms`].
+    ///
+    /// # Errors
+    /// 406 body over the maximum; 404 absent exchange; 403 internal exchange; 504 for a
+    /// channel that is not open. The message is then not published and not confirmed.
+    pub fn basic_publish(
+        &mut self,
+        ch: u16,
+        exchange: &str,
+        routing_key: &str,
+        mandatory: bool,
+        properties: BasicProperties,
+        body: Vec<u8>,
+    ) -> Result<(), BrokerError> {
+        let max = self.broker.config.message_bytes_max;
+        self.channel(ch)?;
+        self.check_vhost()?;
+        if body.len() > max {
+            return Err(BrokerError::precondition(format!(
+                "message size {} is larger than configured max size {max}",
+                body.len()
+            )));
+        }
+        let ex = self.vhost.exchange_for_publish(exchange)?;
+        let msg = Arc::new(Message::new(exchange, routing_key, properties, body));
+        let queues = self.vhost.route(&ex, &msg);
+        let mut routed = 0;
+        for q in &queues {
+            if q.enqueue(Arc::clone(&msg)) {
+                routed += 1;
+            }
+        }
+        if routed == 0 {
+            self.vhost.count_unroutable(mandatory);
+            if mandatory {
+                self.sink
+                    .basic_return(ch, ReplyCode::NoRoute, "NO_ROUTE", &msg);
+            }
+        }
+        let cs = self.channel(ch)?;
+        if cs.confirm {
+            cs.publish_seq += 1;
+            cs.confirm_pending = Some(cs.publish_seq);
+        }
+        Ok(())
+    }
+
+    /// Sends the publisher confirm covering every message published on `ch` since the last
+    /// flush (one `basic.ack` with `multiple`).
+    pub fn flush_confirms(&mut self, ch: u16) {
+        let Some(cs) = self.channels.get_mut(&ch) else {
+            return;
+        };
+        if let Some(seq) = cs.confirm_pending.take() {
+            self.sink.confirm(ch, seq, true, true);
+        }
+    }
+
+    /// AMQP `confirm.select`.
+    ///
+    /// # Errors
+    /// 504 for a channel that is not open.
+    pub fn confirm_select(&mut self, ch: u16) -> Result<(), BrokerError> {
+        self.channel(ch)?.confirm = true;
+        Ok(())
+    }
+
+    /// AMQP `basic.get`: the head message, or `None` when the queue has none ready.
+    ///
+    /// # Errors
+    /// 404 absent queue; 405 exclusive queue of another connection.
+    pub fn basic_get(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        no_ack: bool,
+    ) -> Result<Option<GetResult>, BrokerError> {
+        let q = {
+            self.channel(ch)?;
+            self.vhost.queue_for(queue, self.id)?
+        };
+        let channel = Arc::clone(&self.channel(ch)?.shared);
+        let got = q.get(|entry| channel.record_get(&q, entry, no_ack), !no_ack);
+        Ok(got.map(|(tag, entry, left)| GetResult {
+            delivery_tag: tag,
+            redelivered: entry.redelivered,
+            message_count: left as u32,
+            message: entry.msg,
+        }))
+    }
+
+    /// AMQP `basic.ack`.
+    ///
+    /// # Errors
+    /// 406 unknown delivery tag; 504 channel not open.
+    pub fn basic_ack(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        multiple: bool,
+    ) -> Result<(), BrokerError> {
+        let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
+        for (q, entries) in group_by_queue(taken) {
+            q.settle(entries.len(), true);
+        }
+        self.dispatch_channel(ch);
+        Ok(())
+    }
+
+    /// AMQP `basic.nack` (RabbitMQ extension): requeue, or drop when `requeue` is false.
+    ///
+    /// # Errors
+    /// 406 unknown delivery tag; 504 channel not open.
+    pub fn basic_nack(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        multiple: bool,
+        requeue_them: bool,
+    ) -> Result<(), BrokerError> {
+        let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
+        if requeue_them {
+            requeue(taken);
+        } else {
+            for (q, entries) in group_by_queue(taken) {
+                q.settle(entries.len(), false);
+            }
+        }
+        self.dispatch_channel(ch);
+        Ok(())
+    }
+
+    /// AMQP `basic.reject`.
+    ///
+    /// # Errors
+    /// 406 unknown delivery tag; 504 channel not open.
+    pub fn basic_reject(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        requeue_it: bool,
+    ) -> Result<(), BrokerError> {
+        self.basic_nack(ch, delivery_tag, false, requeue_it)
+    }
+
+    /// AMQP `basic.recover`: requeues every unacked delivery of the channel.
+    ///
+    /// # Errors
+    /// 540 NOT_IMPLEMENTED for `requeue = false`, as RabbitMQ; 504 channel not open.
+    pub fn basic_recover(&mut self, ch: u16, requeue_them: bool) -> Result<(), BrokerError> {
+        let cs = self.channel(ch)?;
+        if !requeue_them {
+            return Err(BrokerError::new(ReplyCode::NotImplemented, "requeue=false"));
+        }
+        let taken = cs.shared.take_all();
+        requeue(taken);
+        self.dispatch_channel(ch);
+        Ok(())
+    }
+
+    /// Dispatches every queue this connection consumes from (after its outbound buffer
+    /// drained below the low-water mark).
+    pub fn redispatch(&self) {
+        let numbers: Vec<u16> = self.channels.keys().copied().collect();
+        for n in numbers {
+            self.dispatch_channel(n);
+        }
+    }
+
+    fn dispatch_channel(&self, ch: u16) {
+        let Some(cs) = self.channels.get(&ch) else {
+            return;
+        };
+        let mut queues: Vec<&Arc<str>> = cs
+            .consumers
+            .values()
+            .filter(|c| !c.is_cancelled())
+            .map(|c| &c.queue)
+            .collect();
+        queues.sort_unstable();
+        queues.dedup();
+        for name in queues {
+            if let Some(q) = self.vhost.queue(name) {
+                q.dispatch();
+            }
+        }
+    }
+
+    /// The consumers of open channels, for listings: (channel, consumer).
+    pub fn consumers(&self) -> Vec<(u16, Arc<Consumer>)> {
+        self.channels
+            .iter()
+            .flat_map(|(n, cs)| cs.consumers.values().map(move |c| (*n, Arc::clone(c))))
+            .collect()
+    }
+}
+
+fn group_by_queue(taken: Vec<Unacked>) -> Vec<(Arc<Queue>, Vec<QueuedMessage>)> {
+    let mut groups: Vec<(Arc<Queue>, Vec<QueuedMessage>)> = Vec::new();
+    for u in taken {
+        match groups.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &u.queue)) {
+            Some((_, v)) => v.push(u.entry),
+            None => groups.push((u.queue, vec![u.entry])),
+        }
+    }
+    groups
+}
+
+fn requeue(taken: Vec<Unacked>) {
+    for (q, entries) in group_by_queue(taken) {
+        q.requeue(entries);
+    }
+}

@@ -1,0 +1,49 @@
+//! The core's only way to talk to a client: what a protocol adapter must implement so the
+//! core can push deliveries, cancels, returns and confirms to a connection.
+
+use crate::broker::message::Message;
+use crate::error::ReplyCode;
+
+/// A connection's outbound side, as the core sees it. Implemented by each protocol adapter
+/// (the native protocol in `server`, AMQP 0-9-1 later), which encodes the push into the
+/// connection's outbound buffer.
+///
+/// Calls may come from any worker thread, with a queue lock and the channel's ack-state
+/// lock held (lock order: queue → channel → outbound, ARCHITECTURE.md §4): an
+/// implementation must not block and must not call back into the core.
+pub trait ClientSink: Send + Sync {
+    /// Pushes one delivery (AMQP `basic.deliver`) on `channel`.
+    fn deliver(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        redelivered: bool,
+        message: &Message,
+    );
+
+    /// Tells the client the server cancelled a consumer (RabbitMQ's consumer cancel
+    /// notification, e.g. when its queue is deleted).
+    fn cancel(&self, channel: u16, consumer_tag: &str);
+
+    /// Returns an unroutable mandatory message (AMQP `basic.return`).
+    fn basic_return(
+        &self,
+        channel: u16,
+        reply_code: ReplyCode,
+        reply_text: &str,
+        message: &Message,
+    );
+
+    /// A publisher confirm: `ack` true for `basic.ack`, false for `basic.nack`, covering
+    /// publish sequence number `seq` (and every earlier one when `multiple`).
+    fn confirm(&self, channel: u16, seq: u64, multiple: bool, ack: bool);
+
+    /// Whether the outbound buffer is over its delivery high-water mark. When it returns
+    /// true the implementation must later report the drain (below the low-water mark) so
+    /// the connection's consumers are dispatched again.
+    fn is_saturated(&self) -> bool;
+
+    /// Closes the connection from the server side (e.g. its vhost was deleted).
+    fn force_close(&self, code: ReplyCode, text: &str);
+}

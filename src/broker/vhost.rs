@@ -1,0 +1,671 @@
+//! A virtual host: an isolated namespace of exchanges, queues and bindings (AMQP 0-9-1
+//! §3.1.1), with the declare/delete/bind/route operations on them.
+//!
+//! Lock order (ARCHITECTURE.md §4): exchange map → queue map → one exchange's bindings →
+//! one queue's state. Maps are read-mostly `RwLock`s and are never held while a queue lock
+//! is taken for dispatch.
+
+use crate::broker::consumer::Consumer;
+use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
+use crate::broker::message::Message;
+use crate::broker::names;
+use crate::broker::queue::Queue;
+use crate::broker::router::{Binding, Destination, ExchangeKind};
+use crate::error::{BrokerError, ReplyCode};
+use crate::types::FieldTable;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Display;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// What `exchange.declare` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct ExchangeSpec {
+    /// Exchange name.
+    pub name: String,
+    /// Type name: direct, fanout, topic or headers.
+    pub kind: String,
+    /// Only check existence.
+    pub passive: bool,
+    /// Durable.
+    pub durable: bool,
+    /// Auto-delete.
+    pub auto_delete: bool,
+    /// Internal.
+    pub internal: bool,
+    /// Arguments.
+    pub arguments: FieldTable,
+}
+
+/// What `queue.declare` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct QueueSpec {
+    /// Queue name; empty asks for a generated `amq.gen-…` name.
+    pub name: String,
+    /// Only check existence.
+    pub passive: bool,
+    /// Durable.
+    pub durable: bool,
+    /// Exclusive to the declaring connection.
+    pub exclusive: bool,
+    /// Auto-delete.
+    pub auto_delete: bool,
+    /// Arguments.
+    pub arguments: FieldTable,
+}
+
+/// The answer to `queue.declare`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDeclared {
+    /// The queue's name (generated when the request's was empty).
+    pub name: String,
+    /// Ready messages.
+    pub message_count: u32,
+    /// Consumers.
+    pub consumer_count: u32,
+}
+
+/// One virtual host.
+#[derive(Debug)]
+pub struct VirtualHost {
+    /// Vhost name.
+    pub name: Arc<str>,
+    exchanges: RwLock<HashMap<Arc<str>, Arc<Exchange>>>,
+    queues: RwLock<HashMap<Arc<str>, Arc<Queue>>>,
+    deleted: AtomicBool,
+    /// Messages published that no queue took (and were not mandatory).
+    unroutable_dropped: AtomicU64,
+    /// Mandatory messages returned with 312 NO_ROUTE.
+    unroutable_returned: AtomicU64,
+}
+
+fn inequivalent(
+    arg: &str,
+    what: &str,
+    name: &str,
+    vhost: &str,
+    got: impl Display,
+    current: impl Display,
+) -> BrokerError {
+    BrokerError::precondition(format!(
+        "inequivalent arg '{arg}' for {what} '{name}' in vhost '{vhost}': received '{got}' but current is '{current}'"
+    ))
+}
+
+fn default_exchange_refused() -> BrokerError {
+    BrokerError::access_refused("operation not permitted on the default exchange")
+}
+
+impl VirtualHost {
+    /// A vhost holding the default exchange and the standard `amq.*` exchanges.
+    pub fn new(name: &str) -> VirtualHost {
+        let mut exchanges = HashMap::new();
+        let default = Exchange::new(
+            Arc::from(""),
+            ExchangeKind::Direct,
+            true,
+            false,
+            false,
+            FieldTable::new(),
+        );
+        exchanges.insert(Arc::clone(&default.name), Arc::new(default));
+        for (n, kind) in STANDARD_EXCHANGES {
+            let e = Exchange::new(Arc::from(n), kind, true, false, false, FieldTable::new());
+            exchanges.insert(Arc::clone(&e.name), Arc::new(e));
+        }
+        VirtualHost {
+            name: Arc::from(name),
+            exchanges: RwLock::new(exchanges),
+            queues: RwLock::new(HashMap::new()),
+            deleted: AtomicBool::new(false),
+            unroutable_dropped: AtomicU64::new(0),
+            unroutable_returned: AtomicU64::new(0),
+        }
+    }
+
+    fn exchanges(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Exchange>>> {
+        self.exchanges.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn exchanges_mut(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Exchange>>> {
+        self.exchanges.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queues(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Queue>>> {
+        self.queues.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queues_mut(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Queue>>> {
+        self.queues.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the vhost was deleted.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Relaxed)
+    }
+
+    /// Counts of unroutable messages: (dropped, returned).
+    pub fn unroutable(&self) -> (u64, u64) {
+        (
+            self.unroutable_dropped.load(Ordering::Relaxed),
+            self.unroutable_returned.load(Ordering::Relaxed),
+        )
+    }
+
+    fn no_exchange(&self, name: &str) -> BrokerError {
+        BrokerError::not_found(format!("no exchange '{name}' in vhost '{}'", self.name))
+    }
+
+    fn no_queue(&self, name: &str) -> BrokerError {
+        BrokerError::not_found(format!("no queue '{name}' in vhost '{}'", self.name))
+    }
+
+    /// The exchange with `name`.
+    pub fn exchange(&self, name: &str) -> Option<Arc<Exchange>> {
+        self.exchanges().get(name).cloned()
+    }
+
+    /// The queue with `name`.
+    pub fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues().get(name).cloned()
+    }
+
+    /// The queue with `name`, checked usable by `connection_id`.
+    ///
+    /// # Errors
+    /// 404 NOT_FOUND when absent; 405 RESOURCE_LOCKED when exclusive to another connection.
+    pub fn queue_for(&self, name: &str, connection_id: u64) -> Result<Arc<Queue>, BrokerError> {
+        let q = self.queue(name).ok_or_else(|| self.no_queue(name))?;
+        q.check_access(connection_id, &self.name)?;
+        Ok(q)
+    }
+
+    /// All exchanges.
+    pub fn all_exchanges(&self) -> Vec<Arc<Exchange>> {
+        self.exchanges().values().cloned().collect()
+    }
+
+    /// All queues.
+    pub fn all_queues(&self) -> Vec<Arc<Queue>> {
+        self.queues().values().cloned().collect()
+    }
+
+    /// Declares an exchange (AMQP `exchange.declare`): creates it, or checks an existing
+    /// one is equivalent.
+    ///
+    /// # Errors
+    /// 403 for the default exchange or a new `amq.` name; 404 passive and absent; 503
+    /// COMMAND_INVALID for an unknown type; 406 when an existing exchange differs.
+    pub fn declare_exchange(&self, spec: &ExchangeSpec) -> Result<(), BrokerError> {
+        let name = spec.name.as_str();
+        if spec.passive {
+            return match self.exchange(name) {
+                Some(_) => Ok(()),
+                None => Err(self.no_exchange(name)),
+            };
+        }
+        if name.is_empty() {
+            return Err(default_exchange_refused());
+        }
+        let kind = ExchangeKind::parse(&spec.kind)?;
+        if names::is_reserved(name) {
+            return Err(BrokerError::access_refused(format!(
+                "exchange name '{name}' contains reserved prefix 'amq.*'"
+            )));
+        }
+        let mut map = self.exchanges_mut();
+        if let Some(e) = map.get(name) {
+            let vh = &*self.name;
+            if e.kind != kind {
+                return Err(inequivalent(
+                    "type",
+                    "exchange",
+                    name,
+                    vh,
+                    kind.as_str(),
+                    e.kind.as_str(),
+                ));
+            }
+            if e.durable != spec.durable {
+                return Err(inequivalent(
+                    "durable",
+                    "exchange",
+                    name,
+                    vh,
+                    spec.durable,
+                    e.durable,
+                ));
+            }
+            if e.auto_delete != spec.auto_delete {
+                return Err(inequivalent(
+                    "auto_delete",
+                    "exchange",
+                    name,
+                    vh,
+                    spec.auto_delete,
+                    e.auto_delete,
+                ));
+            }
+            if e.internal != spec.internal {
+                return Err(inequivalent(
+                    "internal",
+                    "exchange",
+                    name,
+                    vh,
+                    spec.internal,
+                    e.internal,
+                ));
+            }
+            if e.arguments != spec.arguments {
+                return Err(inequivalent(
+                    "arguments",
+                    "exchange",
+                    name,
+                    vh,
+                    format!("{:?}", spec.arguments),
+                    format!("{:?}", e.arguments),
+                ));
+            }
+            return Ok(());
+        }
+        let e = Exchange::new(
+            Arc::from(name),
+            kind,
+            spec.durable,
+            spec.auto_delete,
+            spec.internal,
+            spec.arguments.clone(),
+        );
+        map.insert(Arc::clone(&e.name), Arc::new(e));
+        Ok(())
+    }
+
+    /// Deletes an exchange (AMQP `exchange.delete`) and every binding from or to it.
+    /// Deleting an absent exchange succeeds, as in RabbitMQ.
+    ///
+    /// # Errors
+    /// 403 for the default exchange and `amq.` exchanges; 406 with `if_unused` when it is
+    /// the source of bindings.
+    pub fn delete_exchange(&self, name: &str, if_unused: bool) -> Result<(), BrokerError> {
+        if name.is_empty() {
+            return Err(default_exchange_refused());
+        }
+        if names::is_reserved(name) {
+            return Err(BrokerError::access_refused(format!(
+                "exchange name '{name}' contains reserved prefix 'amq.*'"
+            )));
+        }
+        let Some(e) = self.exchange(name) else {
+            return Ok(());
+        };
+        if if_unused && !e.router().is_empty() {
+            return Err(BrokerError::precondition(format!(
+                "exchange '{name}' in vhost '{}' in use",
+                self.name
+            )));
+        }
+        self.remove_exchange(&e);
+        Ok(())
+    }
+
+    fn remove_exchange(&self, e: &Arc<Exchange>) {
+        {
+            let mut map = self.exchanges_mut();
+            match map.get(&*e.name) {
+                Some(cur) if Arc::ptr_eq(cur, e) => {
+                    map.remove(&*e.name);
+                }
+                _ => return,
+            }
+        }
+        self.remove_destination(&Destination::Exchange(Arc::clone(&e.name)));
+    }
+
+    /// Removes every binding to `dest`; auto-delete exchanges left without bindings are
+    /// deleted in turn (RabbitMQ semantics).
+    fn remove_destination(&self, dest: &Destination) {
+        let mut emptied = Vec::new();
+        for e in self.all_exchanges() {
+            let mut router = e.router_mut();
+            if router.remove_destination(dest) > 0 && e.auto_delete && router.is_empty() {
+                emptied.push(Arc::clone(&e));
+            }
+        }
+        for e in emptied {
+            self.remove_exchange(&e);
+        }
+    }
+
+    /// Binds `destination` to exchange `source` (AMQP `queue.bind`, RabbitMQ
+    /// `exchange.bind`). Binding twice is a no-op.
+    ///
+    /// # Errors
+    /// 403 when either end is the default exchange; 404 when either end is absent; 405
+    /// for another connection's exclusive queue; 406 for invalid headers arguments.
+    pub fn bind(
+        &self,
+        source: &str,
+        destination: &Destination,
+        key: &str,
+        arguments: &FieldTable,
+        connection_id: u64,
+    ) -> Result<(), BrokerError> {
+        let src = self.check_binding_ends(source, destination, connection_id)?;
+        let mut router = src.router_mut();
+        router.validate(key, arguments)?;
+        router.add(Binding {
+            destination: destination.clone(),
+            binding_key: key.to_string(),
+            arguments: arguments.clone(),
+        });
+        Ok(())
+    }
+
+    /// Removes a binding (AMQP `queue.unbind`, RabbitMQ `exchange.unbind`). Removing an
+    /// absent binding succeeds, as in RabbitMQ. An auto-delete source left without
+    /// bindings is deleted.
+    ///
+    /// # Errors
+    /// As [`VirtualHost::bind`], except argument validation.
+    pub fn unbind(
+        &self,
+        source: &str,
+        destination: &Destination,
+        key: &str,
+        arguments: &FieldTable,
+        connection_id: u64,
+    ) -> Result<(), BrokerError> {
+        let src = self.check_binding_ends(source, destination, connection_id)?;
+        let emptied = {
+            let mut router = src.router_mut();
+            let removed = router.remove(&Binding {
+                destination: destination.clone(),
+                binding_key: key.to_string(),
+                arguments: arguments.clone(),
+            });
+            removed && src.auto_delete && router.is_empty()
+        };
+        if emptied {
+            self.remove_exchange(&src);
+        }
+        Ok(())
+    }
+
+    fn check_binding_ends(
+        &self,
+        source: &str,
+        destination: &Destination,
+        connection_id: u64,
+    ) -> Result<Arc<Exchange>, BrokerError> {
+        if source.is_empty() {
+            return Err(default_exchange_refused());
+        }
+        match destination {
+            Destination::Queue(q) => {
+                self.queue_for(q, connection_id)?;
+            }
+            Destination::Exchange(x) => {
+                if x.is_empty() {
+                    return Err(default_exchange_refused());
+                }
+                if self.exchange(x).is_none() {
+                    return Err(self.no_exchange(x));
+                }
+            }
+        }
+        self.exchange(source)
+            .ok_or_else(|| self.no_exchange(source))
+    }
+
+    /// Declares a queue (AMQP `queue.declare`) for connection `connection_id`.
+    ///
+    /// # Errors
+    /// 404 passive and absent; 403 for a new `amq.` name; 405 when exclusive to another
+    /// connection; 406 when an existing queue differs.
+    pub fn declare_queue(
+        &self,
+        spec: &QueueSpec,
+        connection_id: u64,
+    ) -> Result<QueueDeclared, BrokerError> {
+        let declared = |q: &Queue| QueueDeclared {
+            name: q.name.to_string(),
+            message_count: q.message_count() as u32,
+            consumer_count: q.consumer_count() as u32,
+        };
+        if spec.passive {
+            let q = self.queue_for(&spec.name, connection_id)?;
+            return Ok(declared(&q));
+        }
+        let name = if spec.name.is_empty() {
+            names::generate("amq.gen-")
+        } else if names::is_reserved(&spec.name) {
+            return Err(BrokerError::access_refused(format!(
+                "queue name '{}' contains reserved prefix 'amq.*'",
+                spec.name
+            )));
+        } else {
+            spec.name.clone()
+        };
+        let mut map = self.queues_mut();
+        if let Some(q) = map.get(name.as_str()) {
+            q.check_access(connection_id, &self.name)?;
+            let vh = &*self.name;
+            if q.durable != spec.durable {
+                return Err(inequivalent(
+                    "durable",
+                    "queue",
+                    &name,
+                    vh,
+                    spec.durable,
+                    q.durable,
+                ));
+            }
+            if q.exclusive != spec.exclusive {
+                return Err(inequivalent(
+                    "exclusive",
+                    "queue",
+                    &name,
+                    vh,
+                    spec.exclusive,
+                    q.exclusive,
+                ));
+            }
+            if q.auto_delete != spec.auto_delete {
+                return Err(inequivalent(
+                    "auto_delete",
+                    "queue",
+                    &name,
+                    vh,
+                    spec.auto_delete,
+                    q.auto_delete,
+                ));
+            }
+            if q.arguments != spec.arguments {
+                return Err(inequivalent(
+                    "arguments",
+                    "queue",
+                    &name,
+                    vh,
+                    format!("{:?}", spec.arguments),
+                    format!("{:?}", q.arguments),
+                ));
+            }
+            let q = Arc::clone(q);
+            drop(map);
+            return Ok(declared(&q));
+        }
+        let owner = spec.exclusive.then_some(connection_id);
+        let q = Queue::new(
+            Arc::from(name.as_str()),
+            spec.durable,
+            spec.exclusive,
+            spec.auto_delete,
+            owner,
+            spec.arguments.clone(),
+        );
+        map.insert(Arc::clone(&q.name), Arc::new(q));
+        Ok(QueueDeclared {
+            name,
+            message_count: 0,
+            consumer_count: 0,
+        })
+    }
+
+    /// Deletes a queue (AMQP `queue.delete`); returns the count of ready messages it held.
+    /// Its consumers are cancelled with a notification; deleting an absent queue returns 0,
+    /// as in RabbitMQ.
+    ///
+    /// # Errors
+    /// 405 for another connection's exclusive queue; 406 with `if_unused` when it has
+    /// consumers, with `if_empty` when it has ready messages.
+    pub fn delete_queue(
+        &self,
+        name: &str,
+        if_unused: bool,
+        if_empty: bool,
+        connection_id: u64,
+    ) -> Result<u32, BrokerError> {
+        let Some(q) = self.queue(name) else {
+            return Ok(0);
+        };
+        q.check_access(connection_id, &self.name)?;
+        if if_unused && q.consumer_count() > 0 {
+            return Err(BrokerError::precondition(format!(
+                "queue '{name}' in vhost '{}' in use",
+                self.name
+            )));
+        }
+        if if_empty && q.message_count() > 0 {
+            return Err(BrokerError::precondition(format!(
+                "queue '{name}' in vhost '{}' is not empty",
+                self.name
+            )));
+        }
+        Ok(self.remove_queue(&q) as u32)
+    }
+
+    /// Removes a queue: from the map, from every exchange's bindings, and cancels its
+    /// consumers. Returns the count of ready messages dropped with it.
+    pub fn remove_queue(&self, q: &Arc<Queue>) -> usize {
+        {
+            let mut map = self.queues_mut();
+            match map.get(&*q.name) {
+                Some(cur) if Arc::ptr_eq(cur, q) => {
+                    map.remove(&*q.name);
+                }
+                _ => return 0,
+            }
+        }
+        self.remove_destination(&Destination::Queue(Arc::clone(&q.name)));
+        let (count, consumers) = q.mark_deleted();
+        notify_cancelled(&consumers);
+        count
+    }
+
+    /// Deletes the exclusive queues owned by a closing connection.
+    pub fn remove_exclusive_queues(&self, connection_id: u64) {
+        let owned: Vec<Arc<Queue>> = self
+            .queues()
+            .values()
+            .filter(|q| q.owner == Some(connection_id))
+            .cloned()
+            .collect();
+        for q in owned {
+            self.remove_queue(&q);
+        }
+    }
+
+    /// Deletes everything (the vhost is being deleted): consumers are cancelled.
+    pub fn remove_all(&self) {
+        self.deleted.store(true, Ordering::Relaxed);
+        for q in self.all_queues() {
+            self.remove_queue(&q);
+        }
+        self.exchanges_mut().clear();
+    }
+
+    /// The queues a message published to `exchange` reaches, following exchange-to-exchange
+    /// bindings (each exchange visited once, so binding cycles terminate) and enqueueing
+    /// each queue once however many bindings lead to it.
+    pub fn route(&self, exchange: &Exchange, msg: &Message) -> Vec<Arc<Queue>> {
+        let mut names: Vec<Arc<str>> = Vec::new();
+        if exchange.is_default() {
+            return self.queue(&msg.routing_key).into_iter().collect();
+        }
+        let mut dests = Vec::new();
+        exchange
+            .router()
+            .route(&msg.routing_key, msg.headers(), &mut dests);
+        let mut visited: Option<HashSet<Arc<str>>> = None;
+        while let Some(d) = dests.pop() {
+            match d {
+                Destination::Queue(q) => names.push(q),
+                Destination::Exchange(x) => {
+                    let seen = visited.get_or_insert_with(|| {
+                        let mut s = HashSet::new();
+                        s.insert(Arc::clone(&exchange.name));
+                        s
+                    });
+                    if !seen.insert(Arc::clone(&x)) {
+                        continue;
+                    }
+                    if let Some(next) = self.exchange(&x) {
+                        next.router()
+                            .route(&msg.routing_key, msg.headers(), &mut dests);
+                    }
+                }
+            }
+        }
+        if names.len() > 1 {
+            names.sort_unstable();
+            names.dedup();
+        }
+        let map = self.queues();
+        names.iter().filter_map(|n| map.get(n).cloned()).collect()
+    }
+
+    /// Rows describing every binding (source, destination, key, arguments).
+    pub fn all_bindings(&self) -> Vec<(Arc<str>, Binding)> {
+        let mut out = Vec::new();
+        for e in self.all_exchanges() {
+            for b in e.router().bindings() {
+                out.push((Arc::clone(&e.name), b));
+            }
+        }
+        out
+    }
+
+    /// Records an unroutable message.
+    pub fn count_unroutable(&self, returned: bool) {
+        if returned {
+            self.unroutable_returned.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.unroutable_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The exchange to publish to, checked publishable.
+    ///
+    /// # Errors
+    /// 404 when absent; 403 when internal.
+    pub fn exchange_for_publish(&self, name: &str) -> Result<Arc<Exchange>, BrokerError> {
+        let e = self.exchange(name).ok_or_else(|| self.no_exchange(name))?;
+        if e.internal {
+            return Err(BrokerError::new(
+                ReplyCode::AccessRefused,
+                format!(
+                    "cannot publish to internal exchange '{name}' in vhost '{}'",
+                    self.name
+                ),
+            ));
+        }
+        Ok(e)
+    }
+}
+
+/// Tells each consumer's client that the server cancelled it.
+pub fn notify_cancelled(consumers: &[Arc<Consumer>]) {
+    for c in consumers {
+        c.channel.sink.cancel(c.channel.number, &c.tag);
+    }
+}

@@ -1,0 +1,74 @@
+//! Server settings: what `relaymq-server`'s flags set.
+
+use crate::broker::BrokerConfig;
+use crate::limits::{
+    CHANNEL_MAX, FRAME_BYTES_DEFAULT, HEARTBEAT_S_DEFAULT, SHUTDOWN_FLUSH_MS_DEFAULT,
+};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Default native-protocol listen address (loopback only, port 5673).
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:5673";
+
+/// Everything the server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address of the native-protocol listener (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Data directory (created if missing).
+    pub data_dir: PathBuf,
+    /// Worker threads executing requests.
+    pub workers: usize,
+    /// Where to write `{"listen": "HOST:PORT"}` once the server serves.
+    pub ready_file: Option<PathBuf>,
+    /// Largest frame the server offers, in bytes.
+    pub frame_max: u32,
+    /// Heartbeat interval the server offers, in seconds (0 = none).
+    pub heartbeat_s: u16,
+    /// Highest channel number the server offers.
+    pub channel_max: u16,
+    /// Time a shutdown waits for outbound buffers to flush, in milliseconds.
+    pub shutdown_flush_ms: u64,
+    /// Core settings.
+    pub broker: BrokerConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 5673)),
+            data_dir: PathBuf::from("./data"),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ready_file: None,
+            frame_max: FRAME_BYTES_DEFAULT,
+            heartbeat_s: HEARTBEAT_S_DEFAULT,
+            channel_max: CHANNEL_MAX,
+            shutdown_flush_ms: SHUTDOWN_FLUSH_MS_DEFAULT,
+            broker: BrokerConfig::default(),
+        }
+    }
+}
+
+/// The negotiated value of a setting both sides offer: 0 means "no preference", otherwise
+/// the smaller one wins (AMQP 0-9-1 §1.4.2.6 tune rules, simplified).
+pub fn negotiate<T: Copy + Ord + Default>(client: T, server: T) -> T {
+    let zero = T::default();
+    match (client == zero, server == zero) {
+        (true, _) => server,
+        (false, true) => client,
+        (false, false) => client.min(server),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_means_no_preference() {
+        assert_eq!(negotiate(0u32, 131072), 131072);
+        assert_eq!(negotiate(4096u32, 131072), 4096);
+        assert_eq!(negotiate(60u16, 0), 60);
+        assert_eq!(negotiate(0u16, 0), 0);
+    }
+}

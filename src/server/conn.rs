@@ -1,0 +1,182 @@
+//! A connection as shared between the I/O thread and the workers: its mailbox of decoded
+//! requests, its scheduling flag, its outbound buffer and its protocol handler.
+//!
+//! At most one worker runs a connection at a time (`scheduled`), so its requests execute
+//! in arrival order (ARCHITECTURE.md §2.2).
+
+use crate::error::ReplyCode;
+use crate::protocol::Method;
+use crate::server::handler::Handler;
+use crate::server::outbound::Outbound;
+use crossbeam_channel::Sender;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What the I/O thread (or the core) asks a connection's worker to do.
+// Methods dominate the mailbox; boxing them would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Event {
+    /// A decoded method.
+    Method {
+        /// Channel it arrived on.
+        channel: u16,
+        /// Its request id.
+        request_id: u32,
+        /// The method.
+        method: Method,
+    },
+    /// A split payload over the size limit was discarded.
+    Oversized {
+        /// Channel it arrived on.
+        channel: u16,
+        /// Method id, if its first frame carried one.
+        method_id: u16,
+        /// Request id, if its first frame carried one.
+        request_id: u32,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// The peer broke the protocol: close the connection with this code and reason.
+    ProtocolError {
+        /// Reply code (501 FRAME_ERROR, 502 SYNTAX_ERROR, …).
+        code: ReplyCode,
+        /// Reason shown to the client and logged.
+        text: String,
+    },
+    /// The core asked to close the connection (e.g. its vhost was deleted).
+    ForceClose {
+        /// Reply code.
+        code: ReplyCode,
+        /// Reason.
+        text: String,
+    },
+    /// The server is shutting down: close with 320 CONNECTION_FORCED.
+    Shutdown,
+    /// The outbound buffer drained below the low-water mark after deliveries were held back.
+    Drained,
+    /// The socket is gone: clean up.
+    Closed,
+}
+
+#[derive(Debug, Default)]
+struct Mailbox {
+    events: VecDeque<(Event, usize)>,
+    bytes: usize,
+}
+
+/// One client connection's shared state.
+pub struct Conn {
+    /// Connection id (also its mio token).
+    pub id: u64,
+    /// Client address.
+    pub peer: SocketAddr,
+    /// Encoded bytes waiting for the socket.
+    pub outbound: Arc<Outbound>,
+    /// Negotiated frame size in bytes (the handshake limit until `open-ok`).
+    pub frame_max: AtomicU32,
+    /// Negotiated heartbeat interval in seconds (0 = none).
+    pub heartbeat_s: AtomicU16,
+    /// `open-ok` was sent.
+    pub opened: AtomicBool,
+    /// The I/O thread stopped reading because the mailbox is over its budget.
+    pub read_paused: AtomicBool,
+    mailbox: Mutex<Mailbox>,
+    scheduled: AtomicBool,
+    pool: Sender<Arc<Conn>>,
+    /// The protocol state; only the worker that scheduled the connection locks it.
+    pub handler: Mutex<Handler>,
+}
+
+impl Conn {
+    /// A connection with an empty mailbox.
+    pub fn new(
+        id: u64,
+        peer: SocketAddr,
+        outbound: Arc<Outbound>,
+        frame_max: u32,
+        pool: Sender<Arc<Conn>>,
+        handler: Handler,
+    ) -> Conn {
+        Conn {
+            id,
+            peer,
+            outbound,
+            frame_max: AtomicU32::new(frame_max),
+            heartbeat_s: AtomicU16::new(0),
+            opened: AtomicBool::new(false),
+            read_paused: AtomicBool::new(false),
+            mailbox: Mutex::new(Mailbox::default()),
+            scheduled: AtomicBool::new(false),
+            pool,
+            handler: Mutex::new(handler),
+        }
+    }
+
+    /// Appends an event costing `bytes` of budget and schedules the connection on the
+    /// worker pool unless a worker already has it.
+    pub fn push(self: &Arc<Self>, event: Event, bytes: usize) {
+        {
+            let mut mb = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+            mb.events.push_back((event, bytes));
+            mb.bytes += bytes;
+        }
+        self.schedule();
+    }
+
+    /// Puts the connection on the pool's queue unless it is scheduled already.
+    pub fn schedule(self: &Arc<Self>) {
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            // The pool's queue holds each connection at most once and is as large as the
+            // connection limit, so this never blocks; a send fails only at shutdown.
+            let _ = self.pool.send(Arc::clone(self));
+        }
+    }
+
+    /// Takes up to `max` events and the budget bytes they held (worker only).
+    pub fn take_events(&self, max: usize, into: &mut Vec<Event>) -> usize {
+        let mut mb = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+        let n = max.min(mb.events.len());
+        let mut bytes = 0;
+        for (event, b) in mb.events.drain(..n) {
+            bytes += b;
+            into.push(event);
+        }
+        mb.bytes -= bytes;
+        bytes
+    }
+
+    /// Bytes of decoded requests waiting for a worker.
+    pub fn mailbox_bytes(&self) -> usize {
+        self.mailbox.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+
+    /// Whether no event is waiting.
+    pub fn mailbox_is_empty(&self) -> bool {
+        self.mailbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .events
+            .is_empty()
+    }
+
+    /// Called by the worker when it is done with the connection for now. Returns true
+    /// when events arrived meanwhile and the worker must keep going (it re-took the flag).
+    pub fn unschedule(&self) -> bool {
+        self.scheduled.store(false, Ordering::Release);
+        !self.mailbox_is_empty() && !self.scheduled.swap(true, Ordering::AcqRel)
+    }
+
+    /// Puts an already scheduled connection back on the pool's queue (a worker yields it
+    /// with events left).
+    pub fn requeue_scheduled(self: &Arc<Self>) {
+        let _ = self.pool.send(Arc::clone(self));
+    }
+
+    /// Whether a worker has (or is about to have) the connection.
+    pub fn is_scheduled(&self) -> bool {
+        self.scheduled.load(Ordering::Acquire)
+    }
+}

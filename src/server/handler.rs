@@ -1,0 +1,591 @@
+//! The native protocol adapter: turns decoded methods into [`Session`] calls and results
+//! into reply frames; handles the connection and channel close handshakes.
+//!
+//! Channel errors close only the channel (the server sends `channel.close` with the
+//! failing request's id and ignores the channel until `close-ok`); connection errors send
+//! `connection.close` and close the socket once it is flushed (AMQP 0-9-1 §1.4.2).
+
+use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
+use crate::error::{BrokerError, ReplyCode};
+use crate::limits::FRAME_BYTES_MIN;
+use crate::protocol::frame::write_method;
+use crate::protocol::{ListKind, Method};
+use crate::server::config::{negotiate, ServerConfig};
+use crate::server::conn::{Conn, Event};
+use crate::server::outbound::Outbound;
+use crate::server::sink::NativeSink;
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::SystemTime;
+
+enum State {
+    /// Waiting for `connection.open`.
+    AwaitOpen,
+    /// Open and serving.
+    Open(Box<Session>),
+    /// `connection.close` sent or received; everything else is ignored.
+    Closing,
+}
+
+/// Protocol state of one native connection; run by one worker at a time.
+pub struct Handler {
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    conn: Weak<Conn>,
+    id: u64,
+    peer: SocketAddr,
+    outbound: Arc<Outbound>,
+    frame_max: u32,
+    state: State,
+    /// Channels the server closed and that await the client's `close-ok`.
+    closing_channels: HashSet<u16>,
+}
+
+impl Handler {
+    /// A handler for a connection that has not opened yet.
+    pub fn new(
+        broker: Arc<Broker>,
+        config: Arc<ServerConfig>,
+        conn: Weak<Conn>,
+        id: u64,
+        peer: SocketAddr,
+        outbound: Arc<Outbound>,
+        frame_max: u32,
+    ) -> Handler {
+        Handler {
+            broker,
+            config,
+            conn,
+            id,
+            peer,
+            outbound,
+            frame_max,
+            state: State::AwaitOpen,
+            closing_channels: HashSet::new(),
+        }
+    }
+
+    fn send(&self, channel: u16, request_id: u32, method: &Method) {
+        let frame_max = self.frame_max;
+        self.outbound.write_with(|buf| {
+            write_method(buf, channel, frame_max, |b| method.encode(request_id, b))
+        });
+    }
+
+    /// Executes one event.
+    pub fn handle(&mut self, event: Event) {
+        match event {
+            Event::Method {
+                channel,
+                request_id,
+                method,
+            } => self.method(channel, request_id, method),
+            Event::Oversized {
+                channel,
+                method_id,
+                request_id,
+                size,
+            } => {
+                let max = self.broker.config.message_bytes_max;
+                let err = BrokerError::precondition(format!(
+                    "message size {size} is larger than configured max size {max}"
+                ));
+                if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
+                    self.fail(channel, request_id, method_id, err);
+                } else {
+                    self.close_connection(ReplyCode::FrameError, &err.text, method_id, request_id);
+                }
+            }
+            Event::ProtocolError { code, text } => {
+                log::warn!("connection {} ({}): {text}", self.id, self.peer);
+                self.close_connection(code, &text, 0, 0);
+            }
+            Event::ForceClose { code, text } => self.close_connection(code, &text, 0, 0),
+            Event::Shutdown => self.close_connection(
+                ReplyCode::ConnectionForced,
+                "broker forced connection closure with reason 'shutdown'",
+                0,
+                0,
+            ),
+            Event::Drained => {
+                if let Some(s) = self.session() {
+                    s.redispatch();
+                }
+            }
+            Event::Closed => {
+                if let State::Open(session) = &mut self.state {
+                    log::info!(
+                        "connection {} ({}) closed by the client",
+                        self.id,
+                        self.peer
+                    );
+                    session.close();
+                }
+                self.state = State::Closing;
+            }
+        }
+    }
+
+    fn session(&self) -> Option<&Session> {
+        match &self.state {
+            State::Open(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Sends `connection.close`, releases the session and closes the socket once flushed.
+    fn close_connection(&mut self, code: ReplyCode, text: &str, method_id: u16, request_id: u32) {
+        let old = std::mem::replace(&mut self.state, State::Closing);
+        if let State::Closing = old {
+            return;
+        }
+        if let State::Open(mut session) = old {
+            session.close();
+        }
+        if code == ReplyCode::ConnectionForced {
+            log::info!("closing connection {} ({}): {text}", self.id, self.peer);
+        } else {
+            log::warn!(
+                "closing connection {} ({}): {code}: {text}",
+                self.id,
+                self.peer
+            );
+        }
+        self.send(
+            0,
+            request_id,
+            &Method::Close {
+                reply_code: code.as_u16(),
+                reply_text: text.to_string(),
+                method_id,
+            },
+        );
+        self.outbound.close_after_flush();
+    }
+
+    /// Reports a failed request: a channel error closes the channel, a connection error
+    /// the connection.
+    fn fail(&mut self, channel: u16, request_id: u32, method_id: u16, err: BrokerError) {
+        if err.code.is_connection_error() || channel == 0 {
+            self.close_connection(err.code, &err.text, method_id, request_id);
+            return;
+        }
+        log::debug!("connection {} channel {channel}: {err}", self.id);
+        if let State::Open(session) = &mut self.state {
+            session.close_channel(channel);
+        }
+        self.closing_channels.insert(channel);
+        self.send(
+            channel,
+            request_id,
+            &Method::ChannelClose {
+                reply_code: err.code.as_u16(),
+                reply_text: err.text,
+                method_id,
+            },
+        );
+    }
+
+    fn method(&mut self, channel: u16, request_id: u32, method: Method) {
+        match &self.state {
+            State::Closing => {
+                if let Method::Close { .. } = method {
+                    self.send(0, request_id, &Method::CloseOk);
+                }
+            }
+            State::AwaitOpen => self.open(channel, request_id, method),
+            State::Open(_) if channel == 0 => self.connection_method(request_id, method),
+            State::Open(_) => self.channel_method(channel, request_id, method),
+        }
+    }
+
+    fn open(&mut self, channel: u16, request_id: u32, method: Method) {
+        let Method::Open {
+            user,
+            password,
+            vhost,
+            frame_max,
+            heartbeat_s,
+            channel_max,
+            client_name,
+        } = method
+        else {
+            let err = format!(
+                "expected connection.open on channel 0, got {} on channel {channel}",
+                method.name()
+            );
+            self.close_connection(ReplyCode::CommandInvalid, &err, method.id(), request_id);
+            return;
+        };
+        if channel != 0 {
+            self.close_connection(
+                ReplyCode::CommandInvalid,
+                "connection.open must be sent on channel 0",
+                0x0001,
+                request_id,
+            );
+            return;
+        }
+        if let Err(e) = self.broker.authenticate(&user, &password, &self.peer) {
+            log::warn!(
+                "connection {} ({}): login refused for user '{user}'",
+                self.id,
+                self.peer
+            );
+            self.close_connection(e.code, &e.text, 0x0001, request_id);
+            return;
+        }
+        let vh = match self.broker.vhost_for_open(&vhost) {
+            Ok(v) => v,
+            Err(e) => {
+                self.close_connection(e.code, &e.text, 0x0001, request_id);
+                return;
+            }
+        };
+        let frame_max = negotiate(frame_max, self.config.frame_max).max(FRAME_BYTES_MIN);
+        let heartbeat_s = negotiate(heartbeat_s, self.config.heartbeat_s);
+        let channel_max = negotiate(channel_max, self.config.channel_max);
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        conn.frame_max.store(frame_max, Ordering::Release);
+        conn.heartbeat_s.store(heartbeat_s, Ordering::Release);
+        self.frame_max = frame_max;
+        let sink = Arc::new(NativeSink::new(
+            Arc::clone(&self.outbound),
+            frame_max,
+            Weak::clone(&self.conn),
+        ));
+        let channels = Arc::new(AtomicUsize::new(0));
+        self.broker.register_connection(ConnectionInfo {
+            id: self.id,
+            peer: self.peer,
+            user: user.clone(),
+            vhost: vhost.clone(),
+            client_name: client_name.clone(),
+            connected_at: SystemTime::now(),
+            channels: Arc::clone(&channels),
+            sink: sink.clone(),
+        });
+        let session = Session::new(
+            Arc::clone(&self.broker),
+            self.id,
+            vh,
+            sink,
+            channel_max,
+            channels,
+        );
+        self.state = State::Open(Box::new(session));
+        log::info!(
+            "connection {} ({}) opened: user '{user}', vhost '{vhost}', client '{client_name}', frame_max {frame_max}, heartbeat {heartbeat_s} s",
+            self.id,
+            self.peer
+        );
+        self.send(
+            0,
+            request_id,
+            &Method::OpenOk {
+                frame_max,
+                heartbeat_s,
+                channel_max,
+                server_version: format!("RelayMQ {}", env!("CARGO_PKG_VERSION")),
+                connection_id: self.id,
+            },
+        );
+        conn.opened.store(true, Ordering::Release);
+    }
+
+    fn connection_method(&mut self, request_id: u32, method: Method) {
+        let broker = Arc::clone(&self.broker);
+        let id = method.id();
+        let reply = match method {
+            Method::Close { .. } => {
+                if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
+                {
+                    session.close();
+                }
+                log::info!(
+                    "connection {} ({}) closed by the client",
+                    self.id,
+                    self.peer
+                );
+                self.send(0, request_id, &Method::CloseOk);
+                self.outbound.close_after_flush();
+                return;
+            }
+            Method::CloseOk => return,
+            Method::VhostDeclare { name } => broker.declare_vhost(&name).map(|_| Method::Ok),
+            Method::VhostDelete { name } => broker.delete_vhost(&name).map(|_| Method::Ok),
+            Method::Status => Ok(Method::StatusOk {
+                info: listing::status(&broker),
+            }),
+            Method::List { kind } => {
+                let Some(session) = self.session() else {
+                    return;
+                };
+                let vh = session.vhost();
+                let rows = match kind {
+                    ListKind::Vhosts => listing::vhosts(&broker),
+                    ListKind::Exchanges => listing::exchanges(vh),
+                    ListKind::Queues => listing::queues(vh),
+                    ListKind::Bindings => listing::bindings(vh),
+                    ListKind::Consumers => listing::consumers(vh),
+                    ListKind::Connections => listing::connections(&broker),
+                };
+                Ok(Method::ListOk { rows })
+            }
+            other => Err(BrokerError::new(
+                ReplyCode::CommandInvalid,
+                format!("{} is not allowed on channel 0", other.name()),
+            )),
+        };
+        match reply {
+            Ok(m) => self.send(0, request_id, &m),
+            Err(e) if e.code.is_connection_error() => {
+                self.close_connection(e.code, &e.text, id, request_id)
+            }
+            // Admin refusals on channel 0 do not cost the connection: answer with a
+            // channel-0 `channel.close`-style error the client maps to the request.
+            Err(e) => self.send(
+                0,
+                request_id,
+                &Method::ChannelClose {
+                    reply_code: e.code.as_u16(),
+                    reply_text: e.text,
+                    method_id: id,
+                },
+            ),
+        }
+    }
+
+    fn channel_method(&mut self, ch: u16, request_id: u32, method: Method) {
+        if self.closing_channels.contains(&ch) {
+            match method {
+                Method::ChannelClose { .. } => {
+                    self.closing_channels.remove(&ch);
+                    self.send(ch, request_id, &Method::CloseOk);
+                }
+                Method::CloseOk => {
+                    self.closing_channels.remove(&ch);
+                }
+                _ => {}
+            }
+            return;
+        }
+        let id = method.id();
+        let State::Open(session) = &mut self.state else {
+            return;
+        };
+        let result: Result<Option<Method>, BrokerError> = match method {
+            Method::ChannelOpen => session.open_channel(ch).map(|_| Some(Method::Ok)),
+            Method::ChannelClose { .. } => {
+                session.close_channel(ch);
+                Ok(Some(Method::CloseOk))
+            }
+            Method::CloseOk => Ok(None),
+            _ if !session.has_channel(ch) => Err(BrokerError::new(
+                ReplyCode::ChannelError,
+                format!("channel {ch} is not open"),
+            )),
+            Method::Publish { messages } => {
+                let mut result = Ok(None);
+                for m in messages {
+                    if let Err(e) = session.basic_publish(
+                        ch,
+                        &m.exchange,
+                        &m.routing_key,
+                        m.mandatory,
+                        m.properties,
+                        m.body,
+                    ) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                session.flush_confirms(ch);
+                result
+            }
+            Method::ExchangeDeclare {
+                exchange,
+                kind,
+                passive,
+                durable,
+                auto_delete,
+                internal,
+                arguments,
+            } => session
+                .exchange_declare(
+                    ch,
+                    &ExchangeSpec {
+                        name: exchange,
+                        kind,
+                        passive,
+                        durable,
+                        auto_delete,
+                        internal,
+                        arguments,
+                    },
+                )
+                .map(|_| Some(Method::Ok)),
+            Method::ExchangeDelete {
+                exchange,
+                if_unused,
+            } => session
+                .exchange_delete(ch, &exchange, if_unused)
+                .map(|_| Some(Method::Ok)),
+            Method::ExchangeBind {
+                destination,
+                source,
+                routing_key,
+                arguments,
+            } => session
+                .exchange_bind(ch, &destination, &source, &routing_key, &arguments)
+                .map(|_| Some(Method::Ok)),
+            Method::ExchangeUnbind {
+                destination,
+                source,
+                routing_key,
+                arguments,
+            } => session
+                .exchange_unbind(ch, &destination, &source, &routing_key, &arguments)
+                .map(|_| Some(Method::Ok)),
+            Method::QueueDeclare {
+                queue,
+                passive,
+                durable,
+                exclusive,
+                auto_delete,
+                arguments,
+            } => session
+                .queue_declare(
+                    ch,
+                    &QueueSpec {
+                        name: queue,
+                        passive,
+                        durable,
+                        exclusive,
+                        auto_delete,
+                        arguments,
+                    },
+                )
+                .map(|d| {
+                    Some(Method::QueueDeclareOk {
+                        queue: d.name,
+                        message_count: d.message_count,
+                        consumer_count: d.consumer_count,
+                    })
+                }),
+            Method::QueueBind {
+                queue,
+                exchange,
+                routing_key,
+                arguments,
+            } => session
+                .queue_bind(ch, &queue, &exchange, &routing_key, &arguments)
+                .map(|_| Some(Method::Ok)),
+            Method::QueueUnbind {
+                queue,
+                exchange,
+                routing_key,
+                arguments,
+            } => session
+                .queue_unbind(ch, &queue, &exchange, &routing_key, &arguments)
+                .map(|_| Some(Method::Ok)),
+            Method::QueuePurge { queue } => session
+                .queue_purge(ch, &queue)
+                .map(|n| Some(Method::QueuePurgeOk { message_count: n })),
+            Method::QueueDelete {
+                queue,
+                if_unused,
+                if_empty,
+            } => session
+                .queue_delete(ch, &queue, if_unused, if_empty)
+                .map(|n| Some(Method::QueueDeleteOk { message_count: n })),
+            Method::BasicQos {
+                prefetch_count,
+                global,
+            } => session
+                .basic_qos(ch, prefetch_count, global)
+                .map(|_| Some(Method::Ok)),
+            Method::BasicConsume {
+                queue,
+                consumer_tag,
+                no_ack,
+                exclusive,
+                arguments,
+            } => {
+                let outbound = &self.outbound;
+                let frame_max = self.frame_max;
+                session
+                    .basic_consume(
+                        ch,
+                        &queue,
+                        &consumer_tag,
+                        no_ack,
+                        exclusive,
+                        &arguments,
+                        |tag| {
+                            let m = Method::BasicConsumeOk {
+                                consumer_tag: tag.to_string(),
+                            };
+                            outbound.write_with(|buf| {
+                                write_method(buf, ch, frame_max, |b| m.encode(request_id, b))
+                            });
+                        },
+                    )
+                    .map(|_| None)
+            }
+            Method::BasicCancel { consumer_tag } => session
+                .basic_cancel(ch, &consumer_tag)
+                .map(|_| Some(Method::Ok)),
+            Method::BasicGet { queue, no_ack } => {
+                session.basic_get(ch, &queue, no_ack).map(|got| {
+                    Some(match got {
+                        None => Method::GetEmpty,
+                        Some(g) => Method::GetOk {
+                            delivery_tag: g.delivery_tag,
+                            redelivered: g.redelivered,
+                            exchange: g.message.exchange.to_string(),
+                            routing_key: g.message.routing_key.to_string(),
+                            message_count: g.message_count,
+                            properties: g.message.properties().clone(),
+                            body: g.message.body.clone(),
+                        },
+                    })
+                })
+            }
+            Method::Ack {
+                delivery_tag,
+                multiple,
+            } => session.basic_ack(ch, delivery_tag, multiple).map(|_| None),
+            Method::Nack {
+                delivery_tag,
+                multiple,
+                requeue,
+            } => session
+                .basic_nack(ch, delivery_tag, multiple, requeue)
+                .map(|_| None),
+            Method::Reject {
+                delivery_tag,
+                requeue,
+            } => session
+                .basic_reject(ch, delivery_tag, requeue)
+                .map(|_| None),
+            Method::Recover { requeue } => {
+                session.basic_recover(ch, requeue).map(|_| Some(Method::Ok))
+            }
+            Method::ConfirmSelect => session.confirm_select(ch).map(|_| Some(Method::Ok)),
+            other => Err(BrokerError::new(
+                ReplyCode::CommandInvalid,
+                format!("{} is not a client method on a channel", other.name()),
+            )),
+        };
+        match result {
+            Ok(Some(reply)) => self.send(ch, request_id, &reply),
+            Ok(None) => {}
+            Err(e) => self.fail(ch, request_id, id, e),
+        }
+    }
+}

@@ -1,0 +1,649 @@
+//! The I/O thread: one mio `Poll` owning the listener and every socket (ARCHITECTURE.md
+//! §2.1). It reads until `WouldBlock`, checks that a whole frame is buffered before
+//! decoding it, hands decoded methods to the connection's mailbox, writes outbound
+//! buffers, runs heartbeat and handshake timers, and carries out the graceful shutdown.
+
+use crate::broker::Broker;
+use crate::error::ReplyCode;
+use crate::limits::{
+    BUFFER_IDLE_BYTES, CONNECTIONS_MAX, HANDSHAKE_TIMEOUT_MS, MAILBOX_BYTES_MAX,
+    OUTBOUND_LOW_WATER_BYTES, PROPERTIES_BYTES_MAX, READ_BYTES_PER_EVENT,
+};
+use crate::protocol::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
+use crate::protocol::method::method_name;
+use crate::protocol::{FrameAssembler, Method, PROTOCOL_HEADER};
+use crate::server::config::ServerConfig;
+use crate::server::conn::{Conn, Event};
+use crate::server::handler::Handler;
+use crate::server::notifier::Notifier;
+use crate::server::outbound::Outbound;
+use crossbeam_channel::Sender;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Token of the shared waker.
+pub const WAKER: Token = Token(usize::MAX);
+const LISTENER: Token = Token(usize::MAX - 1);
+
+/// How long a closing connection keeps draining input after its write side is shut, so
+/// the peer reads our `close` before the socket goes (closing with unread input would
+/// send a TCP reset), in milliseconds.
+const CLOSE_LINGER_MS: u64 = 2_000;
+
+/// Interval of the timer scan (heartbeats, handshake timeouts, lingering closes), in ms.
+const TICK_MS: u64 = 250;
+
+/// Size of the shared read buffer, in bytes.
+const SCRATCH_BYTES: usize = 256 * 1024;
+
+/// Payload bytes beyond the body limit allowed for a method's other fields.
+const PAYLOAD_OVERHEAD_BYTES: usize = PROPERTIES_BYTES_MAX + 4096;
+
+struct IoConn {
+    conn: Arc<Conn>,
+    socket: TcpStream,
+    /// Bytes read but not yet parsed (at most one partial frame plus one read).
+    pending: Vec<u8>,
+    assembler: FrameAssembler,
+    header_done: bool,
+    /// Input is no longer parsed (protocol error or closing); reads are discarded.
+    input_closed: bool,
+    /// Reading stopped because the mailbox is over budget.
+    paused: bool,
+    writing: Vec<u8>,
+    write_pos: usize,
+    last_read: Instant,
+    last_write: Instant,
+    accepted_at: Instant,
+    /// Write side shut; drop the socket at EOF or at this instant.
+    linger_until: Option<Instant>,
+}
+
+/// The I/O thread's state.
+pub struct IoLoop {
+    poll: Poll,
+    listener: Option<TcpListener>,
+    conns: HashMap<u64, IoConn>,
+    notifier: Arc<Notifier>,
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    pool: Option<Sender<Arc<Conn>>>,
+    shutdown: Arc<AtomicBool>,
+    scratch: Vec<u8>,
+    backlog: VecDeque<u64>,
+    accept_retry: bool,
+}
+
+enum ReadEnd {
+    Open,
+    Closed(String),
+}
+
+impl IoLoop {
+    /// A loop over `listener`, feeding `pool`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        poll: Poll,
+        mut listener: TcpListener,
+        notifier: Arc<Notifier>,
+        broker: Arc<Broker>,
+        config: Arc<ServerConfig>,
+        pool: Sender<Arc<Conn>>,
+        shutdown: Arc<AtomicBool>,
+    ) -> io::Result<IoLoop> {
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(IoLoop {
+            poll,
+            listener: Some(listener),
+            conns: HashMap::new(),
+            notifier,
+            broker,
+            config,
+            pool: Some(pool),
+            shutdown,
+            scratch: vec![0; SCRATCH_BYTES],
+            backlog: VecDeque::new(),
+            accept_retry: false,
+        })
+    }
+
+    /// Serves until the shutdown flag is set, then shuts down gracefully.
+    ///
+    /// # Errors
+    /// An I/O error of the poll itself (not of a client socket).
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut marked = Vec::new();
+        let mut last_tick = Instant::now();
+        while !self.shutdown.load(Ordering::Acquire) {
+            let timeout = if self.backlog.is_empty() {
+                Duration::from_millis(TICK_MS)
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => {}
+                    LISTENER => self.accept(),
+                    Token(t) => {
+                        let id = t as u64;
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read(id);
+                        }
+                        if ev.is_writable() {
+                            self.flush(id);
+                        }
+                    }
+                }
+            }
+            self.serve_marked(&mut marked);
+            for _ in 0..self.backlog.len() {
+                if let Some(id) = self.backlog.pop_front() {
+                    self.read(id);
+                }
+            }
+            if last_tick.elapsed() >= Duration::from_millis(TICK_MS) {
+                last_tick = Instant::now();
+                self.tick();
+            }
+        }
+        self.shut_down(&mut events, &mut marked)
+    }
+
+    fn serve_marked(&mut self, marked: &mut Vec<u64>) {
+        self.notifier.take(marked);
+        marked.sort_unstable();
+        marked.dedup();
+        for id in marked.drain(..) {
+            let Some(io) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            if io.conn.outbound.is_overflowed() {
+                log::warn!(
+                    "closing connection {id} ({}): the client does not read; outbound buffer over its limit",
+                    io.conn.peer
+                );
+                self.close(id);
+                continue;
+            }
+            let resume = io.paused && !io.conn.read_paused.load(Ordering::SeqCst);
+            self.flush(id);
+            if resume {
+                if let Some(io) = self.conns.get_mut(&id) {
+                    io.paused = false;
+                }
+                self.read(id);
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let Some(listener) = &self.listener else {
+                return;
+            };
+            match listener.accept() {
+                Ok((mut socket, peer)) => {
+                    if self.conns.len() >= CONNECTIONS_MAX {
+                        log::warn!(
+                            "refusing connection from {peer}: {CONNECTIONS_MAX} connections open"
+                        );
+                        continue;
+                    }
+                    let _ = socket.set_nodelay(true);
+                    let id = self.broker.next_connection_id();
+                    let token = Token(id as usize);
+                    if let Err(e) = self.poll.registry().register(
+                        &mut socket,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        log::error!("cannot register connection from {peer}: {e}");
+                        continue;
+                    }
+                    let Some(pool) = self.pool.clone() else {
+                        return;
+                    };
+                    let outbound = Arc::new(Outbound::new(id, Arc::clone(&self.notifier)));
+                    let frame_max = crate::limits::FRAME_BYTES_HANDSHAKE;
+                    let broker = Arc::clone(&self.broker);
+                    let config = Arc::clone(&self.config);
+                    let conn = Arc::new_cyclic(|weak| {
+                        let handler = Handler::new(
+                            broker,
+                            config,
+                            weak.clone(),
+                            id,
+                            peer,
+                            Arc::clone(&outbound),
+                            frame_max,
+                        );
+                        Conn::new(id, peer, outbound, frame_max, pool, handler)
+                    });
+                    log::debug!("connection {id} accepted from {peer}");
+                    let now = Instant::now();
+                    let payload_max = self.config.broker.message_bytes_max + PAYLOAD_OVERHEAD_BYTES;
+                    self.conns.insert(
+                        id,
+                        IoConn {
+                            conn,
+                            socket,
+                            pending: Vec::new(),
+                            assembler: FrameAssembler::new(payload_max),
+                            header_done: false,
+                            input_closed: false,
+                            paused: false,
+                            writing: Vec::new(),
+                            write_pos: 0,
+                            last_read: now,
+                            last_write: now,
+                            accepted_at: now,
+                            linger_until: None,
+                        },
+                    );
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of file descriptors and the like: retry on the next tick rather
+                    // than spin (an edge-triggered listener will not fire again by itself).
+                    log::error!("accept failed: {e}");
+                    self.accept_retry = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read(&mut self, id: u64) {
+        let Some(io) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let end = read_socket(io, &mut self.scratch, &mut self.backlog, id);
+        if let ReadEnd::Closed(reason) = end {
+            log::debug!("connection {id}: {reason}");
+            self.close(id);
+        }
+    }
+
+    fn flush(&mut self, id: u64) {
+        let Some(io) = self.conns.get_mut(&id) else {
+            return;
+        };
+        match flush_socket(io) {
+            Ok(()) => {}
+            Err(e) => {
+                log::debug!("connection {id}: write failed: {e}");
+                self.close(id);
+            }
+        }
+    }
+
+    /// Drops a connection's socket and tells its worker to clean up.
+    fn close(&mut self, id: u64) {
+        if let Some(mut io) = self.conns.remove(&id) {
+            let _ = self.poll.registry().deregister(&mut io.socket);
+            io.conn.push(Event::Closed, 0);
+        }
+    }
+
+    fn tick(&mut self) {
+        if self.accept_retry {
+            self.accept_retry = false;
+            self.accept();
+        }
+        let now = Instant::now();
+        let mut to_close = Vec::new();
+        for (id, io) in &self.conns {
+            if let Some(t) = io.linger_until {
+                if now >= t {
+                    to_close.push((*id, None));
+                }
+                continue;
+            }
+            let conn = &io.conn;
+            if !conn.opened.load(Ordering::Acquire) {
+                if now.duration_since(io.accepted_at) > Duration::from_millis(HANDSHAKE_TIMEOUT_MS)
+                {
+                    to_close.push((
+                        *id,
+                        Some(format!(
+                            "handshake not completed within {HANDSHAKE_TIMEOUT_MS} ms"
+                        )),
+                    ));
+                }
+                continue;
+            }
+            let hb = conn.heartbeat_s.load(Ordering::Acquire) as u64;
+            if hb == 0 {
+                continue;
+            }
+            if now.duration_since(io.last_read) > Duration::from_secs(2 * hb) {
+                to_close.push((
+                    *id,
+                    Some(format!("missed heartbeats from client, timeout: {hb}s")),
+                ));
+                continue;
+            }
+            if now.duration_since(io.last_write) >= Duration::from_secs(hb)
+                && conn.outbound.queued() == 0
+            {
+                conn.outbound.write_with(frame::write_heartbeat);
+            }
+        }
+        for (id, reason) in to_close {
+            if let Some(reason) = reason {
+                log::warn!("closing connection {id}: {reason}");
+            }
+            self.close(id);
+        }
+    }
+
+    fn all_idle(&self) -> bool {
+        self.conns
+            .values()
+            .all(|io| !io.conn.is_scheduled() && io.conn.mailbox_is_empty())
+    }
+
+    fn all_flushed(&self) -> bool {
+        self.conns
+            .values()
+            .all(|io| io.conn.outbound.queued() == 0 || io.linger_until.is_some())
+    }
+
+    /// Graceful shutdown: stop accepting → finish queued requests → close every connection
+    /// with 320 CONNECTION_FORCED → flush (with a deadline) → stop the workers.
+    fn shut_down(mut self, events: &mut Events, marked: &mut Vec<u64>) -> io::Result<()> {
+        log::info!("shutting down: no longer accepting connections");
+        if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        for io in self.conns.values_mut() {
+            io.input_closed = true;
+        }
+        let deadline = Instant::now() + Duration::from_millis(self.config.shutdown_flush_ms);
+        self.pump_until(events, marked, deadline, |s| s.all_idle());
+        for io in self.conns.values() {
+            io.conn.push(Event::Shutdown, 0);
+        }
+        self.pump_until(events, marked, deadline, |s| {
+            s.all_idle() && s.all_flushed()
+        });
+        if !self.all_flushed() {
+            log::warn!(
+                "shutdown: some outbound buffers were not flushed within {} ms",
+                self.config.shutdown_flush_ms
+            );
+        }
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.close(id);
+        }
+        self.pool = None;
+        log::info!("shutdown complete");
+        Ok(())
+    }
+
+    fn pump_until(
+        &mut self,
+        events: &mut Events,
+        marked: &mut Vec<u64>,
+        deadline: Instant,
+        done: impl Fn(&IoLoop) -> bool,
+    ) {
+        while !done(self) && Instant::now() < deadline {
+            if let Err(e) = self.poll.poll(events, Some(Duration::from_millis(10))) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::error!("poll failed during shutdown: {e}");
+                    return;
+                }
+            }
+            let writable: Vec<u64> = events
+                .iter()
+                .filter(|e| e.token() != WAKER && e.is_writable())
+                .map(|e| e.token().0 as u64)
+                .collect();
+            for id in writable {
+                self.flush(id);
+            }
+            self.serve_marked(marked);
+        }
+    }
+}
+
+fn read_socket(
+    io: &mut IoConn,
+    scratch: &mut [u8],
+    backlog: &mut VecDeque<u64>,
+    id: u64,
+) -> ReadEnd {
+    if io.paused {
+        return ReadEnd::Open;
+    }
+    let mut total = 0;
+    loop {
+        if !io.input_closed && io.conn.mailbox_bytes() > MAILBOX_BYTES_MAX {
+            io.conn.read_paused.store(true, Ordering::SeqCst);
+            // The worker may have drained the mailbox between the check and the flag.
+            if io.conn.mailbox_bytes() > MAILBOX_BYTES_MAX / 2 {
+                io.paused = true;
+                return ReadEnd::Open;
+            }
+            io.conn.read_paused.store(false, Ordering::SeqCst);
+        }
+        match io.socket.read(scratch) {
+            Ok(0) => {
+                return ReadEnd::Closed(if io.linger_until.is_some() {
+                    "closed".into()
+                } else {
+                    "client closed the connection".into()
+                })
+            }
+            Ok(n) => {
+                io.last_read = Instant::now();
+                total += n;
+                if !io.input_closed {
+                    absorb(io, &scratch[..n]);
+                }
+                if total >= READ_BYTES_PER_EVENT {
+                    backlog.push_back(id);
+                    return ReadEnd::Open;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Open,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return ReadEnd::Closed(format!("read failed: {e}")),
+        }
+    }
+}
+
+/// Parses what was read, keeping an incomplete tail in `pending`.
+fn absorb(io: &mut IoConn, data: &[u8]) {
+    if io.pending.is_empty() {
+        let used = parse(io, data);
+        if !io.input_closed {
+            io.pending.extend_from_slice(&data[used..]);
+        }
+    } else {
+        io.pending.extend_from_slice(data);
+        let buf = std::mem::take(&mut io.pending);
+        let used = parse(io, &buf);
+        io.pending = buf;
+        io.pending.drain(..used);
+    }
+    if io.input_closed || (io.pending.is_empty() && io.pending.capacity() > BUFFER_IDLE_BYTES) {
+        io.pending = Vec::new();
+    }
+}
+
+/// Cuts and decodes whole frames from `data`; returns the bytes consumed.
+fn parse(io: &mut IoConn, data: &[u8]) -> usize {
+    let mut at = 0;
+    if !io.header_done {
+        if data.len() < PROTOCOL_HEADER.len() {
+            return 0;
+        }
+        if data[..PROTOCOL_HEADER.len()] != PROTOCOL_HEADER {
+            log::warn!(
+                "connection {} ({}): bad protocol header {:02x?}; answering with ours and closing",
+                io.conn.id,
+                io.conn.peer,
+                &data[..PROTOCOL_HEADER.len()]
+            );
+            io.conn
+                .outbound
+                .write_with(|b| b.extend_from_slice(&PROTOCOL_HEADER));
+            io.conn.outbound.close_after_flush();
+            io.input_closed = true;
+            return data.len();
+        }
+        io.header_done = true;
+        at = PROTOCOL_HEADER.len();
+    }
+    while !io.input_closed {
+        let frame_max = io.conn.frame_max.load(Ordering::Acquire);
+        match frame::check(&data[at..], frame_max) {
+            Ok(None) => break,
+            Ok(Some((header, n))) => {
+                let payload = &data[at + FRAME_HEADER_BYTES..at + n];
+                at += n;
+                on_frame(io, &header, payload);
+            }
+            Err(e) => {
+                protocol_error(io, ReplyCode::FrameError, e.message);
+                break;
+            }
+        }
+    }
+    if io.input_closed {
+        data.len()
+    } else {
+        at
+    }
+}
+
+fn on_frame(io: &mut IoConn, header: &FrameHeader, payload: &[u8]) {
+    if header.frame_type == FrameType::Heartbeat {
+        return;
+    }
+    match io.assembler.push(header, payload) {
+        Ok(None) => {}
+        Ok(Some(Payload::Whole(ch, p))) => decode(io, ch, p),
+        Ok(Some(Payload::Joined(ch, p))) => decode(io, ch, &p),
+        Ok(Some(Payload::Oversized {
+            channel,
+            head,
+            size,
+        })) => {
+            let method_id = if head.len() >= 2 {
+                u16::from_be_bytes([head[0], head[1]])
+            } else {
+                0
+            };
+            let request_id = if head.len() >= 6 {
+                u32::from_be_bytes([head[2], head[3], head[4], head[5]])
+            } else {
+                0
+            };
+            io.conn.push(
+                Event::Oversized {
+                    channel,
+                    method_id,
+                    request_id,
+                    size,
+                },
+                0,
+            );
+        }
+        Err(e) => protocol_error(io, ReplyCode::FrameError, e.message),
+    }
+}
+
+fn decode(io: &mut IoConn, channel: u16, payload: &[u8]) {
+    match Method::decode(payload) {
+        Ok((request_id, method)) => io.conn.push(
+            Event::Method {
+                channel,
+                request_id,
+                method,
+            },
+            payload.len(),
+        ),
+        Err(e) => {
+            let id = if payload.len() >= 2 {
+                u16::from_be_bytes([payload[0], payload[1]])
+            } else {
+                0
+            };
+            protocol_error(
+                io,
+                ReplyCode::SyntaxError,
+                format!("malformed {} frame: {}", method_name(id), e.message),
+            );
+        }
+    }
+}
+
+fn protocol_error(io: &mut IoConn, code: ReplyCode, text: String) {
+    io.input_closed = true;
+    io.conn.push(Event::ProtocolError { code, text }, 0);
+}
+
+/// Writes what is queued until done or `WouldBlock`; shuts the write side once a closing
+/// connection is flushed.
+fn flush_socket(io: &mut IoConn) -> io::Result<()> {
+    loop {
+        if io.write_pos >= io.writing.len() {
+            io.writing.clear();
+            io.write_pos = 0;
+            if io.writing.capacity() > BUFFER_IDLE_BYTES {
+                io.writing = Vec::new();
+            }
+            io.conn.outbound.take(&mut io.writing);
+            if io.writing.is_empty() {
+                break;
+            }
+        }
+        match io.socket.write(&io.writing[io.write_pos..]) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "socket accepted no bytes",
+                ))
+            }
+            Ok(n) => {
+                io.write_pos += n;
+                io.last_write = Instant::now();
+                if io.conn.outbound.wrote(n, OUTBOUND_LOW_WATER_BYTES) {
+                    io.conn.push(Event::Drained, 0);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    if io.writing.capacity() > BUFFER_IDLE_BYTES {
+        io.writing = Vec::new();
+    }
+    if io.conn.outbound.is_closing() && io.linger_until.is_none() {
+        let _ = io.socket.shutdown(Shutdown::Write);
+        io.input_closed = true;
+        io.paused = false;
+        io.linger_until = Some(Instant::now() + Duration::from_millis(CLOSE_LINGER_MS));
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! The native protocol's [`ClientSink`]: encodes the core's pushes as native frames into
+//! a connection's outbound buffer.
+
+use crate::broker::{ClientSink, Message};
+use crate::error::ReplyCode;
+use crate::protocol::frame::write_method;
+use crate::protocol::method::encode_delivery;
+use crate::protocol::Method;
+use crate::server::conn::{Conn, Event};
+use crate::server::outbound::Outbound;
+use crate::types::codec::{put_u16, put_u32};
+use std::sync::{Arc, Weak};
+
+/// Method id of `basic.deliver` (see `protocol::method`).
+const DELIVER_ID: u16 = 0x0056;
+
+/// Pushes for one native-protocol connection.
+pub struct NativeSink {
+    outbound: Arc<Outbound>,
+    frame_max: u32,
+    conn: Weak<Conn>,
+}
+
+impl NativeSink {
+    /// A sink writing frames of at most `frame_max` bytes into `outbound`; force-closes go
+    /// to `conn`'s mailbox.
+    pub fn new(outbound: Arc<Outbound>, frame_max: u32, conn: Weak<Conn>) -> NativeSink {
+        NativeSink {
+            outbound,
+            frame_max,
+            conn,
+        }
+    }
+
+    fn push(&self, channel: u16, method: &Method) {
+        let frame_max = self.frame_max;
+        self.outbound
+            .write_with(|buf| write_method(buf, channel, frame_max, |b| method.encode(0, b)));
+    }
+}
+
+impl ClientSink for NativeSink {
+    fn deliver(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        redelivered: bool,
+        message: &Message,
+    ) {
+        let frame_max = self.frame_max;
+        self.outbound.write_with(|buf| {
+            write_method(buf, channel, frame_max, |b| {
+                put_u16(b, DELIVER_ID);
+                put_u32(b, 0);
+                put_u32(b, 1);
+                encode_delivery(
+                    b,
+                    consumer_tag,
+                    delivery_tag,
+                    redelivered,
+                    &message.exchange,
+                    &message.routing_key,
+                    message.properties(),
+                    &message.body,
+                );
+            })
+        });
+    }
+
+    fn cancel(&self, channel: u16, consumer_tag: &str) {
+        self.push(
+            channel,
+            &Method::BasicCancel {
+                consumer_tag: consumer_tag.to_string(),
+            },
+        );
+    }
+
+    fn basic_return(
+        &self,
+        channel: u16,
+        reply_code: ReplyCode,
+        reply_text: &str,
+        message: &Message,
+    ) {
+        self.push(
+            channel,
+            &Method::Return {
+                reply_code: reply_code.as_u16(),
+                reply_text: reply_text.to_string(),
+                exchange: message.exchange.to_string(),
+                routing_key: message.routing_key.to_string(),
+                properties: message.properties().clone(),
+                body: message.body.clone(),
+            },
+        );
+    }
+
+    fn confirm(&self, channel: u16, seq: u64, multiple: bool, ack: bool) {
+        let m = if ack {
+            Method::Ack {
+                delivery_tag: seq,
+                multiple,
+            }
+        } else {
+            Method::Nack {
+                delivery_tag: seq,
+                multiple,
+                requeue: false,
+            }
+        };
+        self.push(channel, &m);
+    }
+
+    fn is_saturated(&self) -> bool {
+        self.outbound.is_saturated()
+    }
+
+    fn force_close(&self, code: ReplyCode, text: &str) {
+        if let Some(conn) = self.conn.upgrade() {
+            conn.push(
+                Event::ForceClose {
+                    code,
+                    text: text.to_string(),
+                },
+                0,
+            );
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The worker pool: a fixed number of threads taking scheduled connections from a bounded
+//! crossbeam channel and executing their events in arrival order.
+
+use crate::limits::{MAILBOX_BYTES_MAX, WORKER_SLICE_REQUESTS};
+use crate::server::conn::Conn;
+use crate::server::notifier::Notifier;
+use crossbeam_channel::Receiver;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Starts `n` workers reading `queue`; they stop when every sender is dropped.
+pub fn start(
+    n: usize,
+    queue: Receiver<Arc<Conn>>,
+    notifier: Arc<Notifier>,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    (0..n.max(1))
+        .map(|i| {
+            let queue = queue.clone();
+            let notifier = Arc::clone(&notifier);
+            std::thread::Builder::new()
+                .name(format!("relaymq-worker-{i}"))
+                .spawn(move || run(queue, notifier))
+        })
+        .collect()
+}
+
+fn run(queue: Receiver<Arc<Conn>>, notifier: Arc<Notifier>) {
+    let mut batch = Vec::with_capacity(WORKER_SLICE_REQUESTS);
+    while let Ok(conn) = queue.recv() {
+        serve(&conn, &notifier, &mut batch);
+    }
+}
+
+/// Runs one slice of a connection's events; reschedules it when more remain, so one busy
+/// connection cannot starve the others.
+fn serve(conn: &Arc<Conn>, notifier: &Notifier, batch: &mut Vec<crate::server::conn::Event>) {
+    loop {
+        conn.take_events(WORKER_SLICE_REQUESTS, batch);
+        {
+            let mut handler = conn.handler.lock().unwrap_or_else(|e| e.into_inner());
+            for event in batch.drain(..) {
+                handler.handle(event);
+            }
+        }
+        if conn.read_paused.load(Ordering::Acquire) && conn.mailbox_bytes() < MAILBOX_BYTES_MAX / 2
+        {
+            conn.read_paused.store(false, Ordering::Release);
+            notifier.mark(conn.id);
+        }
+        if conn.mailbox_is_empty() {
+            if conn.unschedule() {
+                continue;
+            }
+            return;
+        }
+        // More is waiting: go to the back of the queue (the flag stays set).
+        conn.requeue_scheduled();
+        return;
+    }
+}
