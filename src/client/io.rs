@@ -183,6 +183,12 @@ impl FrameReader {
                 None => continue,
                 Some(Payload::Whole(channel, p)) => (channel, Method::decode(p)?),
                 Some(Payload::Joined(channel, p)) => (channel, Method::decode(&p)?),
+                Some(Payload::Oversized { channel, size, .. }) => {
+                    return Err(ClientError::Protocol(format!(
+                        "payload of {size} bytes on channel {channel} exceeds {} bytes",
+                        crate::limits::PAYLOAD_BYTES_MAX
+                    )));
+                }
             };
             let (channel, (request_id, method)) = decoded;
             return Ok(Some(Incoming::Method(channel, request_id, method)));

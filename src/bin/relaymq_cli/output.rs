@@ -60,35 +60,85 @@ pub fn write_message(out: &mut impl Write, m: &Printed<'_>, as_json: bool) -> io
     out.flush()
 }
 
-/// The columns printed for each kind of `list`. `a|b` takes field `a`, or `b` when a row
-/// has no `a` (servers name some fields differently); the header names the alternative
-/// the rows have.
-pub fn columns(kind: ListKind) -> &'static [&'static str] {
+/// One column of a `list` table.
+pub struct Column {
+    /// Header text.
+    pub header: &'static str,
+    /// Fields to show, the first one a row has wins (none: the field named like the
+    /// header). `a.b` is field `b` of the table in field `a`; `a:b` joins fields `a` and
+    /// `b` with `:` (host and port).
+    pub fields: &'static [&'static str],
+}
+
+const fn col(header: &'static str) -> Column {
+    Column {
+        header,
+        fields: &[],
+    }
+}
+
+/// The columns printed for each kind of `list` (field names of `docs/protocol.md` §12,
+/// RabbitMQ's management API names).
+pub fn columns(kind: ListKind) -> &'static [Column] {
+    const VHOSTS: &[Column] = &[col("name")];
+    const EXCHANGES: &[Column] = &[
+        col("name"),
+        col("type"),
+        col("durable"),
+        col("auto_delete"),
+        col("internal"),
+    ];
+    const QUEUES: &[Column] = &[
+        col("name"),
+        col("durable"),
+        col("messages_ready"),
+        col("messages_unacknowledged"),
+        col("consumers"),
+    ];
+    const BINDINGS: &[Column] = &[
+        col("source"),
+        col("destination"),
+        col("destination_type"),
+        col("routing_key"),
+        col("arguments"),
+    ];
+    const CONSUMERS: &[Column] = &[
+        Column {
+            header: "queue",
+            fields: &["queue.name", "queue"],
+        },
+        col("consumer_tag"),
+        Column {
+            header: "connection",
+            fields: &[
+                "channel_details.connection_name",
+                "channel_details.connection",
+                "connection",
+            ],
+        },
+        col("ack_required"),
+        col("prefetch_count"),
+    ];
+    const CONNECTIONS: &[Column] = &[
+        Column {
+            header: "name",
+            fields: &["name", "id"],
+        },
+        Column {
+            header: "peer",
+            fields: &["peer", "peer_host:peer_port"],
+        },
+        col("user"),
+        col("vhost"),
+        col("channels"),
+    ];
     match kind {
-        ListKind::Vhosts => &["name"],
-        ListKind::Exchanges => &["name", "type", "durable", "auto_delete", "internal"],
-        ListKind::Queues => &[
-            "name",
-            "durable",
-            "messages_ready",
-            "messages_unacknowledged",
-            "consumers",
-        ],
-        ListKind::Bindings => &[
-            "source",
-            "destination",
-            "destination_type",
-            "routing_key",
-            "arguments",
-        ],
-        ListKind::Consumers => &[
-            "queue",
-            "consumer_tag",
-            "channel_details|connection",
-            "ack_required",
-            "prefetch_count",
-        ],
-        ListKind::Connections => &["name|id", "peer", "user", "vhost", "channels"],
+        ListKind::Vhosts => VHOSTS,
+        ListKind::Exchanges => EXCHANGES,
+        ListKind::Queues => QUEUES,
+        ListKind::Bindings => BINDINGS,
+        ListKind::Consumers => CONSUMERS,
+        ListKind::Connections => CONNECTIONS,
     }
 }
 
@@ -106,33 +156,43 @@ pub fn cell(v: &FieldValue) -> String {
     }
 }
 
-/// The value of a column (`a|b`: the first alternative present), or empty.
-fn column_value(row: &FieldTable, column: &str) -> String {
-    column
-        .split('|')
-        .find_map(|name| row.get(name))
-        .map(cell)
-        .unwrap_or_default()
-}
-
-/// A column's header: the first alternative some row has, else the first.
-fn column_header(column: &str, rows: &[FieldTable]) -> String {
-    let mut names = column.split('|');
-    let first = names.next().unwrap_or(column);
-    std::iter::once(first)
-        .chain(names)
-        .find(|n| rows.iter().any(|r| r.contains_key(*n)))
-        .unwrap_or(first)
-        .to_string()
+/// The text of one field path of a row (see [`Column::fields`]), if the row has it.
+fn lookup(row: &FieldTable, path: &str) -> Option<String> {
+    if path.contains(':') {
+        let parts: Option<Vec<String>> = path.split(':').map(|p| lookup(row, p)).collect();
+        return parts.map(|p| p.join(":"));
+    }
+    let mut names = path.split('.');
+    let mut value = row.get(names.next()?)?;
+    for name in names {
+        match value {
+            FieldValue::Table(t) => value = t.get(name)?,
+            _ => return None,
+        }
+    }
+    Some(cell(value))
 }
 
 /// An aligned table: a header line and one line per row, columns separated by two
 /// spaces, no trailing spaces. Every line ends with a newline.
-pub fn format_table(columns: &[&str], rows: &[FieldTable]) -> String {
-    let header: Vec<String> = columns.iter().map(|c| column_header(c, rows)).collect();
+pub fn format_table(columns: &[Column], rows: &[FieldTable]) -> String {
+    let header: Vec<String> = columns.iter().map(|c| c.header.to_string()).collect();
     let body: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| columns.iter().map(|c| column_value(r, c)).collect())
+        .map(|r| {
+            columns
+                .iter()
+                .map(|c| {
+                    let own = [c.header];
+                    let fields = if c.fields.is_empty() {
+                        &own[..]
+                    } else {
+                        c.fields
+                    };
+                    fields.iter().find_map(|f| lookup(r, f)).unwrap_or_default()
+                })
+                .collect()
+        })
         .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for line in &body {
@@ -255,20 +315,46 @@ mod tests {
              orders  true     12                                       1\n\
              q       false    0               3                        0\n"
         );
-        assert_eq!(format_table(&["name"], &[]), "name\n");
+        assert_eq!(format_table(columns(ListKind::Vhosts), &[]), "name\n");
     }
 
     #[test]
-    fn alternatives_and_nested_values() {
-        let rows = vec![
+    fn nested_joined_and_alternative_fields() {
+        let mut queue = FieldTable::new();
+        queue.insert("name".into(), FieldValue::string("jobs"));
+        queue.insert("vhost".into(), FieldValue::string("/"));
+        let mut chan = FieldTable::new();
+        chan.insert("connection_name".into(), FieldValue::string("a -> b"));
+        chan.insert("number".into(), FieldValue::I64(1));
+        let consumers = vec![row(&[
+            ("queue", FieldValue::Table(queue)),
+            ("consumer_tag", FieldValue::string("ctag")),
+            ("channel_details", FieldValue::Table(chan)),
+            ("ack_required", FieldValue::Bool(true)),
+            ("prefetch_count", FieldValue::I64(0)),
+        ])];
+        assert_eq!(
+            format_table(columns(ListKind::Consumers), &consumers),
+            "queue  consumer_tag  connection  ack_required  prefetch_count\n\
+             jobs   ctag          a -> b      true          0\n"
+        );
+        let conns = vec![
+            row(&[
+                ("name", FieldValue::string("c1")),
+                ("peer_host", FieldValue::string("127.0.0.1")),
+                ("peer_port", FieldValue::I64(5000)),
+            ]),
             row(&[
                 ("id", FieldValue::I64(4)),
-                ("peer", FieldValue::string("1.2.3.4:5")),
+                ("user", FieldValue::string("guest")),
             ]),
-            row(&[("name", FieldValue::string("c1"))]),
         ];
-        let text = format_table(&["name|id", "peer"], &rows);
-        assert_eq!(text, "name  peer\n4     1.2.3.4:5\nc1\n");
+        assert_eq!(
+            format_table(columns(ListKind::Connections), &conns),
+            "name  peer            user   vhost  channels\n\
+             c1    127.0.0.1:5000\n\
+             4                     guest\n"
+        );
         let mut args = FieldTable::new();
         args.insert("x-match".into(), FieldValue::string("all"));
         assert_eq!(cell(&FieldValue::Table(args)), r#"{"x-match":"all"}"#);
