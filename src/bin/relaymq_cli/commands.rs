@@ -240,7 +240,9 @@ enum Ended {
 
 /// `consume`: prints deliveries until `--count`, `--timeout` or a signal. With `--count`
 /// the acks are sent after the consumer is cancelled (one `multiple` ack), so the prefetch
-/// window never opens for a message that would only be requeued.
+/// window never opens for a message that would only be requeued. `--no-ack` with
+/// `--count` consumes in ack mode the same way: a real `no_ack` consumer is not limited by
+/// the prefetch count, so the server would push (and the tool drop) more than N messages.
 fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -253,8 +255,9 @@ fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
     if let Some(p) = prefetch {
         ch.basic_qos(p, false)?;
     }
+    let no_ack = a.no_ack && a.count.is_none();
     let options = ConsumeOptions {
-        no_ack: a.no_ack,
+        no_ack,
         ..ConsumeOptions::default()
     };
     let consumer = ch.basic_consume(&a.queue, options)?;
@@ -295,7 +298,7 @@ fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
             break Ended::Output(e);
         }
         printed += 1;
-        if !a.no_ack {
+        if !no_ack {
             if a.count.is_some() {
                 last_unacked = Some(d.delivery_tag);
             } else {
