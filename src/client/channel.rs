@@ -9,6 +9,7 @@ use super::options::{ConsumeOptions, ExchangeDeclareOptions, QueueDeclareOptions
 use super::shared::{Hook, Shared};
 use super::validate;
 use crate::error::ReplyCode;
+use crate::limits::BATCH_ITEMS_MAX;
 use crate::protocol::method::encode_publish;
 use crate::protocol::{Method, PublishMessage};
 use crate::types::codec::{put_u16, put_u32};
@@ -19,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes of messages one publish payload carries at most when [`Channel::publish_batch`]
-/// groups messages (a single larger message travels alone). Large enough to amortise the
+/// groups messages (a single larger message travels alone); a payload also carries at
+/// most [`BATCH_ITEMS_MAX`] messages, the server's bound. Large enough to amortise the
 /// per-payload cost, small enough to keep the write lock and the server's mailbox short.
 pub const PUBLISH_BATCH_BYTES_MAX: usize = 64 * 1024;
 
@@ -637,14 +639,14 @@ fn encoded_len(m: &PublishMessage) -> usize {
     1 + m.exchange.len() + 1 + m.routing_key.len() + 1 + props + 4 + m.body.len()
 }
 
-/// Splits `messages` into consecutive runs of at most `bytes_max` encoded bytes (a run
-/// holds at least one message).
+/// Splits `messages` into consecutive runs of at most `bytes_max` encoded bytes and
+/// [`BATCH_ITEMS_MAX`] messages (a run holds at least one message).
 fn batches(messages: &[PublishMessage], bytes_max: usize) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, m) in messages.iter().enumerate() {
         let len = encoded_len(m);
-        if i > start && bytes + len > bytes_max {
+        if i > start && (bytes + len > bytes_max || i - start >= BATCH_ITEMS_MAX) {
             out.push(start..i);
             start = i;
             bytes = 0;
@@ -696,5 +698,9 @@ mod tests {
         let big = vec![msg(1000), msg(10), msg(1000)];
         assert_eq!(batches(&big, 500), vec![0..1, 1..2, 2..3]);
         assert!(batches(&[], 500).is_empty());
+        // Regression: 5000 empty messages fit in 64 KiB but not in one server batch.
+        let tiny: Vec<_> = (0..5000).map(|_| msg(0)).collect();
+        let runs = batches(&tiny, PUBLISH_BATCH_BYTES_MAX);
+        assert_eq!(runs, vec![0..BATCH_ITEMS_MAX, BATCH_ITEMS_MAX..5000]);
     }
 }

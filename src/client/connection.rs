@@ -149,7 +149,8 @@ impl Connection {
         lock(&self.shared.state).closed.is_none()
     }
 
-    /// Opens a channel on the lowest free number (`channel.open`).
+    /// Opens a channel (`channel.open`) on a free number, counting up from the last one
+    /// used (so a number just closed is not reused at once).
     ///
     /// # Errors
     /// The connection's close error, [`ClientError::Usage`] when `channel_max` channels

@@ -98,10 +98,17 @@ impl ClientError {
 }
 
 /// Writes `NAME (CODE): text`, or `reply code CODE: text` for a code outside the
-/// specification's list.
+/// specification's list. A text in RabbitMQ's `NAME - text` form loses its prefix, which
+/// would repeat the name.
 fn write_reply(f: &mut fmt::Formatter<'_>, code: u16, text: &str) -> fmt::Result {
     match ReplyCode::from_u16(code) {
-        Some(rc) => write!(f, "{rc}: {text}"),
+        Some(rc) => {
+            let text = text
+                .strip_prefix(rc.name())
+                .and_then(|t| t.strip_prefix(" - "))
+                .unwrap_or(text);
+            write!(f, "{rc}: {text}")
+        }
         None => write!(f, "reply code {code}: {text}"),
     }
 }
@@ -150,6 +157,11 @@ mod tests {
         let e = ClientError::ChannelClosed {
             code: 404,
             text: "no queue 'x' in vhost '/'".into(),
+        };
+        assert_eq!(e.to_string(), "NOT_FOUND (404): no queue 'x' in vhost '/'");
+        let e = ClientError::ChannelClosed {
+            code: 404,
+            text: "NOT_FOUND - no queue 'x' in vhost '/'".into(),
         };
         assert_eq!(e.to_string(), "NOT_FOUND (404): no queue 'x' in vhost '/'");
         assert_eq!(e.reply_code(), Some(404));

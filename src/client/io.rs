@@ -183,10 +183,11 @@ impl FrameReader {
                 None => continue,
                 Some(Payload::Whole(channel, p)) => (channel, Method::decode(p)?),
                 Some(Payload::Joined(channel, p)) => (channel, Method::decode(&p)?),
-                Some(Payload::Oversized { size, .. }) => {
+                Some(Payload::Oversized { channel, size, .. }) => {
                     return Err(ClientError::Protocol(format!(
-                        "server sent a {size}-byte payload, over the client's limit"
-                    )))
+                        "payload of {size} bytes on channel {channel} exceeds {} bytes",
+                        crate::limits::PAYLOAD_BYTES_MAX
+                    )));
                 }
             };
             let (channel, (request_id, method)) = decoded;

@@ -16,7 +16,9 @@ pub struct ConnectOptions {
     pub password: String,
     /// Virtual host to open (RabbitMQ's default is `/`).
     pub vhost: String,
-    /// Heartbeat interval to ask for, in seconds (0: no heartbeats). The server may lower it.
+    /// Heartbeat interval to ask for, in seconds (0: the server's choice). The negotiated
+    /// value is the smaller of the two; only a server configured with 0 turns heartbeats
+    /// off (`docs/protocol.md` §4).
     pub heartbeat_s: u16,
     /// Largest frame to ask for, in bytes, header included (0: the server's choice).
     pub frame_max: u32,

@@ -1,0 +1,36 @@
+//! `relaymq-cli`: declare, bind, publish, consume, get, list and inspect from a shell.
+//!
+//! Parses the command line, runs one command against the server with the blocking client
+//! ([`relaymq::client`]), prints the result. Errors go to stderr as
+//! `error: NAME (CODE): message`; the exit code says what kind of failure it was (see
+//! `--help`).
+
+mod relaymq_cli;
+
+use relaymq_cli::args::{self, Invocation};
+use relaymq_cli::{commands, CliError};
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let code = match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {}", e.message());
+            if matches!(e, CliError::Usage(_)) {
+                eprintln!("usage: relaymq-cli [GLOBAL OPTIONS] COMMAND ... (try --help)");
+            }
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+fn run() -> Result<(), CliError> {
+    match args::parse(std::env::args_os().skip(1), |k| std::env::var(k).ok())? {
+        Invocation::Help => {
+            println!("{}", args::USAGE);
+            Ok(())
+        }
+        Invocation::Run(global, command) => commands::run(&global, command),
+    }
+}

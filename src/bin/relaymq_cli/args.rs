@@ -1,0 +1,886 @@
+//! Command-line parsing: global options, the command and its flags, `K=V` arguments and
+//! `--property NAME=VALUE` message properties.
+
+use super::CliError;
+use relaymq::client::ListKind;
+use relaymq::types::{BasicProperties, FieldTable, FieldValue};
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// The full usage text (`--help`).
+pub const USAGE: &str = "\
+usage: relaymq-cli [--addr HOST:PORT] [--vhost VHOST] [--user USER] [--password PASSWORD] COMMAND ...
+
+global options (also from RELAYMQ_ADDR, RELAYMQ_VHOST, RELAYMQ_USER, RELAYMQ_PASSWORD):
+  --addr HOST:PORT      server address (default 127.0.0.1:5673)
+  --vhost VHOST         virtual host (default /)
+  --user USER           user name (default guest)
+  --password PASSWORD   password (default guest)
+  -h, --help            print this help
+
+commands:
+  declare exchange NAME --type direct|fanout|topic|headers [--durable] [--auto-delete] [--internal] [--arg K=V]...
+  declare queue NAME [--durable] [--exclusive] [--auto-delete] [--arg K=V]...   (prints the queue name)
+  declare vhost NAME
+  delete exchange NAME [--if-unused]
+  delete queue NAME [--if-unused] [--if-empty]
+  delete vhost NAME
+  purge queue NAME                                   (prints the number of messages purged)
+  bind QUEUE EXCHANGE [--key KEY] [--arg K=V]...
+  unbind QUEUE EXCHANGE [--key KEY] [--arg K=V]...
+  bind-exchange DESTINATION SOURCE [--key KEY] [--arg K=V]...
+  unbind-exchange DESTINATION SOURCE [--key KEY] [--arg K=V]...
+  publish EXCHANGE ROUTING_KEY [BODY] [--persistent] [--header K=V]... [--property NAME=VALUE]...
+          [--mandatory] [--confirm] [--lines]
+      without BODY the body is all of standard input; --lines: each input line is one message
+      properties: content_type content_encoding correlation_id reply_to expiration message_id
+                  timestamp type user_id app_id priority delivery_mode
+  consume QUEUE [--count N] [--no-ack] [--prefetch N] [--timeout SECONDS] [--json]
+  get QUEUE [--count N] [--requeue] [--json]
+  list vhosts|exchanges|queues|bindings|consumers|connections [--json]
+  status [--json]
+
+values: K=V gives an integer for a decimal integer, a boolean for true/false, else a string;
+        K:=JSON gives any JSON value (n:='\"10\"' is the string 10).
+exit codes: 0 ok, 1 refused by the server, 2 usage, 3 cannot connect or authenticate,
+            4 timeout, 5 a message was nacked or returned (--confirm, --mandatory)";
+
+/// Where and as whom to connect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Global {
+    /// `HOST:PORT`.
+    pub addr: String,
+    /// Virtual host.
+    pub vhost: String,
+    /// User name.
+    pub user: String,
+    /// Password.
+    pub password: String,
+}
+
+/// Arguments of `publish`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PublishArgs {
+    /// Exchange ("" is the default exchange).
+    pub exchange: String,
+    /// Routing key.
+    pub routing_key: String,
+    /// The body given on the command line; `None` reads standard input.
+    pub body: Option<String>,
+    /// Properties, `--persistent` and `--header`s included.
+    pub properties: BasicProperties,
+    /// Ask for a `basic.return` of unroutable messages.
+    pub mandatory: bool,
+    /// Wait for publisher confirms.
+    pub confirm: bool,
+    /// One message per input line.
+    pub lines: bool,
+}
+
+/// Arguments of `consume`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConsumeArgs {
+    /// Queue to consume from.
+    pub queue: String,
+    /// Stop after this many messages.
+    pub count: Option<u64>,
+    /// Consume without acknowledgements.
+    pub no_ack: bool,
+    /// Prefetch count (defaults to `count` when given).
+    pub prefetch: Option<u16>,
+    /// Total time to run.
+    pub timeout: Option<Duration>,
+    /// One JSON object per delivery.
+    pub json: bool,
+}
+
+/// Arguments of `get`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GetArgs {
+    /// Queue to fetch from.
+    pub queue: String,
+    /// Fetch at most this many messages.
+    pub count: u64,
+    /// Put the messages back (nack with requeue) instead of acking them.
+    pub requeue: bool,
+    /// One JSON object per message.
+    pub json: bool,
+}
+
+/// One command to run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// `declare exchange`.
+    DeclareExchange {
+        /// Exchange name.
+        name: String,
+        /// Exchange type.
+        kind: String,
+        /// Flags and arguments.
+        options: relaymq::client::ExchangeDeclareOptions,
+    },
+    /// `declare queue`.
+    DeclareQueue {
+        /// Queue name ("" for a generated one).
+        name: String,
+        /// Flags and arguments.
+        options: relaymq::client::QueueDeclareOptions,
+    },
+    /// `declare vhost`.
+    DeclareVhost(String),
+    /// `delete vhost`.
+    DeleteVhost(String),
+    /// `delete exchange`.
+    DeleteExchange {
+        /// Exchange name.
+        name: String,
+        /// Only when it has no bindings.
+        if_unused: bool,
+    },
+    /// `delete queue`.
+    DeleteQueue {
+        /// Queue name.
+        name: String,
+        /// Only without consumers.
+        if_unused: bool,
+        /// Only without messages.
+        if_empty: bool,
+    },
+    /// `purge queue`.
+    PurgeQueue(String),
+    /// `bind` / `unbind` (queue to exchange) and `bind-exchange` / `unbind-exchange`.
+    Binding {
+        /// Whether the destination is an exchange.
+        exchange_to_exchange: bool,
+        /// Bind or unbind.
+        bind: bool,
+        /// Queue or destination exchange.
+        destination: String,
+        /// Source exchange.
+        source: String,
+        /// Binding key.
+        key: String,
+        /// Binding arguments.
+        arguments: FieldTable,
+    },
+    /// `publish` (boxed: properties make it the largest variant by far).
+    Publish(Box<PublishArgs>),
+    /// `consume`.
+    Consume(ConsumeArgs),
+    /// `get`.
+    Get(GetArgs),
+    /// `list`.
+    List {
+        /// What to list.
+        kind: ListKind,
+        /// JSON output.
+        json: bool,
+    },
+    /// `status`.
+    Status {
+        /// JSON output.
+        json: bool,
+    },
+}
+
+/// What the command line asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Invocation {
+    /// Print the usage text.
+    Help,
+    /// Run a command.
+    Run(Global, Command),
+}
+
+/// Options taking a value (global and per command).
+const VALUE_OPTIONS: &[&str] = &[
+    "addr", "vhost", "user", "password", "type", "arg", "key", "header", "property", "count",
+    "prefetch", "timeout",
+];
+
+/// Options without a value.
+const FLAG_OPTIONS: &[&str] = &[
+    "durable",
+    "auto-delete",
+    "internal",
+    "exclusive",
+    "if-unused",
+    "if-empty",
+    "persistent",
+    "mandatory",
+    "confirm",
+    "lines",
+    "no-ack",
+    "requeue",
+    "json",
+];
+
+/// The tokens of a command line: positionals and command options in order.
+struct Raw {
+    positionals: Vec<String>,
+    options: Vec<(String, Option<String>)>,
+}
+
+impl Raw {
+    /// Whether the flag was given (removing it).
+    fn flag(&mut self, name: &str) -> bool {
+        let before = self.options.len();
+        self.options.retain(|(n, _)| n != name);
+        self.options.len() != before
+    }
+
+    /// Every value of a repeatable option, in order (removing them).
+    fn values(&mut self, name: &str) -> Vec<String> {
+        let (taken, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.options)
+            .into_iter()
+            .partition(|(n, _)| n == name);
+        self.options = kept;
+        taken.into_iter().filter_map(|(_, v)| v).collect()
+    }
+
+    /// The value of a single-use option (removing it).
+    fn value(&mut self, name: &str) -> Result<Option<String>, CliError> {
+        let mut v = self.values(name);
+        if v.len() > 1 {
+            return Err(CliError::Usage(format!("--{name} given more than once")));
+        }
+        Ok(v.pop())
+    }
+
+    /// Fails when an option was left over (not valid for the command).
+    fn finish(self, command: &str) -> Result<(), CliError> {
+        match self.options.first() {
+            Some((n, _)) => Err(CliError::Usage(format!(
+                "option --{n} is not valid for '{command}'"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Exactly `names.len()` positionals after the command words.
+    fn positionals<const N: usize>(
+        &self,
+        command: &str,
+        names: [&str; N],
+    ) -> Result<[String; N], CliError> {
+        exact(command, &self.positionals, names)
+    }
+}
+
+fn exact<const N: usize>(
+    command: &str,
+    got: &[String],
+    names: [&str; N],
+) -> Result<[String; N], CliError> {
+    if got.len() < N {
+        return Err(CliError::Usage(format!(
+            "'{command}' needs {}",
+            names[got.len()..].join(" ")
+        )));
+    }
+    if got.len() > N {
+        return Err(CliError::Usage(format!(
+            "unexpected argument '{}' for '{command}'",
+            got[N]
+        )));
+    }
+    Ok(std::array::from_fn(|i| got[i].clone()))
+}
+
+/// Parses the arguments after the program name; `env` looks up environment variables.
+///
+/// # Errors
+/// [`CliError::Usage`] for an unknown command or option, a missing or extra argument, or
+/// a value that does not parse.
+pub fn parse(
+    args: impl IntoIterator<Item = OsString>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Invocation, CliError> {
+    let mut global = Global {
+        addr: env("RELAYMQ_ADDR").unwrap_or_else(|| "127.0.0.1:5673".into()),
+        vhost: env("RELAYMQ_VHOST").unwrap_or_else(|| "/".into()),
+        user: env("RELAYMQ_USER").unwrap_or_else(|| "guest".into()),
+        password: env("RELAYMQ_PASSWORD").unwrap_or_else(|| "guest".into()),
+    };
+    let mut raw = Raw {
+        positionals: Vec::new(),
+        options: Vec::new(),
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            lexopt::Arg::Short('h') | lexopt::Arg::Long("help") => return Ok(Invocation::Help),
+            lexopt::Arg::Short(c) => return Err(CliError::Usage(format!("unknown option -{c}"))),
+            lexopt::Arg::Long(name) if VALUE_OPTIONS.contains(&name) => {
+                let name = name.to_string();
+                let value = utf8(parser.value().map_err(usage)?)?;
+                match name.as_str() {
+                    "addr" => global.addr = value,
+                    "vhost" => global.vhost = value,
+                    "user" => global.user = value,
+                    "password" => global.password = value,
+                    _ => raw.options.push((name, Some(value))),
+                }
+            }
+            lexopt::Arg::Long(name) if FLAG_OPTIONS.contains(&name) => {
+                raw.options.push((name.to_string(), None));
+            }
+            lexopt::Arg::Long(name) => {
+                return Err(CliError::Usage(format!("unknown option --{name}")));
+            }
+            lexopt::Arg::Value(v) => raw.positionals.push(utf8(v)?),
+        }
+    }
+    let command = command(raw)?;
+    Ok(Invocation::Run(global, command))
+}
+
+fn usage(e: lexopt::Error) -> CliError {
+    CliError::Usage(e.to_string())
+}
+
+fn utf8(v: OsString) -> Result<String, CliError> {
+    v.into_string()
+        .map_err(|v| CliError::Usage(format!("argument {v:?} is not valid UTF-8")))
+}
+
+/// Builds the command from the positionals and options.
+fn command(mut raw: Raw) -> Result<Command, CliError> {
+    if raw.positionals.is_empty() {
+        return Err(CliError::Usage("no command given".into()));
+    }
+    let word = raw.positionals.remove(0);
+    let cmd = match word.as_str() {
+        "declare" | "delete" | "purge" => {
+            if raw.positionals.is_empty() {
+                return Err(CliError::Usage(format!("'{word}' needs an object type")));
+            }
+            let object = raw.positionals.remove(0);
+            let name = format!("{word} {object}");
+            let cmd = object_command(&mut raw, &word, &object, &name)?;
+            raw.finish(&name)?;
+            return Ok(cmd);
+        }
+        "bind" | "unbind" | "bind-exchange" | "unbind-exchange" => {
+            let e2e = word.ends_with("-exchange");
+            let names = if e2e {
+                ["DESTINATION", "SOURCE"]
+            } else {
+                ["QUEUE", "EXCHANGE"]
+            };
+            let [destination, source] = raw.positionals(&word, names)?;
+            Command::Binding {
+                exchange_to_exchange: e2e,
+                bind: word.starts_with("bind"),
+                destination,
+                source,
+                key: raw.value("key")?.unwrap_or_default(),
+                arguments: table(raw.values("arg"))?,
+            }
+        }
+        "publish" => publish(&mut raw)?,
+        "consume" => {
+            let [queue] = raw.positionals("consume", ["QUEUE"])?;
+            let count = count(&mut raw)?;
+            Command::Consume(ConsumeArgs {
+                queue,
+                count,
+                no_ack: raw.flag("no-ack"),
+                prefetch: number::<u16>(&mut raw, "prefetch")?,
+                timeout: timeout(&mut raw)?,
+                json: raw.flag("json"),
+            })
+        }
+        "get" => {
+            let [queue] = raw.positionals("get", ["QUEUE"])?;
+            Command::Get(GetArgs {
+                queue,
+                count: count(&mut raw)?.unwrap_or(1),
+                requeue: raw.flag("requeue"),
+                json: raw.flag("json"),
+            })
+        }
+        "list" => {
+            let [what] = raw.positionals(
+                "list",
+                ["vhosts|exchanges|queues|bindings|consumers|connections"],
+            )?;
+            Command::List {
+                kind: list_kind(&what)?,
+                json: raw.flag("json"),
+            }
+        }
+        "status" => {
+            raw.positionals("status", [])?;
+            Command::Status {
+                json: raw.flag("json"),
+            }
+        }
+        "help" => return Err(CliError::Usage("use --help".into())),
+        other => return Err(CliError::Usage(format!("unknown command '{other}'"))),
+    };
+    raw.finish(&word)?;
+    Ok(cmd)
+}
+
+/// `declare`, `delete` and `purge` of an exchange, queue or vhost.
+fn object_command(
+    raw: &mut Raw,
+    word: &str,
+    object: &str,
+    name: &str,
+) -> Result<Command, CliError> {
+    let [object_name] = raw.positionals(name, ["NAME"])?;
+    Ok(match (word, object) {
+        ("declare", "exchange") => {
+            let kind = raw
+                .value("type")?
+                .ok_or_else(|| CliError::Usage("'declare exchange' needs --type".into()))?;
+            Command::DeclareExchange {
+                name: object_name,
+                kind,
+                options: relaymq::client::ExchangeDeclareOptions {
+                    passive: false,
+                    durable: raw.flag("durable"),
+                    auto_delete: raw.flag("auto-delete"),
+                    internal: raw.flag("internal"),
+                    arguments: table(raw.values("arg"))?,
+                },
+            }
+        }
+        ("declare", "queue") => Command::DeclareQueue {
+            name: object_name,
+            options: relaymq::client::QueueDeclareOptions {
+                passive: false,
+                durable: raw.flag("durable"),
+                exclusive: raw.flag("exclusive"),
+                auto_delete: raw.flag("auto-delete"),
+                arguments: table(raw.values("arg"))?,
+            },
+        },
+        ("declare", "vhost") => Command::DeclareVhost(object_name),
+        ("delete", "vhost") => Command::DeleteVhost(object_name),
+        ("delete", "exchange") => Command::DeleteExchange {
+            name: object_name,
+            if_unused: raw.flag("if-unused"),
+        },
+        ("delete", "queue") => Command::DeleteQueue {
+            name: object_name,
+            if_unused: raw.flag("if-unused"),
+            if_empty: raw.flag("if-empty"),
+        },
+        ("purge", "queue") => Command::PurgeQueue(object_name),
+        _ => return Err(CliError::Usage(format!("unknown command '{name}'"))),
+    })
+}
+
+fn publish(raw: &mut Raw) -> Result<Command, CliError> {
+    let (exchange, routing_key, body) = if raw.positionals.len() <= 2 {
+        let [e, k] = raw.positionals("publish", ["EXCHANGE", "ROUTING_KEY"])?;
+        (e, k, None)
+    } else {
+        let [e, k, b] = raw.positionals("publish", ["EXCHANGE", "ROUTING_KEY", "BODY"])?;
+        (e, k, Some(b))
+    };
+    let mut properties = BasicProperties::default();
+    for p in raw.values("property") {
+        set_property(&mut properties, &p)?;
+    }
+    if raw.flag("persistent") {
+        properties.delivery_mode = Some(2);
+    }
+    let headers = table(raw.values("header"))?;
+    if !headers.is_empty() {
+        properties.headers = Some(headers);
+    }
+    let lines = raw.flag("lines");
+    if lines && body.is_some() {
+        return Err(CliError::Usage(
+            "--lines reads standard input: give no BODY".into(),
+        ));
+    }
+    Ok(Command::Publish(Box::new(PublishArgs {
+        exchange,
+        routing_key,
+        body,
+        properties,
+        mandatory: raw.flag("mandatory"),
+        confirm: raw.flag("confirm"),
+        lines,
+    })))
+}
+
+fn number<T: std::str::FromStr>(raw: &mut Raw, name: &str) -> Result<Option<T>, CliError> {
+    match raw.value(name)? {
+        None => Ok(None),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| CliError::Usage(format!("--{name}: '{v}' is not a valid number"))),
+    }
+}
+
+fn count(raw: &mut Raw) -> Result<Option<u64>, CliError> {
+    match number::<u64>(raw, "count")? {
+        Some(0) => Err(CliError::Usage("--count must be at least 1".into())),
+        n => Ok(n),
+    }
+}
+
+fn timeout(raw: &mut Raw) -> Result<Option<Duration>, CliError> {
+    match number::<f64>(raw, "timeout")? {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Some(Duration::from_secs_f64(s))),
+        Some(s) => Err(CliError::Usage(format!(
+            "--timeout: {s} is not a positive number of seconds"
+        ))),
+    }
+}
+
+fn list_kind(what: &str) -> Result<ListKind, CliError> {
+    Ok(match what {
+        "vhosts" => ListKind::Vhosts,
+        "exchanges" => ListKind::Exchanges,
+        "queues" => ListKind::Queues,
+        "bindings" => ListKind::Bindings,
+        "consumers" => ListKind::Consumers,
+        "connections" => ListKind::Connections,
+        other => {
+            return Err(CliError::Usage(format!(
+                "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers or connections"
+            )))
+        }
+    })
+}
+
+/// Builds a field table from `K=V` / `K:=JSON` arguments (a later key wins).
+///
+/// # Errors
+/// [`CliError::Usage`] for an argument that does not parse.
+pub fn table(args: Vec<String>) -> Result<FieldTable, CliError> {
+    let mut t = FieldTable::new();
+    for a in args {
+        let (k, v) = parse_kv(&a)?;
+        t.insert(k, v);
+    }
+    Ok(t)
+}
+
+/// Parses one `K=V` or `K:=JSON` argument: in `K=V` a decimal integer (fitting in i64)
+/// is an integer, `true`/`false` a boolean, anything else a string; `K:=JSON` takes any
+/// JSON value.
+///
+/// # Errors
+/// [`CliError::Usage`] without `=`, with an empty key, or with invalid JSON.
+pub fn parse_kv(arg: &str) -> Result<(String, FieldValue), CliError> {
+    let Some(eq) = arg.find('=') else {
+        return Err(CliError::Usage(format!("'{arg}' is not K=V")));
+    };
+    let (key, value) = (&arg[..eq], &arg[eq + 1..]);
+    if let Some(key) = key.strip_suffix(':') {
+        if key.is_empty() {
+            return Err(CliError::Usage(format!("'{arg}' has an empty key")));
+        }
+        let json: serde_json::Value = serde_json::from_str(value)
+            .map_err(|e| CliError::Usage(format!("'{arg}': invalid JSON: {e}")))?;
+        return Ok((key.to_string(), FieldValue::from_json(&json)));
+    }
+    if key.is_empty() {
+        return Err(CliError::Usage(format!("'{arg}' has an empty key")));
+    }
+    Ok((key.to_string(), scalar(value)))
+}
+
+/// A `K=V` value: integer, boolean or string.
+fn scalar(v: &str) -> FieldValue {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(i) = v.parse::<i64>() {
+            return FieldValue::I64(i);
+        }
+    }
+    match v {
+        "true" => FieldValue::Bool(true),
+        "false" => FieldValue::Bool(false),
+        _ => FieldValue::string(v),
+    }
+}
+
+/// Sets one message property from `NAME=VALUE`.
+///
+/// # Errors
+/// [`CliError::Usage`] for an unknown name or a value that does not fit the property
+/// (timestamp: seconds as u64; priority: 0–255; delivery_mode: 1 or 2).
+pub fn set_property(p: &mut BasicProperties, arg: &str) -> Result<(), CliError> {
+    let Some((name, value)) = arg.split_once('=') else {
+        return Err(CliError::Usage(format!(
+            "--property '{arg}' is not NAME=VALUE"
+        )));
+    };
+    let text = || Some(value.to_string());
+    let bad = |what: &str| CliError::Usage(format!("--property {name}: '{value}' is not {what}"));
+    match name {
+        "content_type" => p.content_type = text(),
+        "content_encoding" => p.content_encoding = text(),
+        "correlation_id" => p.correlation_id = text(),
+        "reply_to" => p.reply_to = text(),
+        "expiration" => p.expiration = text(),
+        "message_id" => p.message_id = text(),
+        "type" => p.kind = text(),
+        "user_id" => p.user_id = text(),
+        "app_id" => p.app_id = text(),
+        "timestamp" => {
+            p.timestamp = Some(value.parse().map_err(|_| bad("seconds since the epoch"))?)
+        }
+        "priority" => p.priority = Some(value.parse().map_err(|_| bad("an integer 0-255"))?),
+        "delivery_mode" => match value {
+            "1" | "2" => p.delivery_mode = value.parse().ok(),
+            _ => return Err(bad("1 (transient) or 2 (persistent)")),
+        },
+        other => {
+            return Err(CliError::Usage(format!(
+                "unknown property '{other}' (known: content_type, content_encoding, \
+                 correlation_id, reply_to, expiration, message_id, timestamp, type, user_id, \
+                 app_id, priority, delivery_mode)"
+            )))
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Invocation, CliError> {
+        parse(args.iter().map(OsString::from), |_| None)
+    }
+
+    fn cmd(args: &[&str]) -> Command {
+        match run(args) {
+            Ok(Invocation::Run(_, c)) => c,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    fn usage_error(args: &[&str]) -> String {
+        match run(args) {
+            Err(CliError::Usage(m)) => m,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kv_values_are_typed() {
+        assert_eq!(parse_kv("n=10").unwrap(), ("n".into(), FieldValue::I64(10)));
+        assert_eq!(parse_kv("n=-3").unwrap().1, FieldValue::I64(-3));
+        assert_eq!(parse_kv("b=true").unwrap().1, FieldValue::Bool(true));
+        assert_eq!(parse_kv("b=false").unwrap().1, FieldValue::Bool(false));
+        assert_eq!(parse_kv("s=abc").unwrap().1, FieldValue::string("abc"));
+        assert_eq!(parse_kv("s=1.5").unwrap().1, FieldValue::string("1.5"));
+        assert_eq!(parse_kv("s=").unwrap().1, FieldValue::string(""));
+        assert_eq!(parse_kv("s=-").unwrap().1, FieldValue::string("-"));
+        assert_eq!(
+            parse_kv("s=a=b").unwrap(),
+            ("s".into(), FieldValue::string("a=b"))
+        );
+        let huge = "99999999999999999999";
+        assert_eq!(
+            parse_kv(&format!("h={huge}")).unwrap().1,
+            FieldValue::string(huge)
+        );
+    }
+
+    #[test]
+    fn kv_json_values() {
+        assert_eq!(
+            parse_kv(r#"n:="10""#).unwrap(),
+            ("n".into(), FieldValue::string("10"))
+        );
+        assert_eq!(parse_kv("n:=10").unwrap().1, FieldValue::I64(10));
+        assert_eq!(parse_kv("f:=1.5").unwrap().1, FieldValue::F64(1.5));
+        assert_eq!(parse_kv("v:=null").unwrap().1, FieldValue::Void);
+        assert_eq!(
+            parse_kv(r#"a:=[1,"x"]"#).unwrap().1,
+            FieldValue::Array(vec![FieldValue::I64(1), FieldValue::string("x")])
+        );
+        assert!(parse_kv("a:=[1,").is_err());
+    }
+
+    #[test]
+    fn bad_kv_is_a_usage_error() {
+        assert!(matches!(parse_kv("novalue"), Err(CliError::Usage(_))));
+        assert!(matches!(parse_kv("=v"), Err(CliError::Usage(_))));
+        assert!(matches!(parse_kv(":=1"), Err(CliError::Usage(_))));
+        assert!(usage_error(&["bind", "q", "x", "--arg", "oops"]).contains("not K=V"));
+    }
+
+    #[test]
+    fn properties_parse() {
+        let mut p = BasicProperties::default();
+        for a in [
+            "content_type=text/plain",
+            "correlation_id=c-1",
+            "type=order",
+            "timestamp=1700000000",
+            "priority=5",
+            "delivery_mode=2",
+            "expiration=60000",
+        ] {
+            set_property(&mut p, a).unwrap();
+        }
+        assert_eq!(p.content_type.as_deref(), Some("text/plain"));
+        assert_eq!(p.kind.as_deref(), Some("order"));
+        assert_eq!(p.timestamp, Some(1_700_000_000));
+        assert_eq!((p.priority, p.delivery_mode), (Some(5), Some(2)));
+        assert_eq!(p.expiration.as_deref(), Some("60000"));
+        assert!(set_property(&mut p, "priority=300").is_err());
+        assert!(set_property(&mut p, "delivery_mode=3").is_err());
+        assert!(set_property(&mut p, "colour=red").is_err());
+        assert!(set_property(&mut p, "content_type").is_err());
+    }
+
+    #[test]
+    fn global_options_and_environment() {
+        let env = |k: &str| (k == "RELAYMQ_ADDR").then(|| "10.0.0.1:1".to_string());
+        let args = ["--vhost", "v1", "status"].map(OsString::from);
+        match parse(args, env).unwrap() {
+            Invocation::Run(g, Command::Status { json: false }) => {
+                assert_eq!((g.addr.as_str(), g.vhost.as_str()), ("10.0.0.1:1", "v1"));
+                assert_eq!((g.user.as_str(), g.password.as_str()), ("guest", "guest"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match run(&["--addr=h:1", "list", "queues", "--user", "u"]).unwrap() {
+            Invocation::Run(g, Command::List { kind, json }) => {
+                assert_eq!((g.addr.as_str(), g.user.as_str()), ("h:1", "u"));
+                assert_eq!((kind, json), (ListKind::Queues, false));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(run(&["publish", "--help"]).unwrap(), Invocation::Help);
+    }
+
+    #[test]
+    fn commands_parse() {
+        match cmd(&[
+            "declare",
+            "exchange",
+            "x",
+            "--type",
+            "topic",
+            "--durable",
+            "--arg",
+            "alternate-exchange=ae",
+        ]) {
+            Command::DeclareExchange {
+                name,
+                kind,
+                options,
+            } => {
+                assert_eq!((name.as_str(), kind.as_str()), ("x", "topic"));
+                assert!(options.durable && !options.auto_delete);
+                assert_eq!(
+                    options.arguments["alternate-exchange"],
+                    FieldValue::string("ae")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match cmd(&[
+            "declare",
+            "queue",
+            "",
+            "--exclusive",
+            "--arg",
+            "x-max-length=10",
+        ]) {
+            Command::DeclareQueue { name, options } => {
+                assert!(name.is_empty() && options.exclusive);
+                assert_eq!(options.arguments["x-max-length"], FieldValue::I64(10));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            cmd(&["delete", "queue", "q", "--if-empty"]),
+            Command::DeleteQueue {
+                name: "q".into(),
+                if_unused: false,
+                if_empty: true
+            }
+        );
+        assert_eq!(
+            cmd(&["purge", "queue", "q"]),
+            Command::PurgeQueue("q".into())
+        );
+        match cmd(&["unbind-exchange", "d", "s", "--key", "k"]) {
+            Command::Binding {
+                exchange_to_exchange: true,
+                bind: false,
+                destination,
+                key,
+                ..
+            } => assert_eq!((destination.as_str(), key.as_str()), ("d", "k")),
+            other => panic!("{other:?}"),
+        }
+        match cmd(&["consume", "q", "--count", "3", "--timeout", "1.5"]) {
+            Command::Consume(c) => {
+                assert_eq!((c.count, c.prefetch), (Some(3), None));
+                assert_eq!(c.timeout, Some(Duration::from_millis(1500)));
+            }
+            other => panic!("{other:?}"),
+        }
+        match cmd(&["get", "q", "--requeue"]) {
+            Command::Get(g) => assert_eq!((g.count, g.requeue), (1, true)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn publish_parses_body_headers_and_properties() {
+        match cmd(&[
+            "publish",
+            "",
+            "q",
+            "hi",
+            "--persistent",
+            "--header",
+            "n=1",
+            "--property",
+            "app_id=cli",
+            "--mandatory",
+        ]) {
+            Command::Publish(p) => {
+                assert_eq!(p.body.as_deref(), Some("hi"));
+                assert!(p.mandatory && !p.confirm && !p.lines);
+                assert_eq!(p.properties.delivery_mode, Some(2));
+                assert_eq!(p.properties.app_id.as_deref(), Some("cli"));
+                assert_eq!(p.properties.headers.unwrap()["n"], FieldValue::I64(1));
+            }
+            other => panic!("{other:?}"),
+        }
+        match cmd(&["publish", "x", "k", "--lines"]) {
+            Command::Publish(p) => assert!(p.lines && p.body.is_none()),
+            other => panic!("{other:?}"),
+        }
+        assert!(usage_error(&["publish", "x", "k", "b", "--lines"]).contains("--lines"));
+        assert!(usage_error(&["publish", "x"]).contains("ROUTING_KEY"));
+        assert!(usage_error(&["publish", "x", "k", "b", "extra"]).contains("extra"));
+    }
+
+    #[test]
+    fn usage_errors() {
+        assert!(usage_error(&[]).contains("no command"));
+        assert!(usage_error(&["frobnicate"]).contains("unknown command"));
+        assert!(usage_error(&["declare", "exchange", "x"]).contains("--type"));
+        assert!(usage_error(&["declare", "widget", "x"]).contains("unknown command"));
+        assert!(usage_error(&["list", "queues", "--durable"]).contains("not valid for 'list'"));
+        assert!(usage_error(&["list", "widgets"]).contains("cannot list"));
+        assert!(usage_error(&["status", "--bogus"]).contains("unknown option"));
+        assert!(usage_error(&["consume", "q", "--count", "x"]).contains("not a valid number"));
+        assert!(usage_error(&["consume", "q", "--count", "0"]).contains("at least 1"));
+        assert!(usage_error(&["consume", "q", "--timeout", "-1"]).contains("positive"));
+        assert!(usage_error(&["get"]).contains("QUEUE"));
+        assert!(usage_error(&["status", "--json=yes"]).contains("json"));
+    }
+}

@@ -1,0 +1,371 @@
+//! Running a parsed command against the server.
+
+use super::args::{Command, ConsumeArgs, GetArgs, Global, PublishArgs};
+use super::output::{self, Printed};
+use super::{code_name, CliError};
+use relaymq::client::{
+    Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent,
+    PublishMessage, ReturnedMessage,
+};
+use relaymq::types::field_table::table_to_json;
+use std::io::{self, BufRead, Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Time to wait for publisher confirms after the last publish.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Messages `publish --lines` hands to one `publish_batch` call.
+const LINES_BATCH_MESSAGES: usize = 1000;
+
+/// Body bytes `publish --lines` hands to one `publish_batch` call.
+const LINES_BATCH_BYTES: usize = 256 * 1024;
+
+/// How often `consume` looks at the signal flag while it waits, milliseconds.
+const SIGNAL_POLL_MS: u64 = 200;
+
+/// Connects, runs the command, closes the connection.
+///
+/// # Errors
+/// [`CliError`] with the exit code the failure calls for.
+pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
+    let options = ConnectOptions {
+        user: global.user.clone(),
+        password: global.password.clone(),
+        vhost: global.vhost.clone(),
+        client_name: "relaymq-cli".into(),
+        ..ConnectOptions::new(global.addr.clone())
+    };
+    let conn = Connection::connect_with(options).map_err(|e| match e {
+        ClientError::Usage(m) => CliError::Usage(m),
+        e => CliError::Connect(e),
+    })?;
+    execute(&conn, command)?;
+    conn.close()?;
+    Ok(())
+}
+
+fn execute(conn: &Connection, command: Command) -> Result<(), CliError> {
+    let stdout = io::stdout();
+    match command {
+        Command::DeclareVhost(name) => conn.declare_vhost(&name)?,
+        Command::DeleteVhost(name) => conn.delete_vhost(&name)?,
+        Command::List { kind, json } => {
+            let rows = conn.list(kind)?;
+            let text = if json {
+                format!("{}\n", output::rows_json(&rows))
+            } else {
+                output::format_table(output::columns(kind), &rows)
+            };
+            stdout.lock().write_all(text.as_bytes())?;
+        }
+        Command::Status { json } => {
+            let info = conn.status()?;
+            let text = if json {
+                format!("{}\n", table_to_json(&info))
+            } else {
+                output::status_lines(&info)
+            };
+            stdout.lock().write_all(text.as_bytes())?;
+        }
+        Command::Publish(a) => publish(conn, a)?,
+        Command::Consume(a) => consume(conn, a)?,
+        Command::Get(a) => get(conn, a)?,
+        other => {
+            let ch = conn.open_channel()?;
+            definition(&ch, other)?;
+            ch.close()?;
+        }
+    }
+    Ok(())
+}
+
+/// Declarations, deletions, purges and bindings: one request on a channel.
+fn definition(ch: &Channel, command: Command) -> Result<(), CliError> {
+    match command {
+        Command::DeclareExchange {
+            name,
+            kind,
+            options,
+        } => ch.exchange_declare(&name, &kind, options)?,
+        Command::DeclareQueue { name, options } => {
+            let ok = ch.queue_declare(&name, options)?;
+            writeln!(io::stdout().lock(), "{}", ok.queue)?;
+        }
+        Command::DeleteExchange { name, if_unused } => ch.exchange_delete(&name, if_unused)?,
+        Command::DeleteQueue {
+            name,
+            if_unused,
+            if_empty,
+        } => {
+            ch.queue_delete(&name, if_unused, if_empty)?;
+        }
+        Command::PurgeQueue(name) => {
+            let n = ch.queue_purge(&name)?;
+            writeln!(io::stdout().lock(), "{n}")?;
+        }
+        Command::Binding {
+            exchange_to_exchange,
+            bind,
+            destination,
+            source,
+            key,
+            arguments,
+        } => match (exchange_to_exchange, bind) {
+            (false, true) => ch.queue_bind(&destination, &source, &key, arguments)?,
+            (false, false) => ch.queue_unbind(&destination, &source, &key, arguments)?,
+            (true, true) => ch.exchange_bind(&destination, &source, &key, arguments)?,
+            (true, false) => ch.exchange_unbind(&destination, &source, &key, arguments)?,
+        },
+        other => unreachable!("not a definition command: {other:?}"),
+    }
+    Ok(())
+}
+
+/// `publish`: one message (argument or all of stdin) or one per stdin line, batched.
+/// With `--mandatory` the channel is put in confirm mode too: the confirm of a returned
+/// message follows its return, so waiting for confirms means every return has arrived.
+fn publish(conn: &Connection, a: Box<PublishArgs>) -> Result<(), CliError> {
+    let ch = conn.open_channel()?;
+    let track = a.confirm || a.mandatory;
+    if track {
+        ch.confirm_select()?;
+    }
+    let returns = ch.returns();
+    let message = |body: Vec<u8>| PublishMessage {
+        exchange: a.exchange.clone(),
+        routing_key: a.routing_key.clone(),
+        mandatory: a.mandatory,
+        properties: a.properties.clone(),
+        body,
+    };
+    if a.lines {
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        let mut input = io::stdin().lock();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+            if line.last() == Some(&b'\n') {
+                line.pop();
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+            }
+            bytes += line.len();
+            batch.push(message(line.clone()));
+            if batch.len() >= LINES_BATCH_MESSAGES || bytes >= LINES_BATCH_BYTES {
+                ch.publish_batch(&batch)?;
+                batch.clear();
+                bytes = 0;
+            }
+        }
+        ch.publish_batch(&batch)?;
+    } else {
+        let body = match a.body {
+            Some(b) => b.into_bytes(),
+            None => {
+                let mut b = Vec::new();
+                io::stdin().lock().read_to_end(&mut b)?;
+                b
+            }
+        };
+        let m = message(body);
+        ch.basic_publish(
+            &m.exchange,
+            &m.routing_key,
+            m.mandatory,
+            &m.properties,
+            &m.body,
+        )?;
+    }
+    let all_acked = if track {
+        ch.wait_for_confirms(CONFIRM_TIMEOUT).map_err(|e| match e {
+            ClientError::Timeout => CliError::Timeout(format!(
+                "no publisher confirm within {} s",
+                CONFIRM_TIMEOUT.as_secs()
+            )),
+            e => CliError::Client(e),
+        })?
+    } else {
+        true
+    };
+    // The close round trip also reports a publish the server refused (e.g. 404 exchange).
+    ch.close()?;
+    let returned: Vec<ReturnedMessage> = returns.try_iter().collect();
+    if let Some(first) = returned.first() {
+        return Err(CliError::Rejected(returned_message(first, returned.len())));
+    }
+    if !all_acked {
+        return Err(CliError::Rejected(
+            "the server nacked a published message".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `NO_ROUTE (312): text (exchange 'x', routing key 'k')`, with the count when several
+/// came back.
+fn returned_message(first: &ReturnedMessage, count: usize) -> String {
+    let mut m = format!(
+        "{}: {} (exchange '{}', routing key '{}')",
+        code_name(first.reply_code),
+        first.reply_text,
+        first.exchange,
+        first.routing_key
+    );
+    if count > 1 {
+        m.push_str(&format!("; {count} messages returned"));
+    }
+    m
+}
+
+/// How a `consume` run ended.
+enum Ended {
+    /// `--count` messages printed.
+    Count,
+    /// `--timeout` passed.
+    TimedOut,
+    /// SIGINT or SIGTERM.
+    Interrupted,
+    /// The server cancelled the consumer (queue deleted).
+    ServerCancelled,
+    /// Printing failed (e.g. the reader of the pipe went away).
+    Output(io::Error),
+}
+
+/// `consume`: prints deliveries until `--count`, `--timeout` or a signal. With `--count`
+/// the acks are sent after the consumer is cancelled (one `multiple` ack), so the prefetch
+/// window never opens for a message that would only be requeued. `--no-ack` with
+/// `--count` consumes in ack mode the same way: a real `no_ack` consumer is not limited by
+/// the prefetch count, so the server would push (and the tool drop) more than N messages.
+fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let ch = conn.open_channel()?;
+    let prefetch = a
+        .prefetch
+        .or(a.count.map(|n| n.min(u16::MAX as u64) as u16));
+    if let Some(p) = prefetch {
+        ch.basic_qos(p, false)?;
+    }
+    let no_ack = a.no_ack && a.count.is_none();
+    let options = ConsumeOptions {
+        no_ack,
+        ..ConsumeOptions::default()
+    };
+    let consumer = ch.basic_consume(&a.queue, options)?;
+    let deadline = a.timeout.map(|t| Instant::now() + t);
+    let mut printed = 0u64;
+    let mut last_unacked = None;
+    let mut out = io::stdout().lock();
+    let ended = loop {
+        if a.count.is_some_and(|n| printed >= n) {
+            break Ended::Count;
+        }
+        if stop.load(Ordering::Relaxed) {
+            break Ended::Interrupted;
+        }
+        let mut wait = Duration::from_millis(SIGNAL_POLL_MS);
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Ended::TimedOut;
+            }
+            wait = wait.min(left);
+        }
+        let d = match consumer.recv_timeout(wait) {
+            Ok(ConsumerEvent::Delivery(d)) => d,
+            Ok(ConsumerEvent::Cancelled) => break Ended::ServerCancelled,
+            Err(ClientError::Timeout) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let shown = Printed {
+            exchange: &d.exchange,
+            routing_key: &d.routing_key,
+            redelivered: d.redelivered,
+            delivery_tag: d.delivery_tag,
+            properties: &d.properties,
+            body: &d.body,
+        };
+        if let Err(e) = output::write_message(&mut out, &shown, a.json) {
+            break Ended::Output(e);
+        }
+        printed += 1;
+        if !no_ack {
+            if a.count.is_some() {
+                last_unacked = Some(d.delivery_tag);
+            } else {
+                ch.basic_ack(d.delivery_tag, false)?;
+            }
+        }
+    };
+    if !matches!(ended, Ended::ServerCancelled) {
+        consumer.cancel()?;
+    }
+    if let Some(tag) = last_unacked {
+        ch.basic_ack(tag, true)?;
+    }
+    ch.close()?;
+    match ended {
+        Ended::Count | Ended::Interrupted => Ok(()),
+        Ended::TimedOut => match a.count {
+            Some(n) => Err(CliError::Timeout(format!(
+                "timed out with {printed} of {n} messages"
+            ))),
+            None => Ok(()),
+        },
+        Ended::ServerCancelled => Err(CliError::Other(anyhow::anyhow!(
+            "consumer {} was cancelled by the server (queue deleted?)",
+            consumer.tag()
+        ))),
+        Ended::Output(e) => Err(CliError::Other(
+            anyhow::Error::new(e).context("cannot write to standard output"),
+        )),
+    }
+}
+
+/// `get`: up to `--count` `basic.get`s; acks each message after printing it, or with
+/// `--requeue` nacks them all (requeue) at the end, so the same message is not fetched
+/// twice.
+fn get(conn: &Connection, a: GetArgs) -> Result<(), CliError> {
+    let ch = conn.open_channel()?;
+    let mut out = io::stdout().lock();
+    let mut last_held = None;
+    for _ in 0..a.count {
+        let Some(m) = ch.basic_get(&a.queue, false)? else {
+            break;
+        };
+        let shown = Printed {
+            exchange: &m.exchange,
+            routing_key: &m.routing_key,
+            redelivered: m.redelivered,
+            delivery_tag: m.delivery_tag,
+            properties: &m.properties,
+            body: &m.body,
+        };
+        if let Err(e) = output::write_message(&mut out, &shown, a.json) {
+            // Put back this message and any held ones: nobody saw them.
+            ch.basic_nack(m.delivery_tag, true, true)?;
+            return Err(CliError::Other(
+                anyhow::Error::new(e).context("cannot write to standard output"),
+            ));
+        }
+        if a.requeue {
+            last_held = Some(m.delivery_tag);
+        } else {
+            ch.basic_ack(m.delivery_tag, false)?;
+        }
+    }
+    if let Some(tag) = last_held {
+        ch.basic_nack(tag, true, true)?;
+    }
+    ch.close()?;
+    Ok(())
+}

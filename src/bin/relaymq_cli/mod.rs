@@ -1,0 +1,96 @@
+//! The parts of `relaymq-cli`: argument parsing, the commands, output formats, and the
+//! error type that decides the exit code.
+
+pub mod args;
+pub mod commands;
+pub mod output;
+
+use relaymq::client::ClientError;
+use relaymq::error::ReplyCode;
+
+/// Why the tool failed; decides the message and the exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad command line (exit 2).
+    Usage(String),
+    /// Could not connect or authenticate (exit 3).
+    Connect(ClientError),
+    /// A request failed (exit 1 when the server refused, 3 when the connection broke,
+    /// 4 on timeout, 2 for client-side validation).
+    Client(ClientError),
+    /// A run-time limit set by the user passed (exit 4).
+    Timeout(String),
+    /// A published message was nacked or returned (exit 5).
+    Rejected(String),
+    /// Anything else: reading standard input, writing standard output (exit 1).
+    Other(anyhow::Error),
+}
+
+impl CliError {
+    /// The process exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Connect(_) => 3,
+            CliError::Client(e) => match e {
+                ClientError::Timeout => 4,
+                ClientError::Io(_) | ClientError::Auth { .. } => 3,
+                ClientError::Usage(_) => 2,
+                _ => 1,
+            },
+            CliError::Timeout(_) => 4,
+            CliError::Rejected(_) => 5,
+            CliError::Other(_) => 1,
+        }
+    }
+
+    /// The message printed after `error: `: `NAME (CODE): text` for server errors.
+    pub fn message(&self) -> String {
+        match self {
+            CliError::Usage(m) | CliError::Timeout(m) | CliError::Rejected(m) => m.clone(),
+            CliError::Connect(e) | CliError::Client(e) => e.to_string(),
+            CliError::Other(e) => format!("{e:#}"),
+        }
+    }
+}
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> CliError {
+        CliError::Client(e)
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> CliError {
+        CliError::Other(e.into())
+    }
+}
+
+/// `NAME (CODE)` for a reply code, or `reply code CODE` outside the specification's list.
+pub fn code_name(code: u16) -> String {
+    match ReplyCode::from_u16(code) {
+        Some(rc) => rc.to_string(),
+        None => format!("reply code {code}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        let refused = ClientError::ChannelClosed {
+            code: 404,
+            text: "no queue 'x' in vhost '/'".into(),
+        };
+        let e = CliError::from(refused);
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(e.message(), "NOT_FOUND (404): no queue 'x' in vhost '/'");
+        assert_eq!(CliError::from(ClientError::Timeout).exit_code(), 4);
+        assert_eq!(CliError::Connect(ClientError::Timeout).exit_code(), 3);
+        assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
+        assert_eq!(CliError::Rejected("x".into()).exit_code(), 5);
+        assert_eq!(code_name(312), "NO_ROUTE (312)");
+    }
+}
