@@ -27,3 +27,8 @@ pub mod limits;
 pub mod protocol;
 pub mod server;
 pub mod types;
+
+/// The README's code examples, compiled by `cargo test` so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
