@@ -42,6 +42,12 @@ pub struct ConnectionInfo {
     pub id: u64,
     /// Client address.
     pub peer: SocketAddr,
+    /// Server address the client connected to.
+    pub local: SocketAddr,
+    /// Negotiated frame size, bytes.
+    pub frame_max: u32,
+    /// Negotiated heartbeat interval, seconds.
+    pub heartbeat_s: u16,
     /// Authenticated user.
     pub user: String,
     /// Vhost in use.

@@ -104,6 +104,11 @@ impl Channel {
         }
     }
 
+    /// Whether the channel was closed.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
     /// The per-consumer prefetch new consumers get.
     pub fn consumer_prefetch(&self) -> u16 {
         self.lock().consumer_prefetch
@@ -169,12 +174,15 @@ impl Channel {
     }
 
     /// Assigns a delivery tag to a message taken with `basic.get`, recording it as unacked
-    /// unless `no_ack`. Returns `None` when the channel is closed.
+    /// unless `no_ack`, and calls `emit` with the tag under the channel lock, so the
+    /// `get-ok` is written before any later delivery on the channel. Returns `None` (and
+    /// emits nothing) when the channel is closed.
     pub fn record_get(
         &self,
         queue: &Arc<Queue>,
         entry: &QueuedMessage,
         no_ack: bool,
+        emit: impl FnOnce(u64),
     ) -> Option<u64> {
         let mut st = self.lock();
         if st.closed {
@@ -182,6 +190,7 @@ impl Channel {
         }
         let tag = st.next_tag;
         st.next_tag += 1;
+        emit(tag);
         if !no_ack {
             st.unacked.push_back(Unacked {
                 tag,
@@ -201,24 +210,23 @@ impl Channel {
     /// §1.8.3.13; RabbitMQ's text).
     pub fn take(&self, tag: u64, multiple: bool) -> Result<Vec<Unacked>, BrokerError> {
         let mut st = self.lock();
-        let taken: Vec<Unacked> = if multiple {
-            let n = if tag == 0 {
-                st.unacked.len()
-            } else {
-                st.unacked.partition_point(|u| u.tag <= tag)
-            };
-            st.unacked.drain(..n).collect()
+        let taken: Vec<Unacked> = if multiple && tag == 0 {
+            st.unacked.drain(..).collect()
         } else {
-            match st.unacked.binary_search_by_key(&tag, |u| u.tag) {
-                Ok(i) => st.unacked.remove(i).into_iter().collect(),
-                Err(_) => Vec::new(),
+            // The tag itself must be outstanding, with or without `multiple` (RabbitMQ's
+            // collect_acks): acking "up to 5" after 5 was settled is a client bug, not a
+            // licence to settle 1–4.
+            let Ok(i) = st.unacked.binary_search_by_key(&tag, |u| u.tag) else {
+                return Err(BrokerError::precondition(format!(
+                    "unknown delivery tag {tag}"
+                )));
+            };
+            if multiple {
+                st.unacked.drain(..=i).collect()
+            } else {
+                st.unacked.remove(i).into_iter().collect()
             }
         };
-        if taken.is_empty() && !(multiple && tag == 0) {
-            return Err(BrokerError::precondition(format!(
-                "unknown delivery tag {tag}"
-            )));
-        }
         Self::release(&mut st, &taken);
         Ok(taken)
     }

@@ -2,7 +2,7 @@
 //! (`messages_ready`, `auto_delete`, …) so scripts written for `rabbitmqadmin` read them.
 //! Fields are only ever added.
 
-use crate::broker::broker::Broker;
+use crate::broker::broker::{Broker, ConnectionInfo};
 use crate::broker::router::Destination;
 use crate::broker::vhost::VirtualHost;
 use crate::types::{FieldTable, FieldValue};
@@ -136,20 +136,38 @@ pub fn bindings(vh: &VirtualHost) -> Vec<FieldTable> {
         .collect()
 }
 
-/// One row per consumer of the vhost's queues: `queue`, `consumer_tag`, `connection`,
-/// `channel`, `ack_required`, `exclusive`, `prefetch_count`, `arguments`.
-pub fn consumers(vh: &VirtualHost) -> Vec<FieldTable> {
+/// One row per consumer of the vhost's queues, in RabbitMQ's management shape:
+/// `consumer_tag`, `queue` (`{name, vhost}`), `channel_details` (`{connection_name,
+/// number}`), `ack_required`, `exclusive`, `prefetch_count`, `arguments`, and RelayMQ's
+/// `unacked`.
+pub fn consumers(vh: &VirtualHost, broker: &Broker) -> Vec<FieldTable> {
+    let names: std::collections::HashMap<u64, String> = broker
+        .connections()
+        .iter()
+        .map(|c| (c.id, connection_name(c)))
+        .collect();
     let mut all = vh.all_queues();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     let mut out = Vec::new();
     for q in all {
         for c in q.consumers() {
+            let conn_name = names
+                .get(&c.channel.connection_id)
+                .cloned()
+                .unwrap_or_else(|| c.channel.connection_id.to_string());
             out.push(row(vec![
-                ("queue", s(&q.name)),
-                ("vhost", s(&vh.name)),
                 ("consumer_tag", s(&c.tag)),
-                ("connection", n(c.channel.connection_id)),
-                ("channel", n(c.channel.number)),
+                (
+                    "queue",
+                    FieldValue::Table(row(vec![("name", s(&q.name)), ("vhost", s(&vh.name))])),
+                ),
+                (
+                    "channel_details",
+                    FieldValue::Table(row(vec![
+                        ("connection_name", s(&conn_name)),
+                        ("number", n(c.channel.number)),
+                    ])),
+                ),
                 ("ack_required", FieldValue::Bool(!c.no_ack)),
                 ("exclusive", FieldValue::Bool(c.exclusive)),
                 ("prefetch_count", n(c.prefetch)),
@@ -161,9 +179,14 @@ pub fn consumers(vh: &VirtualHost) -> Vec<FieldTable> {
     out
 }
 
-/// One row per connection: `id`, `name` (`peer -> server` style), `peer_host`,
-/// `peer_port`, `user`, `vhost`, `channels`, `client_name`, `connected_at` (ms since the
-/// Unix epoch).
+fn connection_name(c: &ConnectionInfo) -> String {
+    format!("{} -> {}", c.peer, c.local)
+}
+
+/// One row per connection, in RabbitMQ's management shape: `name` (`"peer -> local"`),
+/// `user`, `vhost`, `peer_host`, `peer_port`, `channels`, `frame_max`, `timeout`
+/// (heartbeat, s), `user_provided_name` (the client's name), `connected_at` (ms since the
+/// Unix epoch), and RelayMQ's `id`.
 pub fn connections(broker: &Broker) -> Vec<FieldTable> {
     broker
         .connections()
@@ -176,16 +199,18 @@ pub fn connections(broker: &Broker) -> Vec<FieldTable> {
                 .unwrap_or(0);
             row(vec![
                 ("id", n(c.id)),
-                ("name", s(&format!("{} ({})", c.peer, c.id))),
-                ("peer_host", s(&c.peer.ip().to_string())),
-                ("peer_port", n(c.peer.port())),
+                ("name", s(&connection_name(c))),
                 ("user", s(&c.user)),
                 ("vhost", s(&c.vhost)),
+                ("peer_host", s(&c.peer.ip().to_string())),
+                ("peer_port", n(c.peer.port())),
                 (
                     "channels",
                     n(c.channels.load(std::sync::atomic::Ordering::Relaxed)),
                 ),
-                ("client_name", s(&c.client_name)),
+                ("frame_max", n(c.frame_max)),
+                ("timeout", n(c.heartbeat_s)),
+                ("user_provided_name", s(&c.client_name)),
                 ("connected_at", n(at_ms)),
             ])
         })

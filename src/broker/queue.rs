@@ -280,16 +280,18 @@ impl Queue {
     }
 
     /// Takes the head message for `basic.get`; returns it with the count of messages
-    /// still ready. `record` assigns the delivery tag (under the queue lock, so the
-    /// channel's tags stay ordered); when it returns `None` the message stays.
+    /// still ready. `record` gets the head and the count that will be left, and assigns the
+    /// delivery tag (under the queue lock, so the channel's tags stay ordered); when it
+    /// returns `None` the message stays.
     pub fn get(
         self: &Arc<Self>,
-        record: impl FnOnce(&QueuedMessage) -> Option<u64>,
+        record: impl FnOnce(&QueuedMessage, usize) -> Option<u64>,
         tracked: bool,
     ) -> Option<(u64, QueuedMessage, usize)> {
         let mut st = self.lock();
+        let left = st.ready.len().checked_sub(1)?;
         let front = st.ready.front()?;
-        let tag = record(front)?;
+        let tag = record(front, left)?;
         let entry = st.ready.pop_front()?;
         st.stats.ready_bytes -= entry.msg.body_size();
         st.stats.delivered += 1;

@@ -484,7 +484,9 @@ impl Session {
         Ok(())
     }
 
-    /// AMQP `basic.get`: the head message, or `None` when the queue has none ready.
+    /// AMQP `basic.get`: takes the head message and calls `reply` with it (under the
+    /// channel lock, so `get-ok` precedes any later delivery on the channel). Returns
+    /// false when the queue had no ready message (the adapter answers `get-empty`).
     ///
     /// # Errors
     /// 404 absent queue; 405 exclusive queue of another connection.
@@ -493,19 +495,27 @@ impl Session {
         ch: u16,
         queue: &str,
         no_ack: bool,
-    ) -> Result<Option<GetResult>, BrokerError> {
+        reply: impl FnOnce(GetResult),
+    ) -> Result<bool, BrokerError> {
         let q = {
             self.channel(ch)?;
             self.vhost.queue_for(queue, self.id)?
         };
         let channel = Arc::clone(&self.channel(ch)?.shared);
-        let got = q.get(|entry| channel.record_get(&q, entry, no_ack), !no_ack);
-        Ok(got.map(|(tag, entry, left)| GetResult {
-            delivery_tag: tag,
-            redelivered: entry.redelivered,
-            message_count: left as u32,
-            message: entry.msg,
-        }))
+        let got = q.get(
+            |entry, left| {
+                channel.record_get(&q, entry, no_ack, |tag| {
+                    reply(GetResult {
+                        delivery_tag: tag,
+                        redelivered: entry.redelivered,
+                        message_count: left as u32,
+                        message: Arc::clone(&entry.msg),
+                    })
+                })
+            },
+            !no_ack,
+        );
+        Ok(got.is_some())
     }
 
     /// AMQP `basic.ack`.

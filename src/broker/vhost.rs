@@ -92,6 +92,48 @@ fn inequivalent(
     ))
 }
 
+/// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
+/// refused rather than accepted and ignored, so nobody believes a queue is bounded or
+/// expiring when it is not (the message-lifecycle work adds them).
+const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 11] = [
+    "x-message-ttl",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-overflow",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-delivery-limit",
+    "x-max-priority",
+    "x-consumer-timeout",
+    "x-single-active-consumer",
+];
+
+fn unsupported_argument(name: &str) -> BrokerError {
+    BrokerError::precondition(format!(
+        "argument '{name}' is not supported by this version of RelayMQ"
+    ))
+}
+
+/// Checks queue arguments: RabbitMQ's that RelayMQ does not implement yet are 406, as is
+/// an `x-queue-type` other than `classic`; other arguments are kept as given.
+fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
+    for name in UNSUPPORTED_QUEUE_ARGUMENTS {
+        if arguments.contains_key(name) {
+            return Err(unsupported_argument(name));
+        }
+    }
+    if let Some(t) = arguments.get("x-queue-type") {
+        if t.as_str() != Some("classic") {
+            return Err(BrokerError::precondition(format!(
+                "invalid arg 'x-queue-type' {:?}: only 'classic' queues are supported",
+                t.to_json()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn default_exchange_refused() -> BrokerError {
     BrokerError::access_refused("operation not permitted on the default exchange")
 }
@@ -208,12 +250,17 @@ impl VirtualHost {
             return Err(default_exchange_refused());
         }
         let kind = ExchangeKind::parse(&spec.kind)?;
-        if names::is_reserved(name) {
+        if spec.arguments.contains_key("alternate-exchange") {
+            return Err(unsupported_argument("alternate-exchange"));
+        }
+        let mut map = self.exchanges_mut();
+        // RabbitMQ checks the reserved prefix only when creating: an equivalent redeclare
+        // of `amq.topic` succeeds.
+        if names::is_reserved(name) && !map.contains_key(name) {
             return Err(BrokerError::access_refused(format!(
                 "exchange name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
-        let mut map = self.exchanges_mut();
         if let Some(e) = map.get(name) {
             let vh = &*self.name;
             if e.kind != kind {
@@ -351,13 +398,29 @@ impl VirtualHost {
         connection_id: u64,
     ) -> Result<(), BrokerError> {
         let src = self.check_binding_ends(source, destination, connection_id)?;
-        let mut router = src.router_mut();
-        router.validate(key, arguments)?;
-        router.add(Binding {
+        let binding = Binding {
             destination: destination.clone(),
             binding_key: key.to_string(),
             arguments: arguments.clone(),
-        });
+        };
+        {
+            let mut router = src.router_mut();
+            router.validate(key, arguments)?;
+            if !router.add(binding.clone()) {
+                return Ok(());
+            }
+        }
+        // A concurrent delete of either end may have swept the routers before this binding
+        // was added: undo it rather than leave a binding to a name that a later declare
+        // would silently inherit.
+        if !self.binding_ends_exist(&src, destination) {
+            src.router_mut().remove(&binding);
+            return Err(match destination {
+                Destination::Queue(q) if self.queue(q).is_none() => self.no_queue(q),
+                Destination::Exchange(x) if self.exchange(x).is_none() => self.no_exchange(x),
+                _ => self.no_exchange(source),
+            });
+        }
         Ok(())
     }
 
@@ -389,6 +452,17 @@ impl VirtualHost {
             self.remove_exchange(&src);
         }
         Ok(())
+    }
+
+    fn binding_ends_exist(&self, source: &Arc<Exchange>, destination: &Destination) -> bool {
+        let source_live = self
+            .exchange(&source.name)
+            .is_some_and(|e| Arc::ptr_eq(&e, source));
+        let destination_live = match destination {
+            Destination::Queue(q) => self.queue(q).is_some(),
+            Destination::Exchange(x) => self.exchange(x).is_some(),
+        };
+        source_live && destination_live
     }
 
     fn check_binding_ends(
@@ -436,6 +510,7 @@ impl VirtualHost {
             let q = self.queue_for(&spec.name, connection_id)?;
             return Ok(declared(&q));
         }
+        check_queue_arguments(&spec.arguments)?;
         let name = if spec.name.is_empty() {
             names::generate("amq.gen-")
         } else if names::is_reserved(&spec.name) {
@@ -461,14 +536,12 @@ impl VirtualHost {
                 ));
             }
             if q.exclusive != spec.exclusive {
-                return Err(inequivalent(
-                    "exclusive",
-                    "queue",
-                    &name,
-                    vh,
-                    spec.exclusive,
-                    q.exclusive,
-                ));
+                // RabbitMQ answers an exclusivity mismatch as a locked resource.
+                return Err(BrokerError::resource_locked(format!(
+                    "cannot obtain exclusive access to locked queue '{name}' in vhost '{vh}'. It \
+                     could be originally declared on another connection or the exclusive \
+                     property value does not match that of the original declaration."
+                )));
             }
             if q.auto_delete != spec.auto_delete {
                 return Err(inequivalent(
@@ -666,6 +739,9 @@ impl VirtualHost {
 /// Tells each consumer's client that the server cancelled it.
 pub fn notify_cancelled(consumers: &[Arc<Consumer>]) {
     for c in consumers {
-        c.channel.sink.cancel(c.channel.number, &c.tag);
+        // A closing channel's consumers are gone with it; its number may even be reused.
+        if !c.channel.is_closed() {
+            c.channel.sink.cancel(c.channel.number, &c.tag);
+        }
     }
 }

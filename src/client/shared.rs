@@ -179,9 +179,7 @@ impl Shared {
         let written = lock(&self.writer).send(channel, id, &method);
         if let Err(e) = written {
             lock(&self.state).pending.remove(&(channel, id));
-            let err = ClientError::Io(e);
-            self.fail_connection(err.duplicate());
-            return Err(err);
+            return Err(self.io_failure(e));
         }
         match rx.recv_timeout(self.timeout) {
             Ok(reply) => reply,
@@ -232,10 +230,12 @@ impl Shared {
         write(&mut w).map_err(|e| self.io_failure(e))
     }
 
+    /// Fails the connection after a write error and returns its close reason: the
+    /// server's `connection.close` when the reader routed one first (the write then fails
+    /// only because the server closed the socket after it), else the write error.
     fn io_failure(&self, e: std::io::Error) -> ClientError {
-        let err = ClientError::Io(e);
-        self.fail_connection(err.duplicate());
-        err
+        self.fail_connection(ClientError::Io(e));
+        lock(&self.state).connection_error()
     }
 
     /// Reserves a free channel number and its routing state (before `channel.open` is

@@ -61,6 +61,9 @@ pub enum Event {
     Closed,
 }
 
+/// Mailbox slots kept allocated once it drains; a larger backlog's memory is released.
+const MAILBOX_IDLE_EVENTS: usize = 64;
+
 #[derive(Debug, Default)]
 struct Mailbox {
     events: VecDeque<(Event, usize)>,
@@ -145,6 +148,9 @@ impl Conn {
             into.push(event);
         }
         mb.bytes -= bytes;
+        if mb.events.is_empty() && mb.events.capacity() > MAILBOX_IDLE_EVENTS {
+            mb.events = VecDeque::new();
+        }
         bytes
     }
 

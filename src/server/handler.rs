@@ -7,7 +7,7 @@
 
 use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::FRAME_BYTES_MIN;
+use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
 use crate::protocol::frame::write_method;
 use crate::protocol::{ListKind, Method};
 use crate::server::config::{negotiate, ServerConfig};
@@ -36,6 +36,7 @@ pub struct Handler {
     conn: Weak<Conn>,
     id: u64,
     peer: SocketAddr,
+    local: SocketAddr,
     outbound: Arc<Outbound>,
     frame_max: u32,
     state: State,
@@ -44,13 +45,16 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// A handler for a connection that has not opened yet.
+    /// A handler for a connection that has not opened yet; `peer` and `local` are the
+    /// socket's two addresses.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         broker: Arc<Broker>,
         config: Arc<ServerConfig>,
         conn: Weak<Conn>,
         id: u64,
         peer: SocketAddr,
+        local: SocketAddr,
         outbound: Arc<Outbound>,
         frame_max: u32,
     ) -> Handler {
@@ -60,6 +64,7 @@ impl Handler {
             conn,
             id,
             peer,
+            local,
             outbound,
             frame_max,
             state: State::AwaitOpen,
@@ -92,7 +97,9 @@ impl Handler {
                 let err = BrokerError::precondition(format!(
                     "message size {size} is larger than configured max size {max}"
                 ));
-                if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
+                if self.closing_channels.contains(&channel) {
+                    // Already being closed: everything on it is ignored until close-ok.
+                } else if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
                     self.fail(channel, request_id, method_id, err);
                 } else {
                     self.close_connection(ReplyCode::FrameError, &err.text, method_id, request_id);
@@ -126,6 +133,11 @@ impl Handler {
                 self.state = State::Closing;
             }
         }
+    }
+
+    /// Closes the connection after an internal error (541), releasing its session.
+    pub fn abort(&mut self) {
+        self.close_connection(ReplyCode::InternalError, "internal error", 0, 0);
     }
 
     fn session(&self) -> Option<&Session> {
@@ -244,7 +256,13 @@ impl Handler {
                 return;
             }
         };
-        let frame_max = negotiate(frame_max, self.config.frame_max).max(FRAME_BYTES_MIN);
+        if frame_max != 0 && frame_max < FRAME_BYTES_MIN {
+            let text =
+                format!("frame_max {frame_max} is below the minimum of {FRAME_BYTES_MIN} bytes");
+            self.close_connection(ReplyCode::NotAllowed, &text, 0x0001, request_id);
+            return;
+        }
+        let frame_max = negotiate(frame_max, self.config.frame_max);
         let heartbeat_s = negotiate(heartbeat_s, self.config.heartbeat_s);
         let channel_max = negotiate(channel_max, self.config.channel_max);
         let Some(conn) = self.conn.upgrade() else {
@@ -262,6 +280,9 @@ impl Handler {
         self.broker.register_connection(ConnectionInfo {
             id: self.id,
             peer: self.peer,
+            local: self.local,
+            frame_max,
+            heartbeat_s,
             user: user.clone(),
             vhost: vhost.clone(),
             client_name: client_name.clone(),
@@ -331,9 +352,12 @@ impl Handler {
                     ListKind::Exchanges => listing::exchanges(vh),
                     ListKind::Queues => listing::queues(vh),
                     ListKind::Bindings => listing::bindings(vh),
-                    ListKind::Consumers => listing::consumers(vh),
+                    ListKind::Consumers => listing::consumers(vh, &broker),
                     ListKind::Connections => listing::connections(&broker),
                 };
+                let mut rows = rows;
+                // The protocol caps a listing (docs/protocol.md §12); the rest is left out.
+                rows.truncate(LIST_ROWS_MAX);
                 Ok(Method::ListOk { rows })
             }
             other => Err(BrokerError::new(
@@ -541,10 +565,11 @@ impl Handler {
                 .basic_cancel(ch, &consumer_tag)
                 .map(|_| Some(Method::Ok)),
             Method::BasicGet { queue, no_ack } => {
-                session.basic_get(ch, &queue, no_ack).map(|got| {
-                    Some(match got {
-                        None => Method::GetEmpty,
-                        Some(g) => Method::GetOk {
+                let outbound = &self.outbound;
+                let frame_max = self.frame_max;
+                session
+                    .basic_get(ch, &queue, no_ack, |g| {
+                        let m = Method::GetOk {
                             delivery_tag: g.delivery_tag,
                             redelivered: g.redelivered,
                             exchange: g.message.exchange.to_string(),
@@ -552,9 +577,12 @@ impl Handler {
                             message_count: g.message_count,
                             properties: g.message.properties().clone(),
                             body: g.message.body.clone(),
-                        },
+                        };
+                        outbound.write_with(|buf| {
+                            write_method(buf, ch, frame_max, |b| m.encode(request_id, b))
+                        });
                     })
-                })
+                    .map(|got| if got { None } else { Some(Method::GetEmpty) })
             }
             Method::Ack {
                 delivery_tag,

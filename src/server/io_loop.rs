@@ -36,6 +36,10 @@ const LISTENER: Token = Token(usize::MAX - 1);
 /// send a TCP reset), in milliseconds.
 const CLOSE_LINGER_MS: u64 = 2_000;
 
+/// How long a connection being closed by the server may take to accept its last bytes
+/// before the socket is dropped anyway, in milliseconds (a peer that never reads).
+const CLOSE_DEADLINE_MS: u64 = 5_000;
+
 /// Interval of the timer scan (heartbeats, handshake timeouts, lingering closes), in ms.
 const TICK_MS: u64 = 250;
 
@@ -63,6 +67,8 @@ struct IoConn {
     accepted_at: Instant,
     /// Write side shut; drop the socket at EOF or at this instant.
     linger_until: Option<Instant>,
+    /// When the server first saw this connection asked to close.
+    closing_since: Option<Instant>,
 }
 
 /// The I/O thread's state.
@@ -217,10 +223,15 @@ impl IoLoop {
                     let Some(pool) = self.pool.clone() else {
                         return;
                     };
-                    let outbound = Arc::new(Outbound::new(id, Arc::clone(&self.notifier)));
+                    let outbound = Arc::new(Outbound::new(
+                        id,
+                        Arc::clone(&self.notifier),
+                        self.config.broker.message_bytes_max,
+                    ));
                     let frame_max = crate::limits::FRAME_BYTES_HANDSHAKE;
                     let broker = Arc::clone(&self.broker);
                     let config = Arc::clone(&self.config);
+                    let local = socket.local_addr().unwrap_or(peer);
                     let conn = Arc::new_cyclic(|weak| {
                         let handler = Handler::new(
                             broker,
@@ -228,6 +239,7 @@ impl IoLoop {
                             weak.clone(),
                             id,
                             peer,
+                            local,
                             Arc::clone(&outbound),
                             frame_max,
                         );
@@ -252,6 +264,7 @@ impl IoLoop {
                             last_write: now,
                             accepted_at: now,
                             linger_until: None,
+                            closing_since: None,
                         },
                     );
                 }
@@ -307,7 +320,7 @@ impl IoLoop {
         }
         let now = Instant::now();
         let mut to_close = Vec::new();
-        for (id, io) in &self.conns {
+        for (id, io) in self.conns.iter_mut() {
             if let Some(t) = io.linger_until {
                 if now >= t {
                     to_close.push((*id, None));
@@ -315,6 +328,28 @@ impl IoLoop {
                 continue;
             }
             let conn = &io.conn;
+            if conn.outbound.is_overflowed() {
+                to_close.push((
+                    *id,
+                    Some("the client does not read; outbound buffer over its limit".to_string()),
+                ));
+                continue;
+            }
+            if conn.outbound.is_closing() {
+                let since = *io.closing_since.get_or_insert(now);
+                if now.duration_since(since) > Duration::from_millis(CLOSE_DEADLINE_MS) {
+                    to_close.push((
+                        *id,
+                        Some(format!("close not flushed within {CLOSE_DEADLINE_MS} ms")),
+                    ));
+                }
+                continue;
+            }
+            if io.paused {
+                // Not reading by our own choice: the peer's silence proves nothing.
+                io.last_read = now;
+                continue;
+            }
             if !conn.opened.load(Ordering::Acquire) {
                 if now.duration_since(io.accepted_at) > Duration::from_millis(HANDSHAKE_TIMEOUT_MS)
                 {
@@ -411,13 +446,26 @@ impl IoLoop {
                     return;
                 }
             }
-            let writable: Vec<u64> = events
+            let ready: Vec<(u64, bool, bool)> = events
                 .iter()
-                .filter(|e| e.token() != WAKER && e.is_writable())
-                .map(|e| e.token().0 as u64)
+                .filter(|e| e.token() != WAKER && e.token() != LISTENER)
+                .map(|e| {
+                    (
+                        e.token().0 as u64,
+                        e.is_readable() || e.is_read_closed(),
+                        e.is_writable(),
+                    )
+                })
                 .collect();
-            for id in writable {
-                self.flush(id);
+            for (id, readable, writable) in ready {
+                // Input is discarded now, but it must be read: closing a socket with
+                // unread input resets it, and the client would miss our close.
+                if readable {
+                    self.read(id);
+                }
+                if writable {
+                    self.flush(id);
+                }
             }
             self.serve_marked(marked);
         }
@@ -580,7 +628,9 @@ fn decode(io: &mut IoConn, channel: u16, payload: &[u8]) {
                 request_id,
                 method,
             },
-            payload.len(),
+            // What the decoded request costs in memory, not just on the wire: a 15-byte
+            // ack still takes a whole mailbox slot.
+            payload.len() + std::mem::size_of::<(Event, usize)>(),
         ),
         Err(e) => {
             let id = if payload.len() >= 2 {

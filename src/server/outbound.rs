@@ -7,7 +7,7 @@
 //! [`OUTBOUND_HIGH_WATER_BYTES`], and a connection whose backlog reaches
 //! [`OUTBOUND_HARD_CAP_BYTES`] is disconnected (ARCHITECTURE.md §3).
 
-use crate::limits::{OUTBOUND_HARD_CAP_BYTES, OUTBOUND_HIGH_WATER_BYTES};
+use crate::limits::{OUTBOUND_HARD_CAP_BYTES, OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};
 use crate::server::notifier::Notifier;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 /// The outbound side of one connection.
 pub struct Outbound {
     id: u64,
+    /// Backlog at which the connection is disconnected, bytes.
+    hard_cap: usize,
     buf: Mutex<Vec<u8>>,
     queued: AtomicUsize,
     /// The id is on the notifier's list (avoids listing it once per append).
@@ -29,10 +31,14 @@ pub struct Outbound {
 }
 
 impl Outbound {
-    /// An empty outbound buffer for connection `id`.
-    pub fn new(id: u64, notifier: Arc<Notifier>) -> Outbound {
+    /// An empty outbound buffer for connection `id`. The hard cap is
+    /// [`OUTBOUND_HARD_CAP_BYTES`], raised when needed so that several deliveries of the
+    /// largest allowed message (`message_bytes_max`) always fit.
+    pub fn new(id: u64, notifier: Arc<Notifier>, message_bytes_max: usize) -> Outbound {
         Outbound {
             id,
+            hard_cap: OUTBOUND_HARD_CAP_BYTES
+                .max(message_bytes_max.saturating_mul(4) + OUTBOUND_HIGH_WATER_BYTES),
             buf: Mutex::new(Vec::new()),
             queued: AtomicUsize::new(0),
             dirty: AtomicBool::new(false),
@@ -56,10 +62,14 @@ impl Outbound {
             encode(&mut buf);
             let added = buf.len() - before;
             let queued = self.queued.fetch_add(added, Ordering::AcqRel) + added;
-            if queued > OUTBOUND_HARD_CAP_BYTES {
+            if queued > self.hard_cap {
                 buf.truncate(before);
                 self.queued.fetch_sub(added, Ordering::AcqRel);
                 self.overflowed.store(true, Ordering::Release);
+                drop(buf);
+                // Not through `dirty`: it may stay set while a write is stuck.
+                self.notifier.mark(self.id);
+                return;
             }
         }
         self.mark();
@@ -81,8 +91,8 @@ impl Outbound {
     /// Records `n` bytes written to the socket. Returns true when a throttled connection
     /// just fell below `low_water` bytes (its consumers must be dispatched again).
     pub fn wrote(&self, n: usize, low_water: usize) -> bool {
-        let left = self.queued.fetch_sub(n, Ordering::AcqRel) - n;
-        left < low_water && self.throttled.swap(false, Ordering::AcqRel)
+        let left = self.queued.fetch_sub(n, Ordering::SeqCst) - n;
+        left < low_water && self.throttled.swap(false, Ordering::SeqCst)
     }
 
     /// Bytes appended and not yet written.
@@ -90,15 +100,25 @@ impl Outbound {
         self.queued.load(Ordering::Acquire)
     }
 
-    /// Whether deliveries must wait (over the high-water mark); when true the drain will
-    /// be reported by [`Outbound::wrote`].
+    /// Whether deliveries must wait: the backlog reached the high-water mark and has not
+    /// yet drained below the low-water mark (hysteresis, so a consumer near the mark does
+    /// not flap). When true the drain will be reported by [`Outbound::wrote`].
     pub fn is_saturated(&self) -> bool {
-        if self.queued() >= OUTBOUND_HIGH_WATER_BYTES {
-            self.throttled.store(true, Ordering::Release);
-            true
-        } else {
-            false
+        if self.throttled.load(Ordering::SeqCst) {
+            return true;
         }
+        if self.queued.load(Ordering::SeqCst) < OUTBOUND_HIGH_WATER_BYTES {
+            return false;
+        }
+        self.throttled.store(true, Ordering::SeqCst);
+        // The I/O thread may have drained below the low-water mark between the read above
+        // and the store, without seeing the flag: then no drain would ever be reported.
+        if self.queued.load(Ordering::SeqCst) < OUTBOUND_LOW_WATER_BYTES
+            && self.throttled.swap(false, Ordering::SeqCst)
+        {
+            return false;
+        }
+        true
     }
 
     /// Whether the hard cap was reached.

@@ -5,6 +5,7 @@ use crate::limits::{MAILBOX_BYTES_MAX, WORKER_SLICE_REQUESTS};
 use crate::server::conn::Conn;
 use crate::server::notifier::Notifier;
 use crossbeam_channel::Receiver;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -40,8 +41,27 @@ fn serve(conn: &Arc<Conn>, notifier: &Notifier, batch: &mut Vec<crate::server::c
         conn.take_events(WORKER_SLICE_REQUESTS, batch);
         {
             let mut handler = conn.handler.lock().unwrap_or_else(|e| e.into_inner());
-            for event in batch.drain(..) {
-                handler.handle(event);
+            // A bug must cost one connection, not a worker thread: catch the panic, close
+            // that connection with 541 and keep serving the others.
+            let ran = panic::catch_unwind(AssertUnwindSafe(|| {
+                for event in batch.drain(..) {
+                    handler.handle(event);
+                }
+            }));
+            if ran.is_err() {
+                batch.clear();
+                log::error!(
+                    "connection {}: internal error while handling a request; closing it",
+                    conn.id
+                );
+                let closed = panic::catch_unwind(AssertUnwindSafe(|| handler.abort()));
+                if closed.is_err() {
+                    log::error!(
+                        "connection {}: cleanup after an internal error failed too",
+                        conn.id
+                    );
+                    conn.outbound.close_after_flush();
+                }
             }
         }
         if conn.read_paused.load(Ordering::Acquire) && conn.mailbox_bytes() < MAILBOX_BYTES_MAX / 2

@@ -1,9 +1,10 @@
 //! Topic exchanges: binding keys are patterns of dot-separated words with `*` and `#`.
 //!
-//! Routing and binding keys are split on `.` into words; an empty key is one empty word
-//! and `a..b` has an empty middle word. In a binding key the word `*` matches exactly one
-//! word and `#` zero or more; anything else, including `a*` or `#a`, is a literal word
-//! (AMQP 0-9-1 §3.1.3.3; RabbitMQ docs: topic exchange).
+//! Routing and binding keys are split on `.` into words; an empty key has no words (as in
+//! RabbitMQ, so `*` does not match it) and `a..b` has an empty middle word. In a binding
+//! key the word `*` matches exactly one word and `#` zero or more; anything else,
+//! including `a*` or `#a`, is a literal word (AMQP 0-9-1 §3.1.3.3; RabbitMQ docs: topic
+//! exchange).
 //!
 //! The bindings form a trie of words. Routing walks the trie with the routing key's
 //! words, remembering the (node, word position) pairs already visited, so its cost
@@ -18,6 +19,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 const STAR: &str = "*";
 /// The word that matches zero or more words (AMQP 0-9-1 §3.1.3.3).
 const HASH: &str = "#";
+
+/// The words of a routing or binding key: none for the empty key (RabbitMQ's
+/// `split_topic_key`, so that `*` needs a word), else the `.`-separated parts.
+fn words(key: &str) -> impl Iterator<Item = &str> {
+    key.split('.').filter(move |_| !key.is_empty())
+}
 
 /// One trie node: the binding-key prefix spelled by the edges from the root.
 #[derive(Clone, Debug, Default)]
@@ -120,7 +127,7 @@ impl TopicRouter {
             return false;
         }
         let mut node = &mut self.root;
-        for word in binding.binding_key.split('.') {
+        for word in words(&binding.binding_key) {
             node = node.child_or_insert(word);
         }
         *node.destinations.entry(binding.destination).or_insert(0) += 1;
@@ -136,7 +143,7 @@ impl TopicRouter {
             return false;
         }
         self.root
-            .unindex(binding.binding_key.split('.'), &binding.destination);
+            .unindex(words(&binding.binding_key), &binding.destination);
         true
     }
 
@@ -146,8 +153,7 @@ impl TopicRouter {
     pub fn remove_destination(&mut self, destination: &Destination) -> usize {
         let taken = self.set.take_destination(destination);
         for binding in &taken {
-            self.root
-                .unindex(binding.binding_key.split('.'), destination);
+            self.root.unindex(words(&binding.binding_key), destination);
         }
         taken.len()
     }
@@ -157,7 +163,7 @@ impl TopicRouter {
     /// A destination appears once per trie node that matches (so at most once per
     /// distinct binding key). AMQP 0-9-1 §3.1.3.3.
     pub fn route(&self, routing_key: &str, out: &mut Vec<Destination>) {
-        let words: Vec<&str> = routing_key.split('.').collect();
+        let words: Vec<&str> = words(routing_key).collect();
         let n = words.len();
         // (node, words consumed, whether the node is a `#` node that may consume more).
         let mut pending: Vec<(&Node, usize, bool)> = vec![(&self.root, 0, false)];
@@ -268,8 +274,8 @@ mod tests {
     }
 
     fn reference_str(pattern: &str, key: &str) -> bool {
-        let p: Vec<&str> = pattern.split('.').collect();
-        let k: Vec<&str> = key.split('.').collect();
+        let p: Vec<&str> = words(pattern).collect();
+        let k: Vec<&str> = words(key).collect();
         reference(&p, &k)
     }
 
@@ -358,7 +364,9 @@ mod tests {
         ("", "a", false),
         ("a", "", false),
         ("#", "", true),
-        ("*", "", true),
+        ("*", "", false),
+        ("*.#", "", false),
+        ("#.*", "", false),
         ("*.*", "", false),
         ("#.#", "", true),
         ("", ".", false),

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Smoke test of the real binaries: starts relaymq-server on a free loopback port in a
+# temporary directory, drives relaymq-cli through declare / bind / publish / consume /
+# nack / get / delete, checks every output and exit code, then stops the server with
+# SIGTERM and checks it exits 0.
+#
+# Binaries: $RELAYMQ_SERVER_BIN and $RELAYMQ_CLI_BIN when set (the test suite sets them),
+# else target/debug after `cargo build`. Bounded: every wait has a limit.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+server_bin=${RELAYMQ_SERVER_BIN:-}
+cli_bin=${RELAYMQ_CLI_BIN:-}
+if [ -z "$server_bin" ] || [ -z "$cli_bin" ]; then
+  (cd "$root" && cargo build --quiet --bin relaymq-server --bin relaymq-cli)
+  server_bin=$root/target/debug/relaymq-server
+  cli_bin=$root/target/debug/relaymq-cli
+fi
+
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -9 "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+checks=0
+fail() {
+  echo "smoke: FAIL: $*" >&2
+  echo "--- server log:" >&2
+  tail -n 30 "$tmp/server.log" >&2 || true
+  exit 1
+}
+pass() { checks=$((checks + 1)); }
+
+# run NAME EXPECTED_EXIT -- ARGS...: runs the CLI, keeps stdout in $out, stderr in $err.
+run() {
+  local expected=$1; shift
+  set +e
+  "$cli_bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local code=$?
+  set -e
+  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
+  [ "$code" = "$expected" ] || fail "relaymq-cli $* exited $code, expected $expected (stderr: $err)"
+  pass
+}
+# run_in INPUT EXPECTED_EXIT ARGS...: as run, with INPUT on standard input.
+run_in() {
+  local input=$1 expected=$2; shift 2
+  set +e
+  printf '%s' "$input" | "$cli_bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local code=$?
+  set -e
+  out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
+  [ "$code" = "$expected" ] || fail "relaymq-cli $* exited $code, expected $expected (stderr: $err)"
+  pass
+}
+expect_out() { [ "$out" = "$1" ] || fail "expected output [$1], got [$out]"; pass; }
+expect_out_has() { case "$out" in *"$1"*) pass ;; *) fail "output lacks [$1]: [$out]" ;; esac; }
+expect_err_has() { case "$err" in *"$1"*) pass ;; *) fail "stderr lacks [$1]: [$err]" ;; esac; }
+
+# --- start the server -------------------------------------------------------------------
+"$server_bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" --ready-file "$tmp/ready.json" \
+  --log-level info 2>"$tmp/server.log" &
+server_pid=$!
+for _ in $(seq 1 200); do
+  [ -s "$tmp/ready.json" ] && break
+  kill -0 "$server_pid" 2>/dev/null || fail "server exited during start-up"
+  sleep 0.05
+done
+[ -s "$tmp/ready.json" ] || fail "server did not write its ready file within 10 s"
+addr=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready.json")
+case "$addr" in 127.0.0.1:[0-9]*) pass ;; *) fail "ready file has no address: $(cat "$tmp/ready.json")" ;; esac
+export RELAYMQ_ADDR=$addr
+
+# --- declare and bind -----------------------------------------------------------------------
+run 0 declare queue smoke.orders;               expect_out "smoke.orders"
+run 0 declare queue smoke.orders;               expect_out "smoke.orders"   # idempotent
+run 0 declare queue "";                         expect_out_has "amq.gen-"
+run 0 declare exchange smoke.topic --type topic
+run 0 bind smoke.orders smoke.topic --key 'orders.*'
+run 0 list bindings;                            expect_out_has "smoke.topic"
+run 1 declare queue smoke.orders --durable;     expect_err_has "PRECONDITION_FAILED (406)"
+run 1 declare exchange amq.smoke --type direct; expect_err_has "ACCESS_REFUSED (403)"
+
+# --- publish ---------------------------------------------------------------------------------
+run 0 publish smoke.topic orders.new "first order" --confirm
+run 0 publish smoke.topic orders.old "second order" --property content_type=text/plain --header n=7
+run 5 publish smoke.topic other.key "nobody wants this" --mandatory
+expect_err_has "NO_ROUTE (312)"
+run 1 publish no.such.exchange key body;        expect_err_has "NOT_FOUND (404)"
+run 0 list queues
+expect_out_has "smoke.orders"
+line=$(printf '%s\n' "$out" | grep 'smoke.orders')
+case "$line" in *" 2 "*) pass ;; *) fail "queue row should show 2 ready messages: [$line]" ;; esac
+
+# --- nack (get --requeue) keeps the message at the head, redelivered --------------------------
+run 0 get smoke.orders --requeue;               expect_out "first order"
+run 0 get smoke.orders --json
+expect_out_has '"body":"first order"'
+expect_out_has '"redelivered":true'
+expect_out_has '"routing_key":"orders.new"'
+
+# --- consume ----------------------------------------------------------------------------------
+run 0 consume smoke.orders --count 1 --json
+expect_out_has '"body":"second order"'
+expect_out_has '"content_type":"text/plain"'
+expect_out_has '"n":7'
+run_in $'line one\nline two\nline three\n' 0 publish "" smoke.orders --lines --confirm
+run 0 consume smoke.orders --count 3 --timeout 10
+expect_out $'line one\nline two\nline three'
+run 0 get smoke.orders;                         expect_out ""        # empty: prints nothing
+run 4 consume smoke.orders --count 1 --timeout 1                     # nothing arrives: timeout
+run_in $'\xff\xfe binary' 0 publish "" smoke.orders             # body from stdin, not UTF-8
+run 0 get smoke.orders --json;                  expect_out_has '"body_base64":"//4gYmluYXJ5"'
+
+# --- errors and exit codes ---------------------------------------------------------------------
+run 1 get no.such.queue;                        expect_err_has "NOT_FOUND (404)"
+run 2 frobnicate
+run 2 declare queue smoke.orders --arg broken
+run 3 --addr 127.0.0.1:1 status
+run 3 --password wrong status;                  expect_err_has "ACCESS_REFUSED (403)"
+
+# --- status, vhosts, delete ------------------------------------------------------------------
+run 0 status;                                   expect_out_has "version"
+run 0 declare vhost smoke-vhost
+run 0 list vhosts;                              expect_out_has "smoke-vhost"
+run 0 --vhost smoke-vhost declare queue inside; expect_out "inside"
+run 0 delete vhost smoke-vhost
+run 0 publish "" smoke.orders "to be purged"
+run 0 purge queue smoke.orders;                 expect_out "1"
+run 0 delete queue smoke.orders
+run 0 list queues --json
+case "$out" in *'"smoke.orders"'*) fail "queue still listed after delete: $out" ;; *) pass ;; esac
+run 0 delete exchange smoke.topic
+
+# --- graceful stop -----------------------------------------------------------------------------
+kill -TERM "$server_pid"
+for _ in $(seq 1 200); do
+  kill -0 "$server_pid" 2>/dev/null || break
+  sleep 0.05
+done
+kill -0 "$server_pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
+set +e; wait "$server_pid"; code=$?; set -e
+server_pid=
+[ "$code" = 0 ] || fail "server exited $code after SIGTERM"
+grep -q "shutdown complete" "$tmp/server.log" || fail "server log lacks 'shutdown complete'"
+pass
+
+echo "smoke: $checks passed, 0 failed"
