@@ -490,15 +490,15 @@ impl State {
             Method::Deliver { deliveries } => {
                 if let Some(c) = self.channel_mut(channel) {
                     for d in deliveries {
-                        let gone = match c.consumers.get(&d.consumer_tag) {
-                            Some(tx) => tx.send(ConsumerItem::Delivery(d.clone())).is_err(),
-                            None => {
-                                log::debug!("delivery for unknown consumer {:?}", d.consumer_tag);
-                                false
-                            }
+                        let Some(tx) = c.consumers.get(&d.consumer_tag) else {
+                            log::debug!("delivery for unknown consumer {:?}", d.consumer_tag);
+                            continue;
                         };
-                        if gone {
-                            c.consumers.remove(&d.consumer_tag);
+                        // The consumer handle is gone: stop routing to it.
+                        if let Err(e) = tx.send(ConsumerItem::Delivery(d)) {
+                            if let ConsumerItem::Delivery(d) = e.into_inner() {
+                                c.consumers.remove(&d.consumer_tag);
+                            }
                         }
                     }
                 }

@@ -239,8 +239,9 @@ enum Ended {
 }
 
 /// `consume`: prints deliveries until `--count`, `--timeout` or a signal. With `--count`
-/// the acks are sent after the consumer is cancelled (one `multiple` ack), so the prefetch
-/// window never opens for a message that would only be requeued. `--no-ack` with
+/// the acks of the last messages are sent after the consumer is cancelled (one `multiple`
+/// ack, see [`defer_ack`]), so the prefetch window never opens for a message that would
+/// only be requeued. `--no-ack` with
 /// `--count` consumes in ack mode the same way: a real `no_ack` consumer is not limited by
 /// the prefetch count, so the server would push (and the tool drop) more than N messages.
 fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
@@ -299,7 +300,7 @@ fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
         }
         printed += 1;
         if !no_ack {
-            if a.count.is_some() {
+            if defer_ack(a.count, prefetch.unwrap_or(0), printed) {
                 last_unacked = Some(d.delivery_tag);
             } else {
                 ch.basic_ack(d.delivery_tag, false)?;
@@ -328,6 +329,18 @@ fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
         Ended::Output(e) => Err(CliError::Other(
             anyhow::Error::new(e).context("cannot write to standard output"),
         )),
+    }
+}
+
+/// Whether the ack of the `printed`-th message waits until the consumer is cancelled.
+/// After an ack the server may have `prefetch` more deliveries in flight, so a message is
+/// acked at once only while `printed + prefetch <= count`: no delivery beyond `count` is
+/// then ever sent. Acking earlier ones keeps a count above the prefetch (at most 65 535)
+/// from stalling. Without a count or a prefetch limit every ack is sent at once.
+fn defer_ack(count: Option<u64>, prefetch: u16, printed: u64) -> bool {
+    match count {
+        Some(n) if prefetch > 0 => n.saturating_sub(printed) < prefetch as u64,
+        _ => false,
     }
 }
 
@@ -368,4 +381,38 @@ fn get(conn: &Connection, a: GetArgs) -> Result<(), CliError> {
     }
     ch.close()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_are_deferred_only_for_the_last_prefetch_window() {
+        // count 3, prefetch 3: all three wait for the cancel.
+        assert!((1..=3).all(|i| defer_ack(Some(3), 3, i)));
+        // Regression: count 200 000 with the prefetch capped at 65 535 must not stall.
+        assert!(!defer_ack(Some(200_000), 65_535, 1));
+        assert!(!defer_ack(Some(200_000), 65_535, 134_465));
+        assert!(defer_ack(Some(200_000), 65_535, 134_466));
+        assert!(!defer_ack(None, 10, 5));
+        assert!(!defer_ack(Some(5), 0, 5));
+    }
+
+    #[test]
+    fn returned_message_names_the_code_and_counts() {
+        let r = ReturnedMessage {
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+            exchange: "x".into(),
+            routing_key: "k".into(),
+            properties: Default::default(),
+            body: Vec::new(),
+        };
+        assert_eq!(
+            returned_message(&r, 1),
+            "NO_ROUTE (312): NO_ROUTE (exchange 'x', routing key 'k')"
+        );
+        assert!(returned_message(&r, 3).ends_with("; 3 messages returned"));
+    }
 }
