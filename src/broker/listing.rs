@@ -217,12 +217,14 @@ pub fn connections(broker: &Broker) -> Vec<FieldTable> {
         .collect()
 }
 
-/// Server status: `version`, `uptime_s`, `vhosts`, `connections`, `queues`,
-/// `messages_ready`, `messages_unacknowledged`, `consumers`.
+/// Server status: `version`, `uptime_s`, `connections`, `channels`, `vhosts`,
+/// `exchanges`, `queues`, `consumers`, `messages` (ready + unacked), and the split
+/// `messages_ready`, `messages_unacknowledged`.
 pub fn status(broker: &Broker) -> FieldTable {
     let vhosts = broker.vhosts();
-    let (mut queues, mut ready, mut unacked, mut consumers) = (0usize, 0usize, 0usize, 0usize);
+    let (mut exchanges, mut queues, mut ready, mut unacked, mut consumers) = (0, 0, 0, 0, 0);
     for vh in &vhosts {
+        exchanges += vh.all_exchanges().len();
         for q in vh.all_queues() {
             let st = q.stats();
             queues += 1;
@@ -231,14 +233,22 @@ pub fn status(broker: &Broker) -> FieldTable {
             consumers += st.consumers;
         }
     }
+    let connections = broker.connections();
+    let channels: usize = connections
+        .iter()
+        .map(|c| c.channels.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
     row(vec![
         ("version", s(env!("CARGO_PKG_VERSION"))),
         ("uptime_s", n(broker.uptime().as_secs())),
+        ("connections", n(connections.len())),
+        ("channels", n(channels)),
         ("vhosts", n(vhosts.len())),
-        ("connections", n(broker.connections().len())),
+        ("exchanges", n(exchanges)),
         ("queues", n(queues)),
+        ("consumers", n(consumers)),
+        ("messages", n(ready + unacked)),
         ("messages_ready", n(ready)),
         ("messages_unacknowledged", n(unacked)),
-        ("consumers", n(consumers)),
     ])
 }
