@@ -200,3 +200,25 @@ mod tests {
         assert_eq!(set.len(), 0);
     }
 }
+
+/// The read side every router shares: its bindings are a [`BindingSet`], whatever index it
+/// keeps for routing.
+pub(super) trait IndexedBindings {
+    /// The router's bindings.
+    fn binding_set(&self) -> &BindingSet;
+
+    /// All bindings, in no particular order (RabbitMQ docs: bindings).
+    fn bindings(&self) -> Vec<Binding> {
+        self.binding_set().to_vec()
+    }
+
+    /// Number of distinct bindings (RabbitMQ docs: bindings).
+    fn len(&self) -> usize {
+        self.binding_set().len()
+    }
+
+    /// Whether any binding leads to `destination` (AMQP 0-9-1 §1.6.2.3, if-unused).
+    fn has_destination(&self, destination: &Destination) -> bool {
+        self.binding_set().contains_destination(destination)
+    }
+}

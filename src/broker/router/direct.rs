@@ -1,6 +1,6 @@
 //! Direct exchanges: a message goes to the bindings whose key equals its routing key.
 
-use super::binding_set::BindingSet;
+use super::binding_set::{BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 use std::collections::{BTreeMap, HashMap};
 
@@ -71,34 +71,6 @@ impl DirectRouter {
         }
     }
 
-    /// All bindings, in no particular order.
-    ///
-    /// RabbitMQ docs: bindings.
-    pub fn bindings(&self) -> Vec<Binding> {
-        self.set.to_vec()
-    }
-
-    /// Number of bindings.
-    ///
-    /// Counts distinct triples (RabbitMQ docs: bindings).
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Whether there are no bindings.
-    ///
-    /// AMQP 0-9-1 §1.6.2.1 (auto-delete exchanges).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether any binding leads to `destination`.
-    ///
-    /// AMQP 0-9-1 §1.6.2.3 (if-unused).
-    pub fn has_destination(&self, destination: &Destination) -> bool {
-        self.set.contains_destination(destination)
-    }
-
     fn unindex(&mut self, key: &str, destination: &Destination) {
         let Some(destinations) = self.by_key.get_mut(key) else {
             return;
@@ -112,6 +84,12 @@ impl DirectRouter {
         if destinations.is_empty() {
             self.by_key.remove(key);
         }
+    }
+}
+
+impl IndexedBindings for DirectRouter {
+    fn binding_set(&self) -> &BindingSet {
+        &self.set
     }
 }
 
@@ -176,7 +154,7 @@ mod tests {
         assert_eq!(route(&r, "a"), vec![q("q1")]);
         assert!(r.remove(&with_args));
         assert!(route(&r, "a").is_empty());
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert!(r.by_key.is_empty());
 
         for key in ["a", "b", "c"] {
@@ -189,7 +167,7 @@ mod tests {
         assert!(r.has_destination(&q("q2")));
         assert_eq!(route(&r, "b"), vec![q("q2")]);
         assert_eq!(r.remove_destination(&q("q2")), 3);
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert!(r.by_key.is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! Fanout exchanges: a message goes to every bound destination.
 
-use super::binding_set::BindingSet;
+use super::binding_set::{BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 
 /// The bindings of a fanout exchange.
@@ -48,33 +48,11 @@ impl FanoutRouter {
     pub fn route(&self, out: &mut Vec<Destination>) {
         out.extend(self.set.destinations().cloned());
     }
+}
 
-    /// All bindings, in no particular order.
-    ///
-    /// RabbitMQ docs: bindings.
-    pub fn bindings(&self) -> Vec<Binding> {
-        self.set.to_vec()
-    }
-
-    /// Number of bindings.
-    ///
-    /// Counts distinct triples (RabbitMQ docs: bindings).
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Whether there are no bindings.
-    ///
-    /// AMQP 0-9-1 §1.6.2.1 (auto-delete exchanges).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether any binding leads to `destination`.
-    ///
-    /// AMQP 0-9-1 §1.6.2.3 (if-unused).
-    pub fn has_destination(&self, destination: &Destination) -> bool {
-        self.set.contains_destination(destination)
+impl IndexedBindings for FanoutRouter {
+    fn binding_set(&self) -> &BindingSet {
+        &self.set
     }
 }
 
@@ -123,7 +101,7 @@ mod tests {
         assert!(!r.has_destination(&x));
         assert_eq!(r.bindings(), vec![binding(q("q2"), "whatever")]);
         assert_eq!(r.remove_destination(&q("q2")), 1);
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert!(route(&r).is_empty());
     }
 }

@@ -15,7 +15,7 @@
 //! two float types by number, everything else by type and value. The routing key is
 //! ignored; a message without headers is matched as if its table were empty.
 
-use super::binding_set::{identical_bindings, BindingSet};
+use super::binding_set::{identical_bindings, BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 use crate::error::BrokerError;
 use crate::types::field_table::{FieldTable, FieldValue};
@@ -255,33 +255,16 @@ impl HeadersRouter {
                 .map(|e| e.binding.destination.clone()),
         );
     }
+}
 
-    /// All bindings, in the order they were added.
-    ///
-    /// RabbitMQ docs: bindings.
-    pub fn bindings(&self) -> Vec<Binding> {
+impl IndexedBindings for HeadersRouter {
+    fn binding_set(&self) -> &BindingSet {
+        &self.set
+    }
+
+    /// All bindings, in the order they were added (evaluation order).
+    fn bindings(&self) -> Vec<Binding> {
         self.entries.iter().map(|e| e.binding.clone()).collect()
-    }
-
-    /// Number of bindings.
-    ///
-    /// Counts distinct triples (RabbitMQ docs: bindings).
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Whether there are no bindings.
-    ///
-    /// AMQP 0-9-1 §1.6.2.1 (auto-delete exchanges).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether any binding leads to `destination`.
-    ///
-    /// AMQP 0-9-1 §1.6.2.3 (if-unused).
-    pub fn has_destination(&self, destination: &Destination) -> bool {
-        self.set.contains_destination(destination)
     }
 }
 
@@ -507,7 +490,7 @@ mod tests {
         r.route(Some(&headers), &mut out);
         assert_eq!(out, vec![q("q2")]);
         assert_eq!(r.remove_destination(&q("q2")), 1);
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert!(r.entries.is_empty());
         let mut out = Vec::new();
         r.route(Some(&headers), &mut out);

@@ -9,6 +9,7 @@
 
 use crate::error::{BrokerError, ReplyCode};
 use crate::types::field_table::FieldTable;
+use binding_set::IndexedBindings;
 use std::sync::Arc;
 
 mod binding_set;

@@ -11,7 +11,7 @@
 //! depends on the routing key's length and the trie's shape — at most nodes × (words + 1)
 //! steps, never the number of bindings nor exponential in the number of `#`s.
 
-use super::binding_set::BindingSet;
+use super::binding_set::{BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -192,33 +192,11 @@ impl TopicRouter {
             }
         }
     }
+}
 
-    /// All bindings, in no particular order.
-    ///
-    /// RabbitMQ docs: bindings.
-    pub fn bindings(&self) -> Vec<Binding> {
-        self.set.to_vec()
-    }
-
-    /// Number of bindings.
-    ///
-    /// Counts distinct triples (RabbitMQ docs: bindings).
-    pub fn len(&self) -> usize {
-        self.set.len()
-    }
-
-    /// Whether there are no bindings.
-    ///
-    /// AMQP 0-9-1 §1.6.2.1 (auto-delete exchanges).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether any binding leads to `destination`.
-    ///
-    /// AMQP 0-9-1 §1.6.2.3 (if-unused).
-    pub fn has_destination(&self, destination: &Destination) -> bool {
-        self.set.contains_destination(destination)
+impl IndexedBindings for TopicRouter {
+    fn binding_set(&self) -> &BindingSet {
+        &self.set
     }
 }
 
@@ -498,7 +476,7 @@ mod tests {
         for (i, p) in patterns.iter().enumerate() {
             assert_eq!(r.remove(&binding(&format!("{i}"), p)), i % 2 == 1);
         }
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert!(r.root.is_empty());
     }
 
@@ -576,7 +554,7 @@ mod tests {
             assert!(r.remove(&b));
         }
         assert_eq!(r.len(), 0);
-        assert!(r.is_empty());
+        assert_eq!(r.len(), 0);
         assert!(r.root.is_empty(), "trie not pruned: {:?}", r.root);
         for key in ["a.b.c", "", "a", "z.b", "a..b"] {
             assert!(route(&r, key).is_empty());
