@@ -146,6 +146,28 @@ fn identical_values(a: &FieldValue, b: &FieldValue) -> bool {
     }
 }
 
+/// The read side every router shares: its bindings are a [`BindingSet`], whatever index it
+/// keeps for routing.
+pub(super) trait IndexedBindings {
+    /// The router's bindings.
+    fn binding_set(&self) -> &BindingSet;
+
+    /// All bindings, in no particular order (RabbitMQ docs: bindings).
+    fn bindings(&self) -> Vec<Binding> {
+        self.binding_set().to_vec()
+    }
+
+    /// Number of distinct bindings (RabbitMQ docs: bindings).
+    fn len(&self) -> usize {
+        self.binding_set().len()
+    }
+
+    /// Whether any binding leads to `destination` (AMQP 0-9-1 §1.6.2.3, if-unused).
+    fn has_destination(&self, destination: &Destination) -> bool {
+        self.binding_set().contains_destination(destination)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,27 +220,5 @@ mod tests {
         assert!(identical_bindings(&b, &b));
         assert!(set.remove(&b));
         assert_eq!(set.len(), 0);
-    }
-}
-
-/// The read side every router shares: its bindings are a [`BindingSet`], whatever index it
-/// keeps for routing.
-pub(super) trait IndexedBindings {
-    /// The router's bindings.
-    fn binding_set(&self) -> &BindingSet;
-
-    /// All bindings, in no particular order (RabbitMQ docs: bindings).
-    fn bindings(&self) -> Vec<Binding> {
-        self.binding_set().to_vec()
-    }
-
-    /// Number of distinct bindings (RabbitMQ docs: bindings).
-    fn len(&self) -> usize {
-        self.binding_set().len()
-    }
-
-    /// Whether any binding leads to `destination` (AMQP 0-9-1 §1.6.2.3, if-unused).
-    fn has_destination(&self, destination: &Destination) -> bool {
-        self.binding_set().contains_destination(destination)
     }
 }
