@@ -60,6 +60,16 @@ expect_out() { [ "$out" = "$1" ] || fail "expected output [$1], got [$out]"; pas
 expect_out_has() { case "$out" in *"$1"*) pass ;; *) fail "output lacks [$1]: [$out]" ;; esac; }
 expect_err_has() { case "$err" in *"$1"*) pass ;; *) fail "stderr lacks [$1]: [$err]" ;; esac; }
 
+# --- flags are checked before anything starts ------------------------------------------
+set +e
+"$server_bin" --log-level loud --listen 127.0.0.1:0 --data-dir "$tmp/never" >/dev/null 2>"$tmp/err"
+code=$?
+set -e
+[ "$code" = 2 ] || fail "an invalid --log-level exited $code, expected 2"
+grep -q "log-level" "$tmp/err" || fail "no message names --log-level: $(cat "$tmp/err")"
+pass
+run 0 --version;                                expect_out_has "relaymq-cli "
+
 # --- start the server -------------------------------------------------------------------
 "$server_bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" --ready-file "$tmp/ready.json" \
   --log-level info 2>"$tmp/server.log" &
@@ -127,7 +137,10 @@ run 0 status;                                   expect_out_has "version"
 run 0 declare vhost smoke-vhost
 run 0 list vhosts;                              expect_out_has "smoke-vhost"
 run 0 --vhost smoke-vhost declare queue inside; expect_out "inside"
-run 0 delete vhost smoke-vhost
+run 0 --vhost smoke-vhost delete vhost smoke-vhost   # deleting the vhost in use: still exit 0
+run 0 list vhosts
+case "$out" in *smoke-vhost*) fail "vhost still listed after delete: $out" ;; *) pass ;; esac
+run 1 delete vhost /;                           expect_err_has "PRECONDITION_FAILED (406)"
 run 0 publish "" smoke.orders "to be purged"
 run 0 purge queue smoke.orders;                 expect_out "1"
 run 0 delete queue smoke.orders

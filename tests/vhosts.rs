@@ -271,3 +271,17 @@ fn declaring_a_vhost_with_an_empty_name_is_refused_and_the_connection_stays_usab
     assert!(admin.is_open());
     assert_eq!(vhost_names(&admin), ["/"]);
 }
+
+#[test]
+fn the_default_vhost_cannot_be_deleted_so_the_broker_stays_reachable() {
+    let server = TestServer::start();
+    let admin = connect(&server, "/");
+    let err = admin.delete_vhost("/").expect_err("deleting / is refused");
+    assert_eq!(err.reply_code(), Some(406), "{err}");
+    assert!(vhost_names(&admin).contains(&"/".to_string()));
+    // The refusal cost neither the vhost nor the connection.
+    connect(&server, "/")
+        .close()
+        .expect("new connections to / still work");
+    admin.close().expect("admin connection still open");
+}

@@ -31,6 +31,10 @@ fn run() -> Result<(), CliError> {
             println!("{}", args::USAGE);
             Ok(())
         }
+        Invocation::Version => {
+            println!("relaymq-cli {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
         Invocation::Run(global, command) => commands::run(&global, command),
     }
 }

@@ -26,6 +26,9 @@ OPTIONS:
   -V, --version              print the version
 ";
 
+/// Accepted values of `--log-level`.
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
 struct Args {
     config: ServerConfig,
     log_level: String,
@@ -51,7 +54,12 @@ fn parse_args() -> Result<Args> {
                     bail!("--workers must be at least 1");
                 }
             }
-            Long("log-level") => log_level = parser.value()?.parse()?,
+            Long("log-level") => {
+                log_level = parser.value()?.parse()?;
+                if !LOG_LEVELS.contains(&log_level.as_str()) {
+                    bail!("--log-level must be one of {}", LOG_LEVELS.join(", "));
+                }
+            }
             Long("ready-file") => config.ready_file = Some(PathBuf::from(parser.value()?)),
             Long("default-user") => config.broker.default_user = parser.value()?.parse()?,
             Long("default-pass") => config.broker.default_pass = parser.value()?.parse()?,

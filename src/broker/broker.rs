@@ -112,7 +112,7 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         if user != self.config.default_user || password != self.config.default_pass {
             return Err(BrokerError::access_refused(format!(
-                "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For details see the broker logfile. (user '{user}')"
+                "login refused for user '{user}': wrong user name or password"
             )));
         }
         if user == "guest" && !peer.ip().is_loopback() {
@@ -160,8 +160,15 @@ impl Broker {
     /// CONNECTION_FORCED, as RabbitMQ does.
     ///
     /// # Errors
-    /// 404 when it does not exist.
+    /// 404 when it does not exist; 406 for the default vhost `/`.
     pub fn delete_vhost(&self, name: &str) -> Result<(), BrokerError> {
+        if name == DEFAULT_VHOST {
+            // Admin requests travel over a connection to some vhost: without `/`, a broker
+            // whose other vhosts are gone could not be reached at all.
+            return Err(BrokerError::precondition(
+                "the default vhost '/' cannot be deleted",
+            ));
+        }
         let vh = {
             let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
             map.remove(name)

@@ -95,7 +95,8 @@ impl Handler {
             } => {
                 let max = self.broker.config.message_bytes_max;
                 let err = BrokerError::precondition(format!(
-                    "message size {size} is larger than configured max size {max}"
+                    "a {size}-byte payload (message, properties and names) is larger than \
+                     the configured max message size {max}"
                 ));
                 if self.closing_channels.contains(&channel) {
                     // Already being closed: everything on it is ignored until close-ok.

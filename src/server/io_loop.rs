@@ -545,11 +545,16 @@ fn parse(io: &mut IoConn, data: &[u8]) -> usize {
             return 0;
         }
         if data[..PROTOCOL_HEADER.len()] != PROTOCOL_HEADER {
+            let got = &data[..PROTOCOL_HEADER.len()];
+            let hint = if got.starts_with(b"AMQP") {
+                " (an AMQP 0-9-1 client: this port speaks RelayMQ's native protocol; AMQP is not supported yet)"
+            } else {
+                ""
+            };
             log::warn!(
-                "connection {} ({}): bad protocol header {:02x?}; answering with ours and closing",
+                "connection {} ({}): bad protocol header {got:02x?}{hint}; answering with ours and closing",
                 io.conn.id,
                 io.conn.peer,
-                &data[..PROTOCOL_HEADER.len()]
             );
             io.conn
                 .outbound

@@ -95,12 +95,22 @@ impl Drop for ServerHandle {
 /// The data directory cannot be created, the address cannot be bound, or a thread cannot
 /// be started.
 pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
-    std::fs::create_dir_all(&config.data_dir)?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "cannot create data directory {}: {e}",
+                config.data_dir.display()
+            ),
+        )
+    })?;
     let broker = Arc::new(Broker::new(config.broker.clone()));
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let notifier = Arc::new(Notifier::new(waker));
-    let listener = mio::net::TcpListener::bind(config.listen)?;
+    let listener = mio::net::TcpListener::bind(config.listen).map_err(|e| {
+        io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
+    })?;
     let addr = listener.local_addr()?;
     let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX);
     let workers = worker::start(config.workers, rx, Arc::clone(&notifier))?;
@@ -122,8 +132,17 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         "listening on {addr} (native protocol), {} workers",
         config.workers
     );
+    log::warn!(
+        "messages and definitions live in memory only: durable storage is not implemented \
+         yet, so nothing survives a restart"
+    );
     if let Some(path) = &config.ready_file {
-        write_ready_file(path, addr)?;
+        write_ready_file(path, addr).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write ready file {}: {e}", path.display()),
+            )
+        })?;
     }
     Ok(ServerHandle {
         addr,

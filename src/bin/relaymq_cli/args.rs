@@ -17,6 +17,7 @@ global options (also from RELAYMQ_ADDR, RELAYMQ_VHOST, RELAYMQ_USER, RELAYMQ_PAS
   --user USER           user name (default guest)
   --password PASSWORD   password (default guest)
   -h, --help            print this help
+  -V, --version         print the version
 
 commands:
   declare exchange NAME --type direct|fanout|topic|headers [--durable] [--auto-delete] [--internal] [--arg K=V]...
@@ -188,6 +189,8 @@ pub enum Command {
 pub enum Invocation {
     /// Print the usage text.
     Help,
+    /// Print the version.
+    Version,
     /// Run a command.
     Run(Global, Command),
 }
@@ -310,6 +313,9 @@ pub fn parse(
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
             lexopt::Arg::Short('h') | lexopt::Arg::Long("help") => return Ok(Invocation::Help),
+            lexopt::Arg::Short('V') | lexopt::Arg::Long("version") => {
+                return Ok(Invocation::Version)
+            }
             lexopt::Arg::Short(c) => return Err(CliError::Usage(format!("unknown option -{c}"))),
             lexopt::Arg::Long(name) if VALUE_OPTIONS.contains(&name) => {
                 let name = name.to_string();
@@ -386,7 +392,7 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 queue,
                 count,
                 no_ack: raw.flag("no-ack"),
-                prefetch: number::<u16>(&mut raw, "prefetch")?,
+                prefetch: prefetch(&mut raw)?,
                 timeout: timeout(&mut raw)?,
                 json: raw.flag("json"),
             })
@@ -517,6 +523,15 @@ fn number<T: std::str::FromStr>(raw: &mut Raw, name: &str) -> Result<Option<T>, 
             .parse()
             .map(Some)
             .map_err(|_| CliError::Usage(format!("--{name}: '{v}' is not a valid number"))),
+    }
+}
+
+fn prefetch(raw: &mut Raw) -> Result<Option<u16>, CliError> {
+    match number::<u64>(raw, "prefetch")? {
+        None => Ok(None),
+        Some(n) => u16::try_from(n)
+            .map(Some)
+            .map_err(|_| CliError::Usage(format!("--prefetch: {n} is out of range (0 to 65535)"))),
     }
 }
 

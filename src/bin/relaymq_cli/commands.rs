@@ -41,9 +41,14 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
         ClientError::Usage(m) => CliError::Usage(m),
         e => CliError::Connect(e),
     })?;
+    let deletes_own_vhost = matches!(&command, Command::DeleteVhost(name) if *name == global.vhost);
     execute(&conn, command)?;
-    conn.close()?;
-    Ok(())
+    match conn.close() {
+        // Deleting the vhost this connection uses succeeded; the server then closes the
+        // connection with 320, which is the expected end, not a failure.
+        Err(ClientError::ConnectionClosed { code: 320, .. }) if deletes_own_vhost => Ok(()),
+        other => other.map_err(CliError::from),
+    }
 }
 
 fn execute(conn: &Connection, command: Command) -> Result<(), CliError> {
@@ -211,12 +216,16 @@ fn publish(conn: &Connection, a: Box<PublishArgs>) -> Result<(), CliError> {
 /// `NO_ROUTE (312): text (exchange 'x', routing key 'k')`, with the count when several
 /// came back.
 fn returned_message(first: &ReturnedMessage, count: usize) -> String {
+    let code = code_name(first.reply_code);
+    // RabbitMQ's reply text is just the code's name; do not say it twice.
+    let text = if code.starts_with(first.reply_text.as_str()) {
+        "message returned".to_string()
+    } else {
+        first.reply_text.clone()
+    };
     let mut m = format!(
-        "{}: {} (exchange '{}', routing key '{}')",
-        code_name(first.reply_code),
-        first.reply_text,
-        first.exchange,
-        first.routing_key
+        "{code}: {text} (exchange '{}', routing key '{}')",
+        first.exchange, first.routing_key
     );
     if count > 1 {
         m.push_str(&format!("; {count} messages returned"));
@@ -411,7 +420,7 @@ mod tests {
         };
         assert_eq!(
             returned_message(&r, 1),
-            "NO_ROUTE (312): NO_ROUTE (exchange 'x', routing key 'k')"
+            "NO_ROUTE (312): message returned (exchange 'x', routing key 'k')"
         );
         assert!(returned_message(&r, 3).ends_with("; 3 messages returned"));
     }
