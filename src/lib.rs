@@ -26,6 +26,7 @@ pub mod error;
 pub mod limits;
 pub mod protocol;
 pub mod server;
+pub mod storage;
 pub mod types;
 
 /// The README's code examples, compiled by `cargo test` so they cannot rot.

@@ -1,0 +1,7 @@
+//! (being written)
+/// placeholder
+pub trait Backend {}
+/// placeholder
+pub trait StorageFile {}
+/// placeholder
+pub struct OsBackend;

@@ -1,0 +1,32 @@
+//! Durable storage: definitions in SQLite (`meta.db`), persistent messages of durable
+//! queues in checksummed, length-prefixed segment files, group-committed fsync, recovery.
+//!
+//! Layout of a data directory (byte-level formats in `docs/storage.md`):
+//!
+//! ```text
+//! <data-dir>/LOCK                      held (flock) by the running server
+//! <data-dir>/meta.db                   vhosts, durable exchanges/queues, bindings (WAL)
+//! <data-dir>/queues/<id>/queue_data.N  message records of one durable queue
+//! <data-dir>/queues/<id>/queue_acks.N  delivered/settled entries for segment N
+//! <data-dir>/queues/<id>/queue_stat    "N\ttotal\tvalid" per segment (a rebuildable hint)
+//! ```
+//!
+//! `<id>` is a stable identifier from `meta.db`, never the queue's name, so any name stays
+//! inside the data directory.
+
+pub mod ack_log;
+pub mod backend;
+pub mod error;
+pub mod lock;
+pub mod meta;
+pub mod queue_store;
+pub mod record;
+pub mod stat;
+pub mod types;
+
+pub use backend::{Backend, OsBackend, StorageFile};
+pub use error::StorageError;
+pub use queue_store::QueueStore;
+pub use types::{
+    MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,
+};
