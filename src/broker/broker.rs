@@ -89,6 +89,11 @@ impl Broker {
         }
     }
 
+    /// The group-commit flusher, when the broker has durable storage.
+    pub fn flusher(&self) -> Option<&crate::storage::flusher::Flusher> {
+        None
+    }
+
     /// Time since the broker started.
     pub fn uptime(&self) -> std::time::Duration {
         self.started.elapsed()

@@ -7,6 +7,7 @@
 #[allow(clippy::module_inception)]
 pub mod broker;
 pub mod channel;
+pub mod confirm;
 pub mod consumer;
 pub mod exchange;
 pub mod listing;

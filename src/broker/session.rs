@@ -9,6 +9,7 @@
 
 use crate::broker::broker::Broker;
 use crate::broker::channel::{Channel, Unacked};
+use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
 use crate::broker::message::Message;
 use crate::broker::names;
@@ -17,6 +18,7 @@ use crate::broker::router::Destination;
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
 use crate::error::{BrokerError, ReplyCode};
+use crate::storage::flusher::SyncWaiter;
 use crate::types::{BasicProperties, FieldTable};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,11 +41,14 @@ pub struct GetResult {
 struct ChannelSession {
     shared: Arc<Channel>,
     consumers: HashMap<Arc<str>, Arc<Consumer>>,
-    confirm: bool,
+    /// Set by `confirm.select`: the channel's confirm queue.
+    confirms: Option<Arc<ConfirmTracker>>,
     /// Sequence number of the last publish in confirm mode (first is 1).
     publish_seq: u64,
     /// Highest sequence number routed but not yet confirmed to the client.
     confirm_pending: Option<u64>,
+    /// Epoch that must be durable before `confirm_pending` may be acked (`--fsync always`).
+    confirm_epoch: Option<u64>,
 }
 
 /// The core state of one client connection.
@@ -140,9 +145,10 @@ impl Session {
             ChannelSession {
                 shared,
                 consumers: HashMap::new(),
-                confirm: false,
+                confirms: None,
                 publish_seq: 0,
                 confirm_pending: None,
+                confirm_epoch: None,
             },
         );
         self.channel_count
@@ -457,7 +463,7 @@ impl Session {
             }
         }
         let cs = self.channel(ch)?;
-        if cs.confirm {
+        if cs.confirms.is_some() {
             cs.publish_seq += 1;
             cs.confirm_pending = Some(cs.publish_seq);
         }
@@ -470,8 +476,14 @@ impl Session {
         let Some(cs) = self.channels.get_mut(&ch) else {
             return;
         };
-        if let Some(seq) = cs.confirm_pending.take() {
-            self.sink.confirm(ch, seq, true, true);
+        let (Some(seq), Some(tracker)) = (cs.confirm_pending.take(), &cs.confirms) else {
+            return;
+        };
+        let epoch = cs.confirm_epoch.take();
+        if tracker.confirm(seq, epoch, true) {
+            if let (Some(epoch), Some(flusher)) = (epoch, self.broker.flusher()) {
+                flusher.wait(epoch, Arc::clone(tracker) as Arc<dyn SyncWaiter>);
+            }
         }
     }
 
@@ -480,7 +492,11 @@ impl Session {
     /// # Errors
     /// 504 for a channel that is not open.
     pub fn confirm_select(&mut self, ch: u16) -> Result<(), BrokerError> {
-        self.channel(ch)?.confirm = true;
+        let sink = Arc::clone(&self.sink);
+        let cs = self.channel(ch)?;
+        if cs.confirms.is_none() {
+            cs.confirms = Some(Arc::new(ConfirmTracker::new(ch, sink)));
+        }
         Ok(())
     }
 

@@ -17,6 +17,7 @@
 pub mod ack_log;
 pub mod backend;
 pub mod error;
+pub mod flusher;
 pub mod lock;
 pub mod meta;
 pub mod queue_store;
