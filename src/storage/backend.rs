@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A file of the store.
+#[allow(clippy::len_without_is_empty)]
 pub trait StorageFile: Send + Sync + std::fmt::Debug {
     /// Appends bytes; returns their offset.
     fn append(&self, buf: &[u8]) -> io::Result<u64>;
