@@ -1,1 +1,208 @@
-//! (being written)
+//! The data directory's lock: `<data-dir>/LOCK`, held with `flock` (ARCHITECTURE.md §5) by
+//! the running server so that two servers never share one directory.
+//!
+//! `flock` locks belong to an open file description, so the kernel releases the lock when
+//! the holder's file is closed, including when the process dies: a crash never leaves a
+//! stale lock behind, and the file's existence means nothing. The file holds the holder's
+//! pid as text, for the operator only; nothing reads it back.
+
+use crate::storage::error::StorageError;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// File name of the lock inside the data directory.
+pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// Exclusive lock of a data directory (`<dir>/LOCK`, an exclusive `flock`); released when
+/// dropped.
+#[derive(Debug)]
+pub struct DataDirLock {
+    /// The open lock file: the lock lives as long as this descriptor.
+    file: File,
+    /// The locked directory, for messages.
+    dir: PathBuf,
+}
+
+impl DataDirLock {
+    /// Creates the directory if missing and takes the lock without waiting.
+    ///
+    /// # Errors
+    /// [`StorageError::Locked`] (naming `dir`) when another holder has it — another process,
+    /// or another `DataDirLock` of this process; [`StorageError::Io`] when the directory or
+    /// the lock file cannot be created or written.
+    pub fn acquire(dir: &Path) -> Result<DataDirLock, StorageError> {
+        std::fs::create_dir_all(dir).map_err(|e| StorageError::io(dir, e))?;
+        let path = dir.join(LOCK_FILE_NAME);
+        // No truncate on open: a failed attempt must not touch the holder's pid.
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| StorageError::io(&path, e))?;
+        try_lock(&file, dir, &path)?;
+        file.set_len(0)
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .map_err(|e| StorageError::io(&path, e))?;
+        Ok(DataDirLock {
+            file,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Whether another holder has the lock right now (for `--check`, which must refuse a
+    /// live directory). Takes the lock and releases it at once when it is free. A missing
+    /// directory or lock file means not locked; nothing is created.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the lock file exists but cannot be opened or locked.
+    pub fn is_locked(dir: &Path) -> Result<bool, StorageError> {
+        let path = dir.join(LOCK_FILE_NAME);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(StorageError::io(&path, e)),
+        };
+        match try_lock(&file, dir, &path) {
+            // Closing `file` releases the lock.
+            Ok(()) => Ok(false),
+            Err(StorageError::Locked(_)) => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The locked directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for DataDirLock {
+    // `File::unlock` is stable since Rust 1.89, above the crate's declared rust-version.
+    #[allow(clippy::incompatible_msrv)]
+    fn drop(&mut self) {
+        // Closing the file releases the lock anyway; unlocking first makes the release
+        // independent of other descriptors a child process may have inherited.
+        let _ = self.file.unlock();
+    }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on `file`.
+// `File::try_lock` is stable since Rust 1.89, above the crate's declared rust-version.
+#[allow(clippy::incompatible_msrv)]
+fn try_lock(file: &File, dir: &Path, path: &Path) -> Result<(), StorageError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(StorageError::Locked(dir.to_path_buf())),
+        Err(TryLockError::Error(e)) => Err(StorageError::io(path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    /// Set in the child process of `lock_held_by_another_process`: the directory to lock.
+    const CHILD_DIR_ENV: &str = "RELAYMQ_TEST_LOCK_CHILD_DIR";
+
+    #[test]
+    fn second_acquire_in_one_process_is_refused_until_the_first_is_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let first = DataDirLock::acquire(&dir).unwrap();
+        assert!(dir.join(LOCK_FILE_NAME).is_file());
+        assert_eq!(first.dir(), dir);
+        match DataDirLock::acquire(&dir) {
+            Err(StorageError::Locked(p)) => assert_eq!(p, dir),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        assert!(DataDirLock::is_locked(&dir).unwrap());
+        drop(first);
+        assert!(!DataDirLock::is_locked(&dir).unwrap());
+        let again = DataDirLock::acquire(&dir).unwrap();
+        let pid = std::fs::read_to_string(dir.join(LOCK_FILE_NAME)).unwrap();
+        assert_eq!(pid.trim(), std::process::id().to_string());
+        drop(again);
+    }
+
+    #[test]
+    fn is_locked_on_a_missing_directory_is_false_and_creates_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("absent");
+        assert!(!DataDirLock::is_locked(&dir).unwrap());
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn is_locked_does_not_keep_the_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        drop(DataDirLock::acquire(tmp.path()).unwrap());
+        assert!(!DataDirLock::is_locked(tmp.path()).unwrap());
+        assert!(!DataDirLock::is_locked(tmp.path()).unwrap());
+        DataDirLock::acquire(tmp.path()).unwrap();
+    }
+
+    #[test]
+    fn the_error_message_names_the_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _held = DataDirLock::acquire(tmp.path()).unwrap();
+        let err = DataDirLock::acquire(tmp.path()).unwrap_err();
+        assert!(err.to_string().contains(&tmp.path().display().to_string()));
+    }
+
+    /// Not a test on its own: the child half of `lock_held_by_another_process`. Holds the
+    /// lock of `$RELAYMQ_TEST_LOCK_CHILD_DIR`, says so on stdout, and keeps it until its
+    /// stdin is closed.
+    #[test]
+    fn child_process_holding_the_lock() {
+        let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
+            return;
+        };
+        let _lock = DataDirLock::acquire(Path::new(&dir)).unwrap();
+        println!("LOCKED");
+        let mut line = String::new();
+        let _ = io::stdin().read_line(&mut line);
+    }
+
+    #[test]
+    fn lock_held_by_another_process() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "storage::lock::tests::child_process_holding_the_lock",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR_ENV, tmp.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Keep reading the child's stdout to the end: closing it early would fail the
+        // harness's own output in the child.
+        let mut lines = BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .map_while(Result::ok);
+        assert!(
+            lines.by_ref().any(|l| l.contains("LOCKED")),
+            "child did not take the lock"
+        );
+
+        assert!(DataDirLock::is_locked(tmp.path()).unwrap());
+        assert!(matches!(
+            DataDirLock::acquire(tmp.path()),
+            Err(StorageError::Locked(_))
+        ));
+
+        drop(child.stdin.take()); // the child returns and exits, which releases the lock
+        lines.for_each(drop);
+        assert!(child.wait().unwrap().success());
+        assert!(!DataDirLock::is_locked(tmp.path()).unwrap());
+        DataDirLock::acquire(tmp.path()).unwrap();
+    }
+}
