@@ -24,7 +24,7 @@ pub mod record;
 pub mod stat;
 pub mod types;
 
-pub use backend::{Backend, OsBackend, StorageFile};
+pub use backend::{Backend, OsBackend, SimBackend, StorageFile};
 pub use error::StorageError;
 pub use queue_store::QueueStore;
 pub use types::{
