@@ -25,9 +25,9 @@ pub mod record;
 pub mod stat;
 pub mod types;
 
-pub use backend::{Backend, OsBackend, StorageFile};
+pub use backend::{Backend, OsBackend, SimBackend, StorageFile};
 pub use error::StorageError;
-pub use queue_store::QueueStore;
+pub use queue_store::{check_dir, CheckReport, QueueStore};
 pub use types::{
     MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,
 };
