@@ -21,10 +21,19 @@ OPTIONS:
   --max-message-bytes N      largest message body accepted [default: 16777216]
   --frame-max BYTES          largest frame offered to clients [default: 131072]
   --heartbeat SECONDS        heartbeat interval offered to clients [default: 60]
+  --fsync MODE               always | interval:MS | never: when persistent messages are
+                             fsynced; under always a confirm waits for it [default: always]
+  --segment-bytes N          size at which a queue's segment file is sealed [default: 8388608]
   --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
   -h, --help                 print this help
   -V, --version              print the version
 ";
+
+/// Smallest `--segment-bytes`, bytes (tests use small segments).
+const SEGMENT_BYTES_MIN: u64 = 4096;
+
+/// Largest `--segment-bytes`, bytes (1 GiB).
+const SEGMENT_BYTES_MAX: u64 = 1 << 30;
 
 /// Accepted values of `--log-level`.
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
@@ -80,6 +89,18 @@ fn parse_args() -> Result<Args> {
                 config.frame_max = v;
             }
             Long("heartbeat") => config.heartbeat_s = parser.value()?.parse()?,
+            Long("fsync") => {
+                let v: String = parser.value()?.parse()?;
+                config.fsync = relaymq::storage::flusher::FsyncMode::parse(&v)
+                    .map_err(|e| anyhow::anyhow!("--fsync: {e}"))?;
+            }
+            Long("segment-bytes") => {
+                let v: u64 = parser.value()?.parse()?;
+                if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&v) {
+                    bail!("--segment-bytes must be between {SEGMENT_BYTES_MIN} and {SEGMENT_BYTES_MAX}");
+                }
+                config.segment_bytes = v;
+            }
             Long("shutdown-timeout") => {
                 let s: u64 = parser.value()?.parse()?;
                 config.shutdown_flush_ms = s.saturating_mul(1000);

@@ -1,10 +1,15 @@
 //! The broker: all virtual hosts, the connection registry, configuration and
 //! authentication.
 
+use crate::broker::exchange::Exchange;
+use crate::broker::queue::Queue;
+use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT;
+use crate::storage::durability::Durability;
+use crate::storage::meta::Definitions;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -66,6 +71,8 @@ pub struct ConnectionInfo {
 pub struct Broker {
     /// Settings.
     pub config: BrokerConfig,
+    /// The data directory's storage; `None` for an in-memory broker (tests).
+    durability: Option<Arc<Durability>>,
     vhosts: RwLock<HashMap<String, Arc<VirtualHost>>>,
     connections: Mutex<HashMap<u64, ConnectionInfo>>,
     next_connection_id: AtomicU64,
@@ -73,15 +80,16 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// A broker with the default vhost `/`.
+    /// An in-memory broker with the default vhost `/` (nothing is stored).
     pub fn new(config: BrokerConfig) -> Broker {
         let mut vhosts = HashMap::new();
         vhosts.insert(
             DEFAULT_VHOST.to_string(),
-            Arc::new(VirtualHost::new(DEFAULT_VHOST)),
+            Arc::new(VirtualHost::new(DEFAULT_VHOST, None)),
         );
         Broker {
             config,
+            durability: None,
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
             next_connection_id: AtomicU64::new(1),
@@ -91,7 +99,92 @@ impl Broker {
 
     /// The group-commit flusher, when the broker has durable storage.
     pub fn flusher(&self) -> Option<&crate::storage::flusher::Flusher> {
-        None
+        self.durability.as_ref().map(|d| d.flusher().as_ref())
+    }
+
+    /// A broker over opened storage, rebuilt from its stored definitions (recovery steps
+    /// 2–3 in docs/architecture.md): vhosts, then durable exchanges, then durable queues,
+    /// then bindings whose ends both exist.
+    pub fn open(
+        config: BrokerConfig,
+        durability: Arc<Durability>,
+        definitions: Definitions,
+    ) -> Broker {
+        let mut vhosts = HashMap::new();
+        for name in &definitions.vhosts {
+            vhosts.insert(
+                name.clone(),
+                Arc::new(VirtualHost::new(name, Some(Arc::clone(&durability)))),
+            );
+        }
+        for e in definitions.exchanges {
+            let Some(vh) = vhosts.get(&e.vhost) else {
+                continue;
+            };
+            match ExchangeKind::parse(&e.kind) {
+                Ok(kind) => vh.insert_exchange(Exchange::new(
+                    Arc::from(e.name.as_str()),
+                    kind,
+                    true,
+                    e.auto_delete,
+                    e.internal,
+                    e.arguments,
+                )),
+                Err(err) => log::error!(
+                    "exchange '{}' in vhost '{}' not recovered: {}",
+                    e.name,
+                    e.vhost,
+                    err.text
+                ),
+            }
+        }
+        for q in definitions.queues {
+            let Some(vh) = vhosts.get(&q.vhost) else {
+                continue;
+            };
+            let mut queue = Queue::new(
+                Arc::from(q.name.as_str()),
+                true,
+                false,
+                q.auto_delete,
+                None,
+                q.arguments,
+            );
+            queue.storage_id = Some(q.id);
+            vh.insert_queue(queue);
+        }
+        for b in definitions.bindings {
+            let Some(vh) = vhosts.get(&b.vhost) else {
+                continue;
+            };
+            let destination = if b.destination_is_exchange {
+                Destination::Exchange(Arc::from(b.destination.as_str()))
+            } else {
+                Destination::Queue(Arc::from(b.destination.as_str()))
+            };
+            if !vh.restore_binding(&b.source, destination, b.routing_key, b.arguments) {
+                log::warn!(
+                    "binding {} -> {} ('{}') in vhost '{}' not recovered: an end is missing",
+                    b.source,
+                    b.destination,
+                    b.vhost,
+                    b.vhost
+                );
+            }
+        }
+        Broker {
+            config,
+            durability: Some(durability),
+            vhosts: RwLock::new(vhosts),
+            connections: Mutex::new(HashMap::new()),
+            next_connection_id: AtomicU64::new(1),
+            started: Instant::now(),
+        }
+    }
+
+    /// The storage, when the broker has one.
+    pub fn durability(&self) -> Option<&Arc<Durability>> {
+        self.durability.as_ref()
     }
 
     /// Time since the broker started.
@@ -156,8 +249,17 @@ impl Broker {
             return Err(BrokerError::precondition("vhost name must not be empty"));
         }
         let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
-        map.entry(name.to_string())
-            .or_insert_with(|| Arc::new(VirtualHost::new(name)));
+        if map.contains_key(name) {
+            return Ok(());
+        }
+        if let Some(d) = &self.durability {
+            d.meta("vhost", |m| m.put_vhost(name))?;
+        }
+        let durability = self.durability.clone();
+        map.insert(
+            name.to_string(),
+            Arc::new(VirtualHost::new(name, durability)),
+        );
         Ok(())
     }
 
@@ -176,6 +278,12 @@ impl Broker {
         }
         let vh = {
             let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
+            if !map.contains_key(name) {
+                return Err(BrokerError::not_found(format!("no vhost '{name}'")));
+            }
+            if let Some(d) = &self.durability {
+                d.meta("vhost deletion", |m| m.delete_vhost(name))?;
+            }
             map.remove(name)
                 .ok_or_else(|| BrokerError::not_found(format!("no vhost '{name}'")))?
         };

@@ -76,6 +76,9 @@ pub struct Queue {
     pub owner: Option<u64>,
     /// Arguments as declared.
     pub arguments: FieldTable,
+    /// Id of the stored queue in `meta.db` (durable, non-exclusive queues of a broker with
+    /// storage); also the name of its directory.
+    pub storage_id: Option<String>,
     state: Mutex<QueueState>,
 }
 
@@ -107,6 +110,7 @@ impl Queue {
             auto_delete,
             owner,
             arguments,
+            storage_id: None,
             state: Mutex::new(QueueState::default()),
         }
     }

@@ -12,11 +12,14 @@ use crate::broker::names;
 use crate::broker::queue::Queue;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
 use crate::error::{BrokerError, ReplyCode};
+use crate::storage::durability::Durability;
+use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
+use crate::storage::StorageError;
 use crate::types::FieldTable;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What `exchange.declare` asks for.
 #[derive(Debug, Clone, Default)]
@@ -73,6 +76,12 @@ pub struct VirtualHost {
     exchanges: RwLock<HashMap<Arc<str>, Arc<Exchange>>>,
     queues: RwLock<HashMap<Arc<str>, Arc<Queue>>>,
     deleted: AtomicBool,
+    /// Serializes definition changes (declare, delete, bind, unbind) so each is committed to
+    /// `meta.db` and applied in memory as one step, without holding the maps that publishes
+    /// read while the commit's fsync runs. Taken before any map lock.
+    changes: Mutex<()>,
+    /// Where durable definitions are committed; `None` for an in-memory broker.
+    durability: Option<Arc<Durability>>,
     /// Messages published that no queue took (and were not mandatory).
     unroutable_dropped: AtomicU64,
     /// Mandatory messages returned with 312 NO_ROUTE.
@@ -139,8 +148,9 @@ fn default_exchange_refused() -> BrokerError {
 }
 
 impl VirtualHost {
-    /// A vhost holding the default exchange and the standard `amq.*` exchanges.
-    pub fn new(name: &str) -> VirtualHost {
+    /// A vhost holding the default exchange and the standard `amq.*` exchanges; durable
+    /// definitions are committed to `durability` when given.
+    pub fn new(name: &str, durability: Option<Arc<Durability>>) -> VirtualHost {
         let mut exchanges = HashMap::new();
         let default = Exchange::new(
             Arc::from(""),
@@ -160,6 +170,8 @@ impl VirtualHost {
             exchanges: RwLock::new(exchanges),
             queues: RwLock::new(HashMap::new()),
             deleted: AtomicBool::new(false),
+            changes: Mutex::new(()),
+            durability,
             unroutable_dropped: AtomicU64::new(0),
             unroutable_returned: AtomicU64::new(0),
         }
@@ -179,6 +191,52 @@ impl VirtualHost {
 
     fn queues_mut(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Queue>>> {
         self.queues.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changes(&self) -> MutexGuard<'_, ()> {
+        self.changes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Commits a definition change to `meta.db` (nothing for an in-memory broker).
+    fn persist<R>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&MetaStore) -> Result<R, StorageError>,
+    ) -> Result<Option<R>, BrokerError> {
+        match &self.durability {
+            Some(d) => d.meta(what, f).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether bindings to `destination` are stored (a durable, non-exclusive queue or a
+    /// durable exchange).
+    fn is_stored_destination(&self, destination: &Destination) -> bool {
+        match destination {
+            Destination::Queue(q) => self.queue(q).is_some_and(|q| q.storage_id.is_some()),
+            Destination::Exchange(x) => self.exchange(x).is_some_and(|e| e.durable),
+        }
+    }
+
+    fn binding_def(
+        &self,
+        source: &str,
+        destination: &Destination,
+        key: &str,
+        arguments: &FieldTable,
+    ) -> BindingDef {
+        let (name, is_exchange) = match destination {
+            Destination::Queue(q) => (q.to_string(), false),
+            Destination::Exchange(x) => (x.to_string(), true),
+        };
+        BindingDef {
+            vhost: self.name.to_string(),
+            source: source.to_string(),
+            destination: name,
+            destination_is_exchange: is_exchange,
+            routing_key: key.to_string(),
+            arguments: arguments.clone(),
+        }
     }
 
     /// Whether the vhost was deleted.
@@ -253,15 +311,16 @@ impl VirtualHost {
         if spec.arguments.contains_key("alternate-exchange") {
             return Err(unsupported_argument("alternate-exchange"));
         }
-        let mut map = self.exchanges_mut();
+        let _changes = self.changes();
+        let existing = self.exchange(name);
         // RabbitMQ checks the reserved prefix only when creating: an equivalent redeclare
         // of `amq.topic` succeeds.
-        if names::is_reserved(name) && !map.contains_key(name) {
+        if names::is_reserved(name) && existing.is_none() {
             return Err(BrokerError::access_refused(format!(
                 "exchange name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
-        if let Some(e) = map.get(name) {
+        if let Some(e) = existing {
             let vh = &*self.name;
             if e.kind != kind {
                 return Err(inequivalent(
@@ -315,16 +374,33 @@ impl VirtualHost {
             }
             return Ok(());
         }
-        let e = Exchange::new(
+        if spec.durable {
+            self.persist("exchange", |m| {
+                m.put_exchange(&ExchangeDef {
+                    vhost: self.name.to_string(),
+                    name: name.to_string(),
+                    kind: kind.as_str().to_string(),
+                    auto_delete: spec.auto_delete,
+                    internal: spec.internal,
+                    arguments: spec.arguments.clone(),
+                })
+            })?;
+        }
+        self.insert_exchange(Exchange::new(
             Arc::from(name),
             kind,
             spec.durable,
             spec.auto_delete,
             spec.internal,
             spec.arguments.clone(),
-        );
-        map.insert(Arc::clone(&e.name), Arc::new(e));
+        ));
         Ok(())
+    }
+
+    /// Adds an exchange to the map (declare and recovery).
+    pub(crate) fn insert_exchange(&self, e: Exchange) {
+        self.exchanges_mut()
+            .insert(Arc::clone(&e.name), Arc::new(e));
     }
 
     /// Deletes an exchange (AMQP `exchange.delete`) and every binding from or to it.
@@ -342,6 +418,7 @@ impl VirtualHost {
                 "exchange name '{name}' contains reserved prefix 'amq.*'"
             )));
         }
+        let _changes = self.changes();
         let Some(e) = self.exchange(name) else {
             return Ok(());
         };
@@ -351,21 +428,28 @@ impl VirtualHost {
                 self.name
             )));
         }
-        self.remove_exchange(&e);
-        Ok(())
+        self.remove_exchange(&e)
     }
 
-    fn remove_exchange(&self, e: &Arc<Exchange>) {
+    /// Removes an exchange (the changes lock is held): commits the deletion of a durable
+    /// one, then drops it and every binding to it.
+    fn remove_exchange(&self, e: &Arc<Exchange>) -> Result<(), BrokerError> {
+        if e.durable {
+            self.persist("exchange deletion", |m| {
+                m.delete_exchange(&self.name, &e.name)
+            })?;
+        }
         {
             let mut map = self.exchanges_mut();
             match map.get(&*e.name) {
                 Some(cur) if Arc::ptr_eq(cur, e) => {
                     map.remove(&*e.name);
                 }
-                _ => return,
+                _ => return Ok(()),
             }
         }
         self.remove_destination(&Destination::Exchange(Arc::clone(&e.name)));
+        Ok(())
     }
 
     /// Removes every binding to `dest`; auto-delete exchanges left without bindings are
@@ -379,7 +463,8 @@ impl VirtualHost {
             }
         }
         for e in emptied {
-            self.remove_exchange(&e);
+            // A cascade has no client to answer; the failure is logged by `persist`.
+            let _ = self.remove_exchange(&e);
         }
     }
 
@@ -397,30 +482,18 @@ impl VirtualHost {
         arguments: &FieldTable,
         connection_id: u64,
     ) -> Result<(), BrokerError> {
+        let _changes = self.changes();
         let src = self.check_binding_ends(source, destination, connection_id)?;
-        let binding = Binding {
+        src.router().validate(key, arguments)?;
+        if src.durable && self.is_stored_destination(destination) {
+            let def = self.binding_def(source, destination, key, arguments);
+            self.persist("binding", |m| m.put_binding(&def))?;
+        }
+        src.router_mut().add(Binding {
             destination: destination.clone(),
             binding_key: key.to_string(),
             arguments: arguments.clone(),
-        };
-        {
-            let mut router = src.router_mut();
-            router.validate(key, arguments)?;
-            if !router.add(binding.clone()) {
-                return Ok(());
-            }
-        }
-        // A concurrent delete of either end may have swept the routers before this binding
-        // was added: undo it rather than leave a binding to a name that a later declare
-        // would silently inherit.
-        if !self.binding_ends_exist(&src, destination) {
-            src.router_mut().remove(&binding);
-            return Err(match destination {
-                Destination::Queue(q) if self.queue(q).is_none() => self.no_queue(q),
-                Destination::Exchange(x) if self.exchange(x).is_none() => self.no_exchange(x),
-                _ => self.no_exchange(source),
-            });
-        }
+        });
         Ok(())
     }
 
@@ -438,7 +511,12 @@ impl VirtualHost {
         arguments: &FieldTable,
         connection_id: u64,
     ) -> Result<(), BrokerError> {
+        let _changes = self.changes();
         let src = self.check_binding_ends(source, destination, connection_id)?;
+        if src.durable && self.is_stored_destination(destination) {
+            let def = self.binding_def(source, destination, key, arguments);
+            self.persist("binding deletion", |m| m.delete_binding(&def))?;
+        }
         let emptied = {
             let mut router = src.router_mut();
             let removed = router.remove(&Binding {
@@ -449,20 +527,9 @@ impl VirtualHost {
             removed && src.auto_delete && router.is_empty()
         };
         if emptied {
-            self.remove_exchange(&src);
+            self.remove_exchange(&src)?;
         }
         Ok(())
-    }
-
-    fn binding_ends_exist(&self, source: &Arc<Exchange>, destination: &Destination) -> bool {
-        let source_live = self
-            .exchange(&source.name)
-            .is_some_and(|e| Arc::ptr_eq(&e, source));
-        let destination_live = match destination {
-            Destination::Queue(q) => self.queue(q).is_some(),
-            Destination::Exchange(x) => self.exchange(x).is_some(),
-        };
-        source_live && destination_live
     }
 
     fn check_binding_ends(
@@ -521,8 +588,8 @@ impl VirtualHost {
         } else {
             spec.name.clone()
         };
-        let mut map = self.queues_mut();
-        if let Some(q) = map.get(name.as_str()) {
+        let _changes = self.changes();
+        if let Some(q) = self.queue(&name) {
             q.check_access(connection_id, &self.name)?;
             let vh = &*self.name;
             if q.durable != spec.durable {
@@ -563,12 +630,28 @@ impl VirtualHost {
                     format!("{:?}", q.arguments),
                 ));
             }
-            let q = Arc::clone(q);
-            drop(map);
             return Ok(declared(&q));
         }
         let owner = spec.exclusive.then_some(connection_id);
-        let q = Queue::new(
+        // Exclusive queues die with their connection, so they are never stored (RabbitMQ
+        // deletes them at recovery anyway).
+        let storage_id = match (&self.durability, spec.durable && !spec.exclusive) {
+            (Some(_), true) => {
+                let id = new_queue_id();
+                self.persist("queue", |m| {
+                    m.put_queue(&QueueDef {
+                        vhost: self.name.to_string(),
+                        name: name.clone(),
+                        id: id.clone(),
+                        auto_delete: spec.auto_delete,
+                        arguments: spec.arguments.clone(),
+                    })
+                })?;
+                Some(id)
+            }
+            _ => None,
+        };
+        let mut q = Queue::new(
             Arc::from(name.as_str()),
             spec.durable,
             spec.exclusive,
@@ -576,12 +659,43 @@ impl VirtualHost {
             owner,
             spec.arguments.clone(),
         );
-        map.insert(Arc::clone(&q.name), Arc::new(q));
+        q.storage_id = storage_id;
+        self.insert_queue(q);
         Ok(QueueDeclared {
             name,
             message_count: 0,
             consumer_count: 0,
         })
+    }
+
+    /// Re-adds a stored binding at recovery; false when an end is missing.
+    pub(crate) fn restore_binding(
+        &self,
+        source: &str,
+        destination: Destination,
+        key: String,
+        arguments: FieldTable,
+    ) -> bool {
+        let ends = match &destination {
+            Destination::Queue(q) => self.queue(q).is_some(),
+            Destination::Exchange(x) => self.exchange(x).is_some(),
+        };
+        match (self.exchange(source), ends) {
+            (Some(src), true) => {
+                src.router_mut().add(Binding {
+                    destination,
+                    binding_key: key,
+                    arguments,
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Adds a queue to the map (declare and recovery).
+    pub(crate) fn insert_queue(&self, q: Queue) {
+        self.queues_mut().insert(Arc::clone(&q.name), Arc::new(q));
     }
 
     /// Deletes a queue (AMQP `queue.delete`); returns the count of ready messages it held.
@@ -598,6 +712,7 @@ impl VirtualHost {
         if_empty: bool,
         connection_id: u64,
     ) -> Result<u32, BrokerError> {
+        let _changes = self.changes();
         let Some(q) = self.queue(name) else {
             return Ok(0);
         };
@@ -614,25 +729,39 @@ impl VirtualHost {
                 self.name
             )));
         }
-        Ok(self.remove_queue(&q) as u32)
+        self.remove_queue_locked(&q, true).map(|n| n as u32)
     }
 
-    /// Removes a queue: from the map, from every exchange's bindings, and cancels its
-    /// consumers. Returns the count of ready messages dropped with it.
+    /// Removes a queue (auto-delete, owner gone): see [`VirtualHost::delete_queue`]. A
+    /// failure to commit the deletion is logged and the queue stays.
     pub fn remove_queue(&self, q: &Arc<Queue>) -> usize {
+        let _changes = self.changes();
+        self.remove_queue_locked(q, true).unwrap_or(0)
+    }
+
+    /// Removes a queue (the changes lock is held): commits the deletion of a stored one
+    /// (when `commit`), drops it from the map and every exchange's bindings, cancels its
+    /// consumers, then removes its files. Returns the ready messages dropped with it.
+    fn remove_queue_locked(&self, q: &Arc<Queue>, commit: bool) -> Result<usize, BrokerError> {
+        if let (Some(_), true) = (&q.storage_id, commit) {
+            self.persist("queue deletion", |m| m.delete_queue(&self.name, &q.name))?;
+        }
         {
             let mut map = self.queues_mut();
             match map.get(&*q.name) {
                 Some(cur) if Arc::ptr_eq(cur, q) => {
                     map.remove(&*q.name);
                 }
-                _ => return 0,
+                _ => return Ok(0),
             }
         }
         self.remove_destination(&Destination::Queue(Arc::clone(&q.name)));
         let (count, consumers) = q.mark_deleted();
         notify_cancelled(&consumers);
-        count
+        if let (Some(id), Some(d)) = (&q.storage_id, &self.durability) {
+            d.remove_queue_dir(id);
+        }
+        Ok(count)
     }
 
     /// Deletes the exclusive queues owned by a closing connection.
@@ -643,16 +772,19 @@ impl VirtualHost {
             .filter(|q| q.owner == Some(connection_id))
             .cloned()
             .collect();
+        let _changes = self.changes();
         for q in owned {
-            self.remove_queue(&q);
+            let _ = self.remove_queue_locked(&q, true);
         }
     }
 
-    /// Deletes everything (the vhost is being deleted): consumers are cancelled.
+    /// Deletes everything (the vhost is being deleted and its definitions were already
+    /// removed from `meta.db`): consumers are cancelled, queue files removed.
     pub fn remove_all(&self) {
+        let _changes = self.changes();
         self.deleted.store(true, Ordering::Relaxed);
         for q in self.all_queues() {
-            self.remove_queue(&q);
+            let _ = self.remove_queue_locked(&q, false);
         }
         self.exchanges_mut().clear();
     }

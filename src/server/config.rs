@@ -4,6 +4,8 @@ use crate::broker::BrokerConfig;
 use crate::limits::{
     CHANNEL_MAX, FRAME_BYTES_DEFAULT, HEARTBEAT_S_DEFAULT, SHUTDOWN_FLUSH_MS_DEFAULT,
 };
+use crate::storage::flusher::FsyncMode;
+use crate::storage::types::SEGMENT_BYTES_DEFAULT;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -29,6 +31,10 @@ pub struct ServerConfig {
     pub channel_max: u16,
     /// Time a shutdown waits for outbound buffers to flush, in milliseconds.
     pub shutdown_flush_ms: u64,
+    /// When persistent messages are fsynced (`--fsync`).
+    pub fsync: FsyncMode,
+    /// Size at which a queue's segment file is sealed, in bytes (`--segment-bytes`).
+    pub segment_bytes: u64,
     /// Core settings.
     pub broker: BrokerConfig,
 }
@@ -44,6 +50,8 @@ impl Default for ServerConfig {
             heartbeat_s: HEARTBEAT_S_DEFAULT,
             channel_max: CHANNEL_MAX,
             shutdown_flush_ms: SHUTDOWN_FLUSH_MS_DEFAULT,
+            fsync: FsyncMode::Always,
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
             broker: BrokerConfig::default(),
         }
     }

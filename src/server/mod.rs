@@ -17,6 +17,8 @@ pub use config::ServerConfig;
 
 use crate::broker::Broker;
 use crate::limits::CONNECTIONS_MAX;
+use crate::storage::durability::Durability;
+use crate::storage::{OsBackend, StorageError, StoreConfig};
 use io_loop::{IoLoop, WAKER};
 use notifier::Notifier;
 use std::io;
@@ -104,7 +106,31 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
             ),
         )
     })?;
-    let broker = Arc::new(Broker::new(config.broker.clone()));
+    let store_config = StoreConfig {
+        segment_bytes: config.segment_bytes,
+    };
+    let (durability, definitions) = Durability::open(
+        &config.data_dir,
+        config.fsync,
+        store_config,
+        Arc::new(OsBackend),
+    )
+    .map_err(|e| {
+        let kind = match &e {
+            StorageError::Io { source, .. } => source.kind(),
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e.to_string())
+    })?;
+    log::info!(
+        "recovered {} vhosts, {} durable exchanges, {} durable queues, {} bindings from {}",
+        definitions.vhosts.len(),
+        definitions.exchanges.len(),
+        definitions.queues.len(),
+        definitions.bindings.len(),
+        config.data_dir.display()
+    );
+    let broker = Arc::new(Broker::open(config.broker.clone(), durability, definitions));
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let notifier = Arc::new(Notifier::new(waker));
@@ -133,8 +159,8 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         config.workers
     );
     log::warn!(
-        "messages and definitions live in memory only: durable storage is not implemented \
-         yet, so nothing survives a restart"
+        "persistent messages live in memory only: the message store is not implemented \
+         yet, so messages do not survive a restart (durable definitions do)"
     );
     if let Some(path) = &config.ready_file {
         write_ready_file(path, addr).map_err(|e| {

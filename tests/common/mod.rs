@@ -153,3 +153,92 @@ impl Raw {
         v
     }
 }
+
+/// A real `relaymq-server` process (for restart and crash tests).
+pub struct ServerProcess {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    pub data_dir: std::path::PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts the built binary on a free loopback port with `data_dir`, waiting (≤ 20 s)
+    /// for its ready file. `extra` are more flags.
+    pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
+        let ready = data_dir.with_extension(format!("ready-{}", std::process::id()));
+        let _ = std::fs::remove_file(&ready);
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--ready-file")
+            .arg(&ready)
+            .arg("--log-level")
+            .arg("warn")
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("server binary starts");
+        let started = std::time::Instant::now();
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&ready) {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                    if let Some(addr) = v["listen"].as_str() {
+                        let _ = std::fs::remove_file(&ready);
+                        return ServerProcess {
+                            child,
+                            addr: addr.parse().expect("address in ready file"),
+                            data_dir: data_dir.to_path_buf(),
+                        };
+                    }
+                }
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "server did not become ready"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn addr_string(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// SIGTERM, then waits (≤ 20 s); returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        wait_bounded(&mut self.child)
+    }
+
+    /// SIGKILL (a crash), then reaps the process.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_bounded(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("server did not exit within 20 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
