@@ -167,7 +167,7 @@ impl ServerProcess {
     pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
         let ready = data_dir.with_extension(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
@@ -194,10 +194,11 @@ impl ServerProcess {
                     }
                 }
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "server did not become ready"
-            );
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("server did not become ready within 20 s");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
