@@ -164,6 +164,8 @@ pub struct ServerProcess {
 impl ServerProcess {
     /// Starts the built binary on a free loopback port with `data_dir`, waiting (≤ 20 s)
     /// for its ready file. `extra` are more flags.
+    // The child is reaped by `Drop`, `terminate` or `kill9`, which clippy cannot see.
+    #[allow(clippy::zombie_processes)]
     pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
         let ready = data_dir.with_extension(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
