@@ -234,7 +234,7 @@ fn compaction_shrinks_the_disk_and_keeps_every_valid_message() {
     let want: Vec<RecordRef> = kept.iter().copied().filter(|r| *r != kept[1]).collect();
     assert_eq!(in_first.iter().map(|m| m.record).collect::<Vec<_>>(), want);
     for m in in_first {
-        let delivered = (index_of(m) % 8) == 0;
+        let delivered = index_of(m).is_multiple_of(8);
         assert_eq!(m.delivery_count, u32::from(delivered));
     }
     assert_eq!(msgs.len(), want.len() + refs.len() - sealed.len());
