@@ -2,7 +2,9 @@
 //! authentication.
 
 use crate::broker::exchange::Exchange;
+use crate::broker::message::Message;
 use crate::broker::queue::Queue;
+use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
@@ -10,6 +12,7 @@ use crate::error::{BrokerError, ReplyCode};
 use crate::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT;
 use crate::storage::durability::Durability;
 use crate::storage::meta::Definitions;
+use crate::storage::{QueueStore, RecoveredMessage};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -150,7 +153,21 @@ impl Broker {
                 None,
                 q.arguments,
             );
+            let recovered = open_store(&durability, &q.vhost, &q.name, &q.id);
             queue.storage_id = Some(q.id);
+            let messages = match recovered {
+                Some((storage, messages)) => {
+                    queue.storage = Some(storage);
+                    messages
+                }
+                None => Vec::new(),
+            };
+            queue.restore(messages.into_iter().map(|m| {
+                let redelivered = m.delivery_count > 0;
+                let record = m.record;
+                let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
+                (Arc::new(msg), redelivered, record)
+            }));
             vh.insert_queue(queue);
         }
         for b in definitions.bindings {
@@ -180,6 +197,20 @@ impl Broker {
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
         }
+    }
+
+    /// Writes every store's `queue_stat` and syncs what is pending (clean shutdown, after
+    /// the last request ran).
+    pub fn close_storage(&self) {
+        let Some(d) = &self.durability else { return };
+        for vh in self.vhosts() {
+            for q in vh.all_queues() {
+                if let Some(storage) = &q.storage {
+                    storage.write_stat(&q.name);
+                }
+            }
+        }
+        d.flusher().shutdown();
     }
 
     /// The storage, when the broker has one.
@@ -335,5 +366,45 @@ impl Broker {
         let mut v: Vec<_> = self.lock_connections().values().cloned().collect();
         v.sort_by_key(|c| c.id);
         v
+    }
+}
+
+/// Opens a stored queue's message store at recovery (step 3 in docs/architecture.md):
+/// logs what was repaired; on failure the queue is reported and left without a store (it
+/// refuses persistent publishes) while the others serve.
+fn open_store(
+    durability: &Arc<Durability>,
+    vhost: &str,
+    name: &str,
+    id: &str,
+) -> Option<(QueueStorage, Vec<RecoveredMessage>)> {
+    let dir = durability.queue_dir(id);
+    match QueueStore::open(
+        Arc::clone(durability.backend()),
+        dir.clone(),
+        durability.store_config(),
+    ) {
+        Ok((store, messages, report)) => {
+            for w in &report.warnings {
+                log::warn!("queue '{name}' in vhost '{vhost}': {w}");
+            }
+            if !messages.is_empty() {
+                log::info!(
+                    "queue '{name}' in vhost '{vhost}': recovered {} persistent messages",
+                    messages.len()
+                );
+            }
+            Some((
+                QueueStorage::new(store, Arc::clone(durability.flusher())),
+                messages,
+            ))
+        }
+        Err(e) => {
+            log::error!(
+                "queue '{name}' in vhost '{vhost}' ({}) cannot be recovered and is out of service: {e}",
+                dir.display()
+            );
+            None
+        }
     }
 }

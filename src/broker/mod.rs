@@ -14,6 +14,7 @@ pub mod listing;
 pub mod message;
 pub mod names;
 pub mod queue;
+pub mod queue_storage;
 pub mod router;
 pub mod session;
 pub mod sink;

@@ -10,7 +10,9 @@
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
 use crate::broker::message::Message;
+use crate::broker::queue_storage::QueueStorage;
 use crate::error::BrokerError;
+use crate::storage::RecordRef;
 use crate::types::FieldTable;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -25,6 +27,22 @@ pub struct QueuedMessage {
     pub msg: Arc<Message>,
     /// Delivered at least once before (AMQP `redelivered`).
     pub redelivered: bool,
+    /// Where the message is stored (a persistent message in a durable queue).
+    pub record: Option<RecordRef>,
+}
+
+/// What became of a message offered to a queue.
+#[derive(Debug)]
+pub enum Enqueued {
+    /// Taken; `sync` is the epoch a publisher confirm must wait for, if any.
+    Accepted {
+        /// Flusher epoch covering the stored record (`--fsync always`).
+        sync: Option<u64>,
+    },
+    /// The queue was deleted meanwhile; the message was not taken.
+    Gone,
+    /// The queue could not store the persistent message (storage failure, full disk).
+    Refused(String),
 }
 
 /// Counters of a queue since it was declared, for listings and metrics.
@@ -79,8 +97,14 @@ pub struct Queue {
     /// Id of the stored queue in `meta.db` (durable, non-exclusive queues of a broker with
     /// storage); also the name of its directory.
     pub storage_id: Option<String>,
+    /// The message store of a stored queue (`None` also when it could not be opened at
+    /// start: persistent publishes to it are then refused).
+    pub storage: Option<QueueStorage>,
     state: Mutex<QueueState>,
 }
+
+/// A recovered message: the message, its redelivered flag, its record.
+pub type QueuedMessageParts = (Arc<Message>, bool, RecordRef);
 
 /// What removing a consumer left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +135,7 @@ impl Queue {
             owner,
             arguments,
             storage_id: None,
+            storage: None,
             state: Mutex::new(QueueState::default()),
         }
     }
@@ -136,12 +161,30 @@ impl Queue {
         }
     }
 
-    /// Appends a message and dispatches. Returns false when the queue was deleted
-    /// meanwhile (the message is not taken).
-    pub fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> bool {
+    /// Appends a message and dispatches. A persistent message (delivery mode 2) of a
+    /// stored queue is written to the queue's store first; the returned epoch tells when it
+    /// is fsynced.
+    pub fn enqueue(self: &Arc<Self>, msg: Arc<Message>) -> Enqueued {
         let mut st = self.lock();
         if st.deleted {
-            return false;
+            return Enqueued::Gone;
+        }
+        let mut written = None;
+        let mut record = None;
+        if self.storage_id.is_some() && msg.properties().is_persistent() {
+            let Some(storage) = &self.storage else {
+                return Enqueued::Refused(format!(
+                    "queue '{}' is out of service: its store could not be opened",
+                    self.name
+                ));
+            };
+            match storage.append(&self.name, &msg) {
+                Ok((r, w)) => {
+                    record = Some(r);
+                    written = Some(w);
+                }
+                Err(text) => return Enqueued::Refused(text),
+            }
         }
         let seq = st.next_seq;
         st.next_seq += 1;
@@ -151,9 +194,31 @@ impl Queue {
             seq,
             msg,
             redelivered: false,
+            record,
         });
         self.dispatch_locked(&mut st);
-        true
+        drop(st);
+        let sync = match (&self.storage, written) {
+            (Some(storage), Some(w)) => storage.submit(w),
+            _ => None,
+        };
+        Enqueued::Accepted { sync }
+    }
+
+    /// Puts recovered messages in the queue, in order (start-up only).
+    pub fn restore(&self, messages: impl IntoIterator<Item = QueuedMessageParts>) {
+        let mut st = self.lock();
+        for (msg, redelivered, record) in messages {
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            st.stats.ready_bytes += msg.body_size();
+            st.ready.push_back(QueuedMessage {
+                seq,
+                msg,
+                redelivered,
+                record: Some(record),
+            });
+        }
     }
 
     /// Offers ready messages to consumers until none is ready or none can take more.
@@ -180,12 +245,27 @@ impl Queue {
             }
             let Some((idx, tracked)) = taken else { break };
             st.round_robin = (idx + 1) % n;
+            let mut delivered_record = None;
             if let Some(entry) = st.ready.pop_front() {
                 st.stats.ready_bytes -= entry.msg.body_size();
+                delivered_record = entry.record;
             }
             st.stats.delivered += 1;
             if tracked {
                 st.stats.unacked += 1;
+            }
+            self.store_delivered(delivered_record, tracked);
+        }
+    }
+
+    /// Records a delivery of a stored message: a delivered entry when it awaits an ack, a
+    /// settlement when it was delivered without one.
+    fn store_delivered(&self, record: Option<RecordRef>, tracked: bool) {
+        if let (Some(storage), Some(record)) = (&self.storage, record) {
+            if tracked {
+                storage.mark_delivered(&self.name, record);
+            } else {
+                storage.settle(&self.name, record);
             }
         }
     }
@@ -274,12 +354,21 @@ impl Queue {
         self.dispatch_locked(&mut st);
     }
 
-    /// Records that `n` delivered messages were acked (or dropped by nack/reject).
-    pub fn settle(&self, n: usize, acked: bool) {
-        let mut st = self.lock();
-        st.stats.unacked = st.stats.unacked.saturating_sub(n);
-        if acked {
-            st.stats.acked += n as u64;
+    /// Records that delivered messages were acked (or dropped by nack/reject): their
+    /// stored records are settled.
+    pub fn settle(&self, entries: &[QueuedMessage], acked: bool) {
+        let n = entries.len();
+        {
+            let mut st = self.lock();
+            st.stats.unacked = st.stats.unacked.saturating_sub(n);
+            if acked {
+                st.stats.acked += n as u64;
+            }
+        }
+        if let Some(storage) = &self.storage {
+            for record in entries.iter().filter_map(|e| e.record) {
+                storage.settle(&self.name, record);
+            }
         }
     }
 
@@ -303,6 +392,7 @@ impl Queue {
             st.stats.unacked += 1;
         }
         let left = st.ready.len();
+        self.store_delivered(entry.record, tracked);
         Some((tag, entry, left))
     }
 
@@ -310,8 +400,13 @@ impl Queue {
     pub fn purge(&self) -> usize {
         let mut st = self.lock();
         let n = st.ready.len();
-        st.ready.clear();
+        let purged = std::mem::take(&mut st.ready);
         st.stats.ready_bytes = 0;
+        if let Some(storage) = &self.storage {
+            for record in purged.iter().filter_map(|e| e.record) {
+                storage.settle(&self.name, record);
+            }
+        }
         n
     }
 

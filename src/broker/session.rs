@@ -13,7 +13,7 @@ use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
 use crate::broker::message::Message;
 use crate::broker::names;
-use crate::broker::queue::{ConsumerRemoved, Queue, QueuedMessage};
+use crate::broker::queue::{ConsumerRemoved, Enqueued, Queue, QueuedMessage};
 use crate::broker::router::Destination;
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
@@ -450,22 +450,43 @@ impl Session {
         let msg = Arc::new(Message::new(exchange, routing_key, properties, body));
         let queues = self.vhost.route(&ex, &msg);
         let mut routed = 0;
+        let mut sync: Option<u64> = None;
+        let mut refused: Option<String> = None;
         for q in &queues {
-            if q.enqueue(Arc::clone(&msg)) {
-                routed += 1;
+            match q.enqueue(Arc::clone(&msg)) {
+                Enqueued::Accepted { sync: s } => {
+                    routed += 1;
+                    sync = sync.max(s);
+                }
+                Enqueued::Gone => {}
+                Enqueued::Refused(text) => refused = Some(text),
             }
         }
-        if routed == 0 {
+        if routed == 0 && refused.is_none() {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
                 self.sink
                     .basic_return(ch, ReplyCode::NoRoute, "NO_ROUTE", &msg);
             }
         }
+        if refused.is_some() && self.channel(ch)?.confirms.is_some() {
+            // Confirms before this message go out as they are; this one is nacked (a
+            // queue it was routed to could not take it), in order behind them.
+            self.flush_confirms(ch);
+        }
         let cs = self.channel(ch)?;
-        if cs.confirms.is_some() {
+        if let Some(tracker) = &cs.confirms {
             cs.publish_seq += 1;
-            cs.confirm_pending = Some(cs.publish_seq);
+            if let Some(text) = &refused {
+                log::warn!("nacking publish {} on channel {ch}: {text}", cs.publish_seq);
+                tracker.confirm(cs.publish_seq, None, false);
+            } else {
+                cs.confirm_pending = Some(cs.publish_seq);
+                cs.confirm_epoch = cs.confirm_epoch.max(sync);
+            }
+        } else if let Some(text) = refused {
+            // Without confirms the publisher has no way to hear of it but the log.
+            log::error!("persistent message dropped for a queue that cannot store it: {text}");
         }
         Ok(())
     }
@@ -546,7 +567,7 @@ impl Session {
     ) -> Result<(), BrokerError> {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         for (q, entries) in group_by_queue(taken) {
-            q.settle(entries.len(), true);
+            q.settle(&entries, true);
         }
         self.dispatch_channel(ch);
         Ok(())
@@ -568,7 +589,7 @@ impl Session {
             requeue(taken);
         } else {
             for (q, entries) in group_by_queue(taken) {
-                q.settle(entries.len(), false);
+                q.settle(&entries, false);
             }
         }
         self.dispatch_channel(ch);

@@ -10,11 +10,12 @@ use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::message::Message;
 use crate::broker::names;
 use crate::broker::queue::Queue;
+use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::durability::Durability;
 use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
-use crate::storage::StorageError;
+use crate::storage::{QueueStore, StorageError};
 use crate::types::FieldTable;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -635,9 +636,19 @@ impl VirtualHost {
         let owner = spec.exclusive.then_some(connection_id);
         // Exclusive queues die with their connection, so they are never stored (RabbitMQ
         // deletes them at recovery anyway).
-        let storage_id = match (&self.durability, spec.durable && !spec.exclusive) {
-            (Some(_), true) => {
+        let stored = match (&self.durability, spec.durable && !spec.exclusive) {
+            (Some(d), true) => {
                 let id = new_queue_id();
+                // Files first: a crash before the commit leaves an orphan directory that
+                // the next start removes; the reverse could leave a queue without files.
+                let (store, _, _) =
+                    QueueStore::open(Arc::clone(d.backend()), d.queue_dir(&id), d.store_config())
+                        .map_err(|e| {
+                        BrokerError::new(
+                            ReplyCode::InternalError,
+                            format!("cannot create the store of queue '{name}': {e}"),
+                        )
+                    })?;
                 self.persist("queue", |m| {
                     m.put_queue(&QueueDef {
                         vhost: self.name.to_string(),
@@ -647,7 +658,7 @@ impl VirtualHost {
                         arguments: spec.arguments.clone(),
                     })
                 })?;
-                Some(id)
+                Some((id, QueueStorage::new(store, Arc::clone(d.flusher()))))
             }
             _ => None,
         };
@@ -659,7 +670,10 @@ impl VirtualHost {
             owner,
             spec.arguments.clone(),
         );
-        q.storage_id = storage_id;
+        if let Some((id, storage)) = stored {
+            q.storage_id = Some(id);
+            q.storage = Some(storage);
+        }
         self.insert_queue(q);
         Ok(QueueDeclared {
             name,

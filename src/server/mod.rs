@@ -31,6 +31,7 @@ use std::thread::JoinHandle;
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    broker: Arc<Broker>,
     shutdown: Arc<AtomicBool>,
     notifier: Arc<Notifier>,
     io_thread: Option<JoinHandle<io::Result<()>>>,
@@ -68,6 +69,7 @@ impl ServerHandle {
     }
 
     fn join_threads(&mut self) -> io::Result<()> {
+        let joined_io = self.io_thread.is_some();
         let result = match self.io_thread.take() {
             Some(t) => t
                 .join()
@@ -76,6 +78,10 @@ impl ServerHandle {
         };
         for w in self.workers.drain(..) {
             let _ = w.join();
+        }
+        if joined_io {
+            // Every request has run: write the stores' stats and sync what is pending.
+            self.broker.close_storage();
         }
         result
     }
@@ -146,7 +152,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         poll,
         listener,
         Arc::clone(&notifier),
-        broker,
+        Arc::clone(&broker),
         Arc::clone(&config),
         tx,
         Arc::clone(&shutdown),
@@ -158,10 +164,6 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         "listening on {addr} (native protocol), {} workers",
         config.workers
     );
-    log::warn!(
-        "persistent messages live in memory only: the message store is not implemented \
-         yet, so messages do not survive a restart (durable definitions do)"
-    );
     if let Some(path) = &config.ready_file {
         write_ready_file(path, addr).map_err(|e| {
             io::Error::new(
@@ -172,6 +174,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     }
     Ok(ServerHandle {
         addr,
+        broker,
         shutdown,
         notifier,
         io_thread: Some(io_thread),
