@@ -395,7 +395,11 @@ fn open_store(
                 );
             }
             Some((
-                QueueStorage::new(store, Arc::clone(durability.flusher())),
+                QueueStorage::new(
+                    store,
+                    Arc::clone(durability.flusher()),
+                    Some(durability.compactor().clone()),
+                ),
                 messages,
             ))
         }

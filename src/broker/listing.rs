@@ -70,14 +70,18 @@ pub fn exchanges(vh: &VirtualHost) -> Vec<FieldTable> {
 
 /// One row per queue, sorted by name: `name`, `vhost`, `durable`, `auto_delete`,
 /// `exclusive`, `arguments`, `messages_ready`, `messages_unacknowledged`, `messages`,
-/// `message_bytes_ready`, `consumers`, and totals `publish`, `deliver_get`, `ack`,
-/// `redeliver`.
+/// `message_bytes_ready`, `consumers`, totals `publish`, `deliver_get`, `ack`,
+/// `redeliver`, and for stored queues `messages_persistent` (records not yet settled),
+/// `disk_bytes` (the queue's files) and `storage_failed` (out of service).
 pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
     let mut all = vh.all_queues();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     all.iter()
         .map(|q| {
             let st = q.stats();
+            let stored = q.storage.as_ref().map(|x| x.stats()).unwrap_or_default();
+            let storage_failed =
+                q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed());
             row(vec![
                 ("name", s(&q.name)),
                 ("vhost", s(&vh.name)),
@@ -94,6 +98,9 @@ pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
                 ("deliver_get", n(st.delivered)),
                 ("ack", n(st.acked)),
                 ("redeliver", n(st.redelivered)),
+                ("messages_persistent", n(stored.records_valid)),
+                ("disk_bytes", n(stored.bytes_on_disk)),
+                ("storage_failed", FieldValue::Bool(storage_failed)),
             ])
         })
         .collect()

@@ -6,15 +6,24 @@
 //! never runs under either (the flusher syncs the handles it was given).
 
 use crate::broker::message::Message;
+use crate::storage::compactor::Compactor;
 use crate::storage::flusher::Flusher;
 use crate::storage::{MessageData, QueueStore, RecordRef, StorageFile, StoreStats};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Settlements between two looks at whether a store needs compacting (the look walks the
+/// store's segments).
+const COMPACTION_CHECK_SETTLES: u32 = 256;
+
 /// A durable queue's store, its failure flag and the flusher that syncs it.
 pub struct QueueStorage {
-    store: Mutex<QueueStore>,
+    store: Arc<Mutex<QueueStore>>,
+    /// Settlements since compaction was last considered.
+    settled: AtomicU32,
+    /// Where stores that may need compacting are sent (the compactor thread).
+    compactor: Option<Compactor>,
     /// Set when a write or an fsync of this store failed: persistent publishes are refused.
     failed: Arc<AtomicBool>,
     flusher: Arc<Flusher>,
@@ -32,10 +41,17 @@ impl std::fmt::Debug for QueueStorage {
 pub struct Written(Vec<Arc<dyn StorageFile>>);
 
 impl QueueStorage {
-    /// Wraps an opened store.
-    pub fn new(store: QueueStore, flusher: Arc<Flusher>) -> QueueStorage {
+    /// Wraps an opened store; `compactor` compacts it in the background when settlements
+    /// leave sealed segments mostly empty.
+    pub fn new(
+        store: QueueStore,
+        flusher: Arc<Flusher>,
+        compactor: Option<Compactor>,
+    ) -> QueueStorage {
         QueueStorage {
-            store: Mutex::new(store),
+            store: Arc::new(Mutex::new(store)),
+            settled: AtomicU32::new(0),
+            compactor,
             failed: Arc::new(AtomicBool::new(false)),
             flusher,
         }
@@ -95,8 +111,16 @@ impl QueueStorage {
 
     /// Records that a message left the queue for good (ack, reject, drop, purge).
     pub fn settle(&self, queue: &str, record: RecordRef) {
-        if let Err(e) = self.lock().settle(record) {
+        let mut store = self.lock();
+        if let Err(e) = store.settle(record) {
             log::error!("queue '{queue}': cannot record a settlement: {e}");
+            return;
+        }
+        let n = self.settled.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(COMPACTION_CHECK_SETTLES) && store.needs_compaction() {
+            if let Some(c) = &self.compactor {
+                c.schedule(queue, &self.store);
+            }
         }
     }
 

@@ -658,7 +658,10 @@ impl VirtualHost {
                         arguments: spec.arguments.clone(),
                     })
                 })?;
-                Some((id, QueueStorage::new(store, Arc::clone(d.flusher()))))
+                Some((
+                    id,
+                    QueueStorage::new(store, Arc::clone(d.flusher()), Some(d.compactor().clone())),
+                ))
             }
             _ => None,
         };

@@ -2,6 +2,7 @@
 //! flusher and where each durable queue's files live.
 
 use crate::error::{BrokerError, ReplyCode};
+use crate::storage::compactor::Compactor;
 use crate::storage::flusher::{Flusher, FsyncMode};
 use crate::storage::lock::DataDirLock;
 use crate::storage::meta::{is_valid_queue_id, Definitions, MetaStore};
@@ -22,6 +23,7 @@ pub struct Durability {
     backend: Arc<dyn Backend>,
     meta: Mutex<MetaStore>,
     flusher: Arc<Flusher>,
+    compactor: Compactor,
     store_config: StoreConfig,
     _lock: DataDirLock,
 }
@@ -60,11 +62,13 @@ impl Durability {
         let known: HashSet<String> = meta.queue_ids()?.into_iter().collect();
         remove_orphans(backend.as_ref(), &queues_dir, &known)?;
         let flusher = Flusher::start(fsync).map_err(|e| StorageError::io(data_dir, e))?;
+        let compactor = Compactor::start().map_err(|e| StorageError::io(data_dir, e))?;
         let durability = Durability {
             data_dir: data_dir.to_path_buf(),
             backend,
             meta: Mutex::new(meta),
             flusher: Arc::new(flusher),
+            compactor,
             store_config,
             _lock: lock,
         };
@@ -94,6 +98,11 @@ impl Durability {
     /// The group-commit flusher.
     pub fn flusher(&self) -> &Arc<Flusher> {
         &self.flusher
+    }
+
+    /// The background compactor.
+    pub fn compactor(&self) -> &Compactor {
+        &self.compactor
     }
 
     /// The file-system backend.

@@ -105,8 +105,13 @@ fn classify(name: &Path) -> FileName {
             return FileName::Data(n);
         }
     }
-    if let Some(n) = name.strip_prefix(ACK_FILE_PREFIX).and_then(segment_number) {
-        return FileName::Acks(n);
+    if let Some(rest) = name.strip_prefix(ACK_FILE_PREFIX) {
+        if let Some(n) = rest.strip_suffix(COMPACT_SUFFIX).and_then(segment_number) {
+            return FileName::Compact(n);
+        }
+        if let Some(n) = segment_number(rest) {
+            return FileName::Acks(n);
+        }
     }
     FileName::Unknown
 }
@@ -792,14 +797,54 @@ impl QueueStore {
             .rename(&compact_path, &data_path)
             .map_err(|e| StorageError::io(&data_path, e))?;
         kept.data_bytes = new_len;
-        kept.ack_bytes = segment.ack_bytes;
-        self.segments.insert(n, kept);
         lock(&self.handles).forget(&data_path);
         self.dirty.remove(&(n, Part::Data));
         self.backend
             .sync_dir(&self.dir)
             .map_err(|e| StorageError::io(&self.dir, e))?;
-        Ok(old_len.saturating_sub(new_len))
+        let old_acks = segment.ack_bytes;
+        kept.ack_bytes = self.rewrite_acks(n, &kept)?;
+        let new_acks = kept.ack_bytes;
+        self.segments.insert(n, kept);
+        Ok(old_len.saturating_sub(new_len) + old_acks.saturating_sub(new_acks))
+    }
+
+    /// Rewrites a compacted segment's ack log with only what its kept records need: their
+    /// delivered entries (the delivery counts). Written to `queue_acks.N.compact`, fsynced,
+    /// renamed over the log, directory fsynced. A crash before the rename leaves the old
+    /// log, which is still right (its entries for dropped records match no record).
+    /// Returns the new log's length in bytes.
+    fn rewrite_acks(&mut self, n: u64, kept: &Segment) -> Result<u64, StorageError> {
+        let acks_path = self.dir.join(acks_name(n));
+        let compact_path = self.dir.join(format!("{}{COMPACT_SUFFIX}", acks_name(n)));
+        let cio = |e| StorageError::io(&compact_path, e);
+        let mut bytes = Vec::new();
+        for (i, &id) in kept.ids.iter().enumerate() {
+            let deliveries = kept.state[i] & !SETTLED;
+            for _ in 0..deliveries {
+                bytes.extend_from_slice(&ack_log::encode(ack_log::AckEntry {
+                    kind: ack_log::AckKind::Delivered,
+                    id,
+                }));
+            }
+        }
+        if self.backend.exists(&compact_path) {
+            self.backend.remove_file(&compact_path).map_err(cio)?;
+        }
+        let new = self.backend.open(&compact_path, true).map_err(cio)?;
+        if !bytes.is_empty() {
+            new.append(&bytes).map_err(cio)?;
+        }
+        new.sync().map_err(cio)?;
+        self.backend
+            .rename(&compact_path, &acks_path)
+            .map_err(|e| StorageError::io(&acks_path, e))?;
+        lock(&self.handles).forget(&acks_path);
+        self.dirty.remove(&(n, Part::Acks));
+        self.backend
+            .sync_dir(&self.dir)
+            .map_err(|e| StorageError::io(&self.dir, e))?;
+        Ok(bytes.len() as u64)
     }
 
     /// Reads one stored, not settled message back (for bodies kept out of memory),

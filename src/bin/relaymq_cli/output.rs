@@ -94,6 +94,8 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("messages_ready"),
         col("messages_unacknowledged"),
         col("consumers"),
+        col("messages_persistent"),
+        col("disk_bytes"),
     ];
     const BINDINGS: &[Column] = &[
         col("source"),
@@ -311,7 +313,7 @@ mod tests {
         let text = format_table(columns(ListKind::Queues), &rows);
         assert_eq!(
             text,
-            "name    durable  messages_ready  messages_unacknowledged  consumers\n\
+            "name    durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes\n\
              orders  true     12                                       1\n\
              q       false    0               3                        0\n"
         );
