@@ -71,18 +71,35 @@ pass
 run 0 --version;                                expect_out_has "relaymq-cli "
 
 # --- start the server -------------------------------------------------------------------
-"$server_bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" --ready-file "$tmp/ready.json" \
-  --log-level info 2>"$tmp/server.log" &
-server_pid=$!
-for _ in $(seq 1 200); do
-  [ -s "$tmp/ready.json" ] && break
-  kill -0 "$server_pid" 2>/dev/null || fail "server exited during start-up"
-  sleep 0.05
-done
-[ -s "$tmp/ready.json" ] || fail "server did not write its ready file within 10 s"
-addr=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready.json")
-case "$addr" in 127.0.0.1:[0-9]*) pass ;; *) fail "ready file has no address: $(cat "$tmp/ready.json")" ;; esac
-export RELAYMQ_ADDR=$addr
+start_server() {
+  rm -f "$tmp/ready.json"
+  "$server_bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" --ready-file "$tmp/ready.json" \
+    --log-level info 2>>"$tmp/server.log" &
+  server_pid=$!
+  for _ in $(seq 1 200); do
+    [ -s "$tmp/ready.json" ] && break
+    kill -0 "$server_pid" 2>/dev/null || fail "server exited during start-up"
+    sleep 0.05
+  done
+  [ -s "$tmp/ready.json" ] || fail "server did not write its ready file within 10 s"
+  addr=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready.json")
+  case "$addr" in 127.0.0.1:[0-9]*) pass ;; *) fail "ready file has no address: $(cat "$tmp/ready.json")" ;; esac
+  export RELAYMQ_ADDR=$addr
+}
+# stop_server: SIGTERM, wait (≤ 10 s), expect exit 0.
+stop_server() {
+  kill -TERM "$server_pid"
+  for _ in $(seq 1 200); do
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 "$server_pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
+  set +e; wait "$server_pid"; local code=$?; set -e
+  server_pid=
+  [ "$code" = 0 ] || fail "server exited $code after SIGTERM"
+  pass
+}
+start_server
 
 # --- declare and bind -----------------------------------------------------------------------
 run 0 declare queue smoke.orders;               expect_out "smoke.orders"
@@ -148,17 +165,33 @@ run 0 list queues --json
 case "$out" in *'"smoke.orders"'*) fail "queue still listed after delete: $out" ;; *) pass ;; esac
 run 0 delete exchange smoke.topic
 
-# --- graceful stop -----------------------------------------------------------------------------
-kill -TERM "$server_pid"
-for _ in $(seq 1 200); do
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.05
-done
-kill -0 "$server_pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
-set +e; wait "$server_pid"; code=$?; set -e
-server_pid=
-[ "$code" = 0 ] || fail "server exited $code after SIGTERM"
+# --- durability: a clean restart, then a kill -9 --------------------------------------------
+run 0 declare queue smoke.durable --durable;    expect_out "smoke.durable"
+run 0 declare queue smoke.transient;            expect_out "smoke.transient"
+run 0 publish "" smoke.durable "kept" --persistent --confirm
+run 0 publish "" smoke.durable "not persistent" --confirm
+run 0 publish "" smoke.transient "gone" --persistent --confirm
+stop_server
 grep -q "shutdown complete" "$tmp/server.log" || fail "server log lacks 'shutdown complete'"
 pass
+start_server
+run 0 list queues
+expect_out_has "smoke.durable"
+case "$out" in *smoke.transient*) fail "a transient queue survived a restart: $out" ;; *) pass ;; esac
+run 0 get smoke.durable --requeue;              expect_out "kept"
+run 0 publish "" smoke.durable "also kept" --persistent --confirm
+kill -9 "$server_pid"
+wait "$server_pid" 2>/dev/null || true
+server_pid=
+start_server
+run 0 get smoke.durable --count 5 --json
+first=$(printf '%s\n' "$out" | head -1); second=$(printf '%s\n' "$out" | sed -n 2p)
+case "$first" in *'"body":"kept"'*'"redelivered":true'*) pass ;; *) fail "after kill -9: first message [$first]" ;; esac
+case "$second" in *'"body":"also kept"'*'"redelivered":false'*) pass ;; *) fail "after kill -9: second message [$second]" ;; esac
+[ "$(printf '%s\n' "$out" | wc -l)" = 2 ] || fail "after kill -9: expected exactly 2 messages: [$out]"
+pass
+
+# --- graceful stop -----------------------------------------------------------------------------
+stop_server
 
 echo "smoke: $checks passed, 0 failed"
