@@ -85,3 +85,9 @@ pub const BATCH_ITEMS_MAX: usize = 4096;
 /// Items reserved up front when decoding a counted list; larger lists grow as they decode,
 /// so a lying count cannot make the decoder allocate before it reads.
 pub const DECODE_PREALLOC_ITEMS_MAX: usize = 256;
+
+/// Body bytes of ready messages a queue keeps in memory by default, in bytes (64 MiB,
+/// `--queue-memory-bytes`). Beyond it, new persistent messages of a durable queue keep only
+/// their place in the store and are read back at delivery (docs/storage.md, "Memory
+/// budget").
+pub const QUEUE_MEMORY_BYTES_DEFAULT: usize = 64 * 1024 * 1024;

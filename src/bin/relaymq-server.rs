@@ -24,6 +24,9 @@ OPTIONS:
   --fsync MODE               always | interval:MS | never: when persistent messages are
                              fsynced; under always a confirm waits for it [default: always]
   --segment-bytes N          size at which a queue's segment file is sealed [default: 8388608]
+  --queue-memory-bytes SIZE  message bodies one queue keeps in memory; beyond them the
+                             persistent messages of durable queues wait on disk. Bytes, or
+                             with a KiB, MiB or GiB suffix [default: 64MiB]
   --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
   -h, --help                 print this help
   -V, --version              print the version
@@ -34,6 +37,27 @@ const SEGMENT_BYTES_MIN: u64 = 4096;
 
 /// Largest `--segment-bytes`, bytes (1 GiB).
 const SEGMENT_BYTES_MAX: u64 = 1 << 30;
+
+/// Suffixes `--queue-memory-bytes` accepts, with their multipliers.
+const SIZE_SUFFIXES: [(&str, u64); 3] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)];
+
+/// Parses a size in bytes: digits, optionally followed by `KiB`, `MiB` or `GiB`
+/// (`256MiB`, `1GiB`, `65536`).
+fn parse_size(text: &str) -> Result<usize> {
+    let (digits, unit) = SIZE_SUFFIXES
+        .iter()
+        .find_map(|&(suffix, unit)| text.strip_suffix(suffix).map(|d| (d, unit)))
+        .unwrap_or((text, 1));
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        bail!("'{text}' is not a size like 268435456, 64KiB, 256MiB or 1GiB");
+    }
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("'{text}' is too large"))?;
+    n.checked_mul(unit)
+        .and_then(|b| usize::try_from(b).ok())
+        .with_context(|| format!("'{text}' is too large"))
+}
 
 /// Accepted values of `--log-level`.
 const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
@@ -101,6 +125,11 @@ fn parse_args() -> Result<Args> {
                 }
                 config.segment_bytes = v;
             }
+            Long("queue-memory-bytes") => {
+                let v: String = parser.value()?.parse()?;
+                config.broker.queue_memory_bytes =
+                    parse_size(&v).context("--queue-memory-bytes")?;
+            }
             Long("shutdown-timeout") => {
                 let s: u64 = parser.value()?.parse()?;
                 config.shutdown_flush_ms = s.saturating_mul(1000);
@@ -162,4 +191,30 @@ fn run(args: Args) -> Result<()> {
         })?;
     handle.join().context("server failed")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("65536").unwrap(), 65536);
+        assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_size("256MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        for bad in [
+            "",
+            "MiB",
+            "-1",
+            "1.5GiB",
+            "12 MiB",
+            "12mb",
+            "1TiB",
+            "99999999999999999999",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -2,17 +2,17 @@
 //! authentication.
 
 use crate::broker::exchange::Exchange;
-use crate::broker::message::Message;
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT;
+use crate::limits::{MESSAGE_BODY_BYTES_MAX_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
 use crate::storage::durability::Durability;
 use crate::storage::meta::Definitions;
-use crate::storage::{QueueStore, RecoveredMessage};
+use crate::storage::queue_store::Recovered;
+use crate::storage::QueueStore;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -31,6 +31,9 @@ pub struct BrokerConfig {
     pub default_user: String,
     /// The configured user's password.
     pub default_pass: String,
+    /// Body bytes of ready messages one queue keeps in memory; beyond them, persistent
+    /// messages of durable queues are paged out to their store (`--queue-memory-bytes`).
+    pub queue_memory_bytes: usize,
 }
 
 impl Default for BrokerConfig {
@@ -39,6 +42,7 @@ impl Default for BrokerConfig {
             message_bytes_max: MESSAGE_BODY_BYTES_MAX_DEFAULT,
             default_user: "guest".into(),
             default_pass: "guest".into(),
+            queue_memory_bytes: QUEUE_MEMORY_BYTES_DEFAULT,
         }
     }
 }
@@ -88,7 +92,10 @@ impl Broker {
         let mut vhosts = HashMap::new();
         vhosts.insert(
             DEFAULT_VHOST.to_string(),
-            Arc::new(VirtualHost::new(DEFAULT_VHOST, None)),
+            Arc::new(
+                VirtualHost::new(DEFAULT_VHOST, None)
+                    .with_queue_memory_bytes(config.queue_memory_bytes),
+            ),
         );
         Broker {
             config,
@@ -117,7 +124,10 @@ impl Broker {
         for name in &definitions.vhosts {
             vhosts.insert(
                 name.clone(),
-                Arc::new(VirtualHost::new(name, Some(Arc::clone(&durability)))),
+                Arc::new(
+                    VirtualHost::new(name, Some(Arc::clone(&durability)))
+                        .with_queue_memory_bytes(config.queue_memory_bytes),
+                ),
             );
         }
         for e in definitions.exchanges {
@@ -153,7 +163,14 @@ impl Broker {
                 None,
                 q.arguments,
             );
-            let recovered = open_store(&durability, &q.vhost, &q.name, &q.id);
+            queue.memory_bytes_max = config.queue_memory_bytes;
+            let recovered = open_store(
+                &durability,
+                &q.vhost,
+                &q.name,
+                &q.id,
+                config.queue_memory_bytes,
+            );
             queue.storage_id = Some(q.id);
             let messages = match recovered {
                 Some((storage, messages)) => {
@@ -162,12 +179,7 @@ impl Broker {
                 }
                 None => Vec::new(),
             };
-            queue.restore(messages.into_iter().map(|m| {
-                let redelivered = m.delivery_count > 0;
-                let record = m.record;
-                let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
-                (Arc::new(msg), redelivered, record)
-            }));
+            queue.restore(messages);
             vh.insert_queue(queue);
         }
         for b in definitions.bindings {
@@ -289,7 +301,10 @@ impl Broker {
         let durability = self.durability.clone();
         map.insert(
             name.to_string(),
-            Arc::new(VirtualHost::new(name, durability)),
+            Arc::new(
+                VirtualHost::new(name, durability)
+                    .with_queue_memory_bytes(self.config.queue_memory_bytes),
+            ),
         );
         Ok(())
     }
@@ -371,18 +386,21 @@ impl Broker {
 
 /// Opens a stored queue's message store at recovery (step 3 in docs/architecture.md):
 /// logs what was repaired; on failure the queue is reported and left without a store (it
-/// refuses persistent publishes) while the others serve.
+/// refuses persistent publishes) while the others serve. Bodies beyond `memory_bytes` stay
+/// on disk (docs/storage.md, "Memory budget").
 fn open_store(
     durability: &Arc<Durability>,
     vhost: &str,
     name: &str,
     id: &str,
-) -> Option<(QueueStorage, Vec<RecoveredMessage>)> {
+    memory_bytes: usize,
+) -> Option<(QueueStorage, Vec<Recovered>)> {
     let dir = durability.queue_dir(id);
-    match QueueStore::open(
+    match QueueStore::open_with_budget(
         Arc::clone(durability.backend()),
         dir.clone(),
         durability.store_config(),
+        memory_bytes as u64,
     ) {
         Ok((store, messages, report)) => {
             for w in &report.warnings {

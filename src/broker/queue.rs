@@ -6,19 +6,28 @@
 //! outbound buffer is saturated is skipped. Every message carries a queue sequence
 //! number, so a requeued message goes back to its original position, ahead of newer
 //! ones (RabbitMQ's behaviour since 2.7).
+//!
+//! Memory budget: a queue keeps the bodies of its ready messages in memory up to
+//! [`Queue::memory_bytes_max`]. Past it, a persistent message of a stored queue keeps only
+//! its place in the store (record, body size: it is *paged out*) and is read back from its
+//! segment when it reaches the head and is offered, so a backlog is bounded by disk, not RAM
+//! (docs/storage.md, "Memory budget").
 
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
 use crate::broker::message::Message;
 use crate::broker::queue_storage::QueueStorage;
 use crate::error::BrokerError;
+use crate::limits::QUEUE_MEMORY_BYTES_DEFAULT;
+use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::FieldTable;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A message in a queue: its position and whether it was delivered before.
+/// A message taken from a queue (delivered or got, held by its channel until settled): its
+/// position and whether it was delivered before. Its body is always in memory.
 #[derive(Debug, Clone)]
 pub struct QueuedMessage {
     /// Position in the queue, increasing with each enqueue.
@@ -64,11 +73,126 @@ pub struct QueueStats {
     pub acked: u64,
     /// Messages requeued for redelivery.
     pub redelivered: u64,
+    /// Body bytes of ready messages held in memory (the rest are paged out).
+    pub ready_memory_bytes: usize,
+    /// Ready messages whose body is only in the store (paged out).
+    pub ready_paged: usize,
+    /// Paged-out messages dropped because their record could not be read back.
+    pub unreadable: u64,
+}
+
+/// Where a ready message's body is.
+#[derive(Debug)]
+enum Body {
+    /// In memory and not stored (a transient message, or a queue without a store): it
+    /// cannot leave memory.
+    Transient(Arc<Message>),
+    /// In memory and stored.
+    Loaded(Arc<Message>, RecordRef),
+    /// Only in the store: read back when offered. The body size keeps `ready_bytes` exact.
+    Paged(RecordRef, usize),
+}
+
+/// A ready message: 48 bytes whether its body is in memory or not (a test checks it).
+#[derive(Debug)]
+struct Ready {
+    seq: u64,
+    redelivered: bool,
+    body: Body,
+}
+
+impl Ready {
+    /// A message back from a channel (requeued), body in memory.
+    fn returned(e: QueuedMessage) -> Ready {
+        let body = match e.record {
+            None => Body::Transient(e.msg),
+            Some(r) => Body::Loaded(e.msg, r),
+        };
+        Ready {
+            seq: e.seq,
+            redelivered: e.redelivered,
+            body,
+        }
+    }
+
+    fn body_size(&self) -> usize {
+        match &self.body {
+            Body::Transient(m) | Body::Loaded(m, _) => m.body_size(),
+            Body::Paged(_, size) => *size,
+        }
+    }
+
+    fn record(&self) -> Option<RecordRef> {
+        match &self.body {
+            Body::Transient(_) => None,
+            Body::Loaded(_, r) | Body::Paged(r, _) => Some(*r),
+        }
+    }
+
+    fn is_paged(&self) -> bool {
+        matches!(self.body, Body::Paged(..))
+    }
+
+    /// Drops the body of a stored message held in memory; returns the bytes released.
+    fn page_out(&mut self) -> Option<usize> {
+        let Body::Loaded(m, r) = &self.body else {
+            return None;
+        };
+        let size = m.body_size();
+        self.body = Body::Paged(*r, size);
+        Some(size)
+    }
+
+    /// The message as handed to a channel; `None` while it is paged out.
+    fn to_delivery(&self) -> Option<QueuedMessage> {
+        let (msg, record) = match &self.body {
+            Body::Transient(m) => (m, None),
+            Body::Loaded(m, r) => (m, Some(*r)),
+            Body::Paged(..) => return None,
+        };
+        Some(QueuedMessage {
+            seq: self.seq,
+            msg: Arc::clone(msg),
+            redelivered: self.redelivered,
+            record,
+        })
+    }
+}
+
+impl QueueStats {
+    /// Counts a message entering the ready list.
+    fn add_ready(&mut self, r: &Ready) {
+        let size = r.body_size();
+        self.ready_bytes += size;
+        if r.is_paged() {
+            self.ready_paged += 1;
+        } else {
+            self.ready_memory_bytes += size;
+        }
+    }
+
+    /// Counts a message leaving the ready list.
+    fn remove_ready(&mut self, r: &Ready) {
+        let size = r.body_size();
+        self.ready_bytes -= size;
+        if r.is_paged() {
+            self.ready_paged -= 1;
+        } else {
+            self.ready_memory_bytes -= size;
+        }
+    }
+
+    /// Counts a ready message's body leaving memory.
+    fn paged_out(&mut self, size: usize) {
+        self.ready_memory_bytes -= size;
+        self.ready_paged += 1;
+    }
 }
 
 #[derive(Debug, Default)]
 struct QueueState {
-    ready: VecDeque<QueuedMessage>,
+    /// Ready messages in `seq` order.
+    ready: VecDeque<Ready>,
     next_seq: u64,
     consumers: Vec<Arc<Consumer>>,
     /// Index of the consumer to offer the next message to first.
@@ -100,11 +224,11 @@ pub struct Queue {
     /// The message store of a stored queue (`None` also when it could not be opened at
     /// start: persistent publishes to it are then refused).
     pub storage: Option<QueueStorage>,
+    /// Body bytes of ready messages kept in memory before stored ones are paged out
+    /// (`--queue-memory-bytes`). Set before the queue is shared.
+    pub memory_bytes_max: usize,
     state: Mutex<QueueState>,
 }
-
-/// A recovered message: the message, its redelivered flag, its record.
-pub type QueuedMessageParts = (Arc<Message>, bool, RecordRef);
 
 /// What removing a consumer left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +260,7 @@ impl Queue {
             arguments,
             storage_id: None,
             storage: None,
+            memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
             state: Mutex::new(QueueState::default()),
         }
     }
@@ -189,14 +314,24 @@ impl Queue {
         let seq = st.next_seq;
         st.next_seq += 1;
         st.stats.published += 1;
-        st.stats.ready_bytes += msg.body_size();
-        st.ready.push_back(QueuedMessage {
+        let entry = Ready {
             seq,
-            msg,
             redelivered: false,
-            record,
-        });
+            body: match record {
+                Some(r) => Body::Loaded(msg, r),
+                None => Body::Transient(msg),
+            },
+        };
+        st.stats.add_ready(&entry);
+        st.ready.push_back(entry);
         self.dispatch_locked(&mut st);
+        // Over the budget, the newest message (still ready: nobody could take it) leaves
+        // memory; the older ones, nearer the head, stay.
+        if st.stats.ready_memory_bytes > self.memory_bytes_max {
+            if let Some(size) = st.ready.back_mut().and_then(Ready::page_out) {
+                st.stats.paged_out(size);
+            }
+        }
         drop(st);
         let sync = match (&self.storage, written) {
             (Some(storage), Some(w)) => storage.submit(w),
@@ -205,20 +340,99 @@ impl Queue {
         Enqueued::Accepted { sync }
     }
 
-    /// Puts recovered messages in the queue, in order (start-up only).
-    pub fn restore(&self, messages: impl IntoIterator<Item = QueuedMessageParts>) {
+    /// Puts the messages recovered from the store in the queue, in order (start-up only).
+    /// Bodies are kept in memory while they fit in the budget; the others are paged out
+    /// (a delivered-before message comes back redelivered).
+    pub fn restore(&self, messages: impl IntoIterator<Item = Recovered>) {
         let mut st = self.lock();
-        for (msg, redelivered, record) in messages {
+        for m in messages {
             let seq = st.next_seq;
             st.next_seq += 1;
-            st.stats.ready_bytes += msg.body_size();
-            st.ready.push_back(QueuedMessage {
-                seq,
-                msg,
-                redelivered,
-                record: Some(record),
-            });
+            let entry = match m {
+                Recovered::Loaded(m) => {
+                    let m = *m;
+                    let (record, redelivered) = (m.record, m.delivery_count > 0);
+                    let size = m.body.len();
+                    let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
+                    let body = if fits {
+                        let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
+                        Body::Loaded(Arc::new(msg), record)
+                    } else {
+                        Body::Paged(record, size)
+                    };
+                    Ready {
+                        seq,
+                        redelivered,
+                        body,
+                    }
+                }
+                Recovered::Paged(p) => Ready {
+                    seq,
+                    redelivered: p.delivery_count > 0,
+                    body: Body::Paged(
+                        p.record,
+                        usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
+                    ),
+                },
+            };
+            st.stats.add_ready(&entry);
+            st.ready.push_back(entry);
         }
+    }
+
+    /// Makes sure the head's body is in memory, reading a paged-out one back from the
+    /// store (under the queue lock: a read, never an fsync). A head that cannot be read is
+    /// dropped and reported, and the next one tried; its record stays in the store, so a
+    /// restart that can read it recovers it. Returns false when nothing is ready.
+    fn load_head(&self, st: &mut QueueState) -> bool {
+        loop {
+            let Some(front) = st.ready.front() else {
+                return false;
+            };
+            let Body::Paged(record, size) = front.body else {
+                return true;
+            };
+            let read = match &self.storage {
+                Some(storage) => storage.read(record),
+                None => Err("the queue has no store".to_string()),
+            };
+            match read {
+                Ok(msg) if msg.body_size() == size => {
+                    if let Some(front) = st.ready.front_mut() {
+                        front.body = Body::Loaded(Arc::new(msg), record);
+                    }
+                    st.stats.ready_paged -= 1;
+                    st.stats.ready_memory_bytes += size;
+                    return true;
+                }
+                other => {
+                    let why = match other {
+                        Ok(msg) => {
+                            format!("body of {} bytes where {size} were stored", msg.body_size())
+                        }
+                        Err(e) => e,
+                    };
+                    log::error!(
+                        "queue '{}': message in segment {} record {} cannot be read back \
+                         and is dropped: {why}",
+                        self.name,
+                        record.segment,
+                        record.id
+                    );
+                    if let Some(dropped) = st.ready.pop_front() {
+                        st.stats.remove_ready(&dropped);
+                    }
+                    st.stats.unreadable += 1;
+                }
+            }
+        }
+    }
+
+    /// Takes the head off the ready list, keeping the counters.
+    fn pop_head(st: &mut QueueState) -> Option<Ready> {
+        let entry = st.ready.pop_front()?;
+        st.stats.remove_ready(&entry);
+        Some(entry)
     }
 
     /// Offers ready messages to consumers until none is ready or none can take more.
@@ -232,24 +446,25 @@ impl Queue {
         if n == 0 {
             return;
         }
-        while let Some(front) = st.ready.front() {
+        while self.load_head(st) {
+            let Some(front) = st.ready.front().and_then(Ready::to_delivery) else {
+                break;
+            };
             let mut taken = None;
             for i in 0..n {
                 let idx = (st.round_robin + i) % n;
                 let consumer = &st.consumers[idx];
-                if let Offer::Delivered { tracked } = consumer.channel.offer(consumer, self, front)
+                if let Offer::Delivered { tracked } = consumer.channel.offer(consumer, self, &front)
                 {
                     taken = Some((idx, tracked));
                     break;
                 }
             }
+            // Not taken: the head stays in memory, so the next dispatch does not read it
+            // again (the budget is exceeded by at most this one message).
             let Some((idx, tracked)) = taken else { break };
             st.round_robin = (idx + 1) % n;
-            let mut delivered_record = None;
-            if let Some(entry) = st.ready.pop_front() {
-                st.stats.ready_bytes -= entry.msg.body_size();
-                delivered_record = entry.record;
-            }
+            let delivered_record = Self::pop_head(st).and_then(|e| e.record());
             st.stats.delivered += 1;
             if tracked {
                 st.stats.unacked += 1;
@@ -339,19 +554,45 @@ impl Queue {
             return;
         }
         st.stats.redelivered += n as u64;
+        let mut stored = Vec::new();
         for mut entry in entries {
             entry.redelivered = true;
-            st.stats.ready_bytes += entry.msg.body_size();
-            // Requeued messages are usually older than everything ready: check the front
-            // first, then fall back to a binary search.
-            let at = match st.ready.front() {
-                Some(f) if f.seq > entry.seq => 0,
-                None => 0,
-                _ => st.ready.partition_point(|m| m.seq < entry.seq),
-            };
+            if entry.record.is_some() {
+                stored.push(entry.seq);
+            }
+            let entry = Ready::returned(entry);
+            st.stats.add_ready(&entry);
+            let at = Self::position(&st, entry.seq);
             st.ready.insert(at, entry);
         }
         self.dispatch_locked(&mut st);
+        // Requeued messages come back in memory, so a consumer that takes them at once
+        // does not read them from disk; those still ready over the budget go back out,
+        // newest first.
+        stored.sort_unstable();
+        while st.stats.ready_memory_bytes > self.memory_bytes_max {
+            let Some(seq) = stored.pop() else { break };
+            let at = Self::position(&st, seq);
+            let released = st
+                .ready
+                .get_mut(at)
+                .filter(|e| e.seq == seq)
+                .and_then(Ready::page_out);
+            if let Some(size) = released {
+                st.stats.paged_out(size);
+            }
+        }
+    }
+
+    /// Where the message with `seq` is (or would go) in the ready list.
+    fn position(st: &QueueState, seq: u64) -> usize {
+        // Requeued messages are usually older than everything ready: check the front
+        // first, then fall back to a binary search.
+        match st.ready.front() {
+            Some(f) if f.seq > seq => 0,
+            None => 0,
+            _ => st.ready.partition_point(|m| m.seq < seq),
+        }
     }
 
     /// Records that delivered messages were acked (or dropped by nack/reject): their
@@ -382,11 +623,13 @@ impl Queue {
         tracked: bool,
     ) -> Option<(u64, QueuedMessage, usize)> {
         let mut st = self.lock();
+        if !self.load_head(&mut st) {
+            return None;
+        }
         let left = st.ready.len().checked_sub(1)?;
-        let front = st.ready.front()?;
-        let tag = record(front, left)?;
-        let entry = st.ready.pop_front()?;
-        st.stats.ready_bytes -= entry.msg.body_size();
+        let entry = st.ready.front().and_then(Ready::to_delivery)?;
+        let tag = record(&entry, left)?;
+        Self::pop_head(&mut st)?;
         st.stats.delivered += 1;
         if tracked {
             st.stats.unacked += 1;
@@ -402,8 +645,10 @@ impl Queue {
         let n = st.ready.len();
         let purged = std::mem::take(&mut st.ready);
         st.stats.ready_bytes = 0;
+        st.stats.ready_memory_bytes = 0;
+        st.stats.ready_paged = 0;
         if let Some(storage) = &self.storage {
-            for record in purged.iter().filter_map(|e| e.record) {
+            for record in purged.iter().filter_map(Ready::record) {
                 storage.settle(&self.name, record);
             }
         }
@@ -418,6 +663,8 @@ impl Queue {
         let n = st.ready.len();
         st.ready.clear();
         st.stats.ready_bytes = 0;
+        st.stats.ready_memory_bytes = 0;
+        st.stats.ready_paged = 0;
         let consumers = std::mem::take(&mut st.consumers);
         for c in &consumers {
             c.cancelled.store(true, Ordering::Relaxed);
@@ -453,5 +700,348 @@ impl Queue {
     /// The attached consumers.
     pub fn consumers(&self) -> Vec<Arc<Consumer>> {
         self.lock().consumers.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::channel::Channel;
+    use crate::broker::sink::ClientSink;
+    use crate::error::ReplyCode;
+    use crate::storage::flusher::{Flusher, FsyncMode};
+    use crate::storage::{QueueStore, SimBackend, StoreConfig};
+    use crate::types::BasicProperties;
+    use std::path::PathBuf;
+
+    const BODY: usize = 100;
+
+    /// Records deliveries: (delivery tag, redelivered, body).
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(u64, bool, Vec<u8>)>>);
+
+    impl ClientSink for Recorder {
+        fn deliver(&self, _: u16, _: &str, tag: u64, redelivered: bool, message: &Message) {
+            let mut v = self.0.lock().unwrap();
+            v.push((tag, redelivered, message.body.clone()));
+        }
+        fn cancel(&self, _: u16, _: &str) {}
+        fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
+        fn confirm(&self, _: u16, _: u64, _: bool, _: bool) {}
+        fn is_saturated(&self) -> bool {
+            false
+        }
+        fn force_close(&self, _: ReplyCode, _: &str) {}
+    }
+
+    fn body(i: u8) -> Vec<u8> {
+        vec![i; BODY]
+    }
+
+    fn message(i: u8, persistent: bool) -> Arc<Message> {
+        let properties = BasicProperties {
+            delivery_mode: Some(if persistent { 2 } else { 1 }),
+            ..BasicProperties::default()
+        };
+        Arc::new(Message::new("", "q", properties, body(i)))
+    }
+
+    fn store_config() -> StoreConfig {
+        StoreConfig {
+            segment_bytes: 1024,
+        }
+    }
+
+    /// A stored queue over `sim` with a budget of `budget_messages` bodies.
+    fn stored_queue(sim: &SimBackend, budget_messages: usize) -> Arc<Queue> {
+        let (store, _, _) =
+            QueueStore::open(Arc::new(sim.clone()), PathBuf::from("/q"), store_config()).unwrap();
+        queue_over(store, budget_messages)
+    }
+
+    fn queue_over(store: QueueStore, budget_messages: usize) -> Arc<Queue> {
+        let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
+        let mut q = Queue::new("q".into(), true, false, false, None, FieldTable::new());
+        q.storage_id = Some("id".into());
+        q.storage = Some(QueueStorage::new(store, flusher));
+        q.memory_bytes_max = budget_messages * BODY;
+        Arc::new(q)
+    }
+
+    fn publish(q: &Arc<Queue>, i: u8, persistent: bool) -> Arc<Message> {
+        let m = message(i, persistent);
+        assert!(matches!(
+            q.enqueue(Arc::clone(&m)),
+            Enqueued::Accepted { .. }
+        ));
+        m
+    }
+
+    /// Checks the counters against the ready list itself.
+    fn check_accounting(q: &Queue) -> QueueStats {
+        let st = q.lock();
+        let total: usize = st.ready.iter().map(Ready::body_size).sum();
+        let memory: usize = st
+            .ready
+            .iter()
+            .filter(|e| !e.is_paged())
+            .map(Ready::body_size)
+            .sum();
+        let paged = st.ready.iter().filter(|e| e.is_paged()).count();
+        assert_eq!(st.stats.ready_bytes, total, "ready_bytes");
+        assert_eq!(st.stats.ready_memory_bytes, memory, "ready_memory_bytes");
+        assert_eq!(st.stats.ready_paged, paged, "ready_paged");
+        let seqs: Vec<u64> = st.ready.iter().map(|e| e.seq).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq order {seqs:?}");
+        drop(st);
+        q.stats()
+    }
+
+    fn consumer(q: &Arc<Queue>, sink: &Arc<Recorder>, prefetch: u16) -> Arc<Channel> {
+        let channel = Arc::new(Channel::new(1, 1, Arc::clone(sink) as Arc<dyn ClientSink>));
+        let c = Arc::new(Consumer::new(
+            "c".into(),
+            Arc::clone(&q.name),
+            Arc::clone(&channel),
+            false,
+            false,
+            prefetch,
+            FieldTable::new(),
+        ));
+        q.add_consumer(c, "/", || {}).unwrap();
+        channel
+    }
+
+    fn get(q: &Arc<Queue>) -> Option<QueuedMessage> {
+        let mut tag = 0;
+        q.get(
+            |_, _| {
+                tag += 1;
+                Some(tag)
+            },
+            false,
+        )
+        .map(|(_, e, _)| e)
+    }
+
+    #[test]
+    fn a_ready_message_costs_48_bytes_in_memory_or_not() {
+        assert!(
+            std::mem::size_of::<Ready>() <= 48,
+            "{}",
+            std::mem::size_of::<Ready>()
+        );
+    }
+
+    #[test]
+    fn newest_stored_messages_leave_memory_beyond_the_budget() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 3);
+        let mut published = Vec::new();
+        for i in 0..10 {
+            // Every third one is transient: it cannot leave memory.
+            published.push(publish(&q, i, i % 3 != 2));
+        }
+        let s = check_accounting(&q);
+        assert_eq!(s.ready, 10);
+        assert_eq!(s.ready_bytes, 10 * BODY);
+        // 0, 1 fit; 2 (transient) fits; 3.. are paged out except the transient 5 and 8.
+        assert_eq!(s.ready_paged, 5);
+        assert_eq!(s.ready_memory_bytes, 5 * BODY);
+        for (i, m) in published.iter().enumerate() {
+            let paged = i >= 3 && i % 3 != 2;
+            // The queue let go of a paged-out message: only the test holds it.
+            assert_eq!(Arc::strong_count(m) == 1, paged, "message {i}");
+        }
+        // All come back in order, bodies read from their segments.
+        for i in 0..10u8 {
+            let e = get(&q).expect("ready");
+            assert_eq!(e.msg.body, body(i));
+            assert_eq!(e.record.is_some(), i % 3 != 2);
+            check_accounting(&q);
+        }
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.ready_bytes, s.ready_memory_bytes), (0, 0, 0));
+        assert_eq!((s.delivered, s.unacked, s.unreadable), (10, 0, 0));
+    }
+
+    #[test]
+    fn consumers_get_paged_out_messages_in_order_and_requeues_respect_the_budget() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 0);
+        for i in 0..5 {
+            publish(&q, i, true);
+        }
+        let s = check_accounting(&q);
+        assert_eq!((s.ready_paged, s.ready_memory_bytes), (5, 0));
+
+        let sink = Arc::new(Recorder::default());
+        let channel = consumer(&q, &sink, 2);
+        // Two delivered (read back); the next head was read for the offer and stays in
+        // memory for the next attempt: one message over the budget.
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.ready_paged, s.ready_memory_bytes), (3, 2, BODY));
+        assert_eq!(s.unacked, 2);
+
+        // Requeue the first: it goes back to the head, and to the consumer at once.
+        let first = channel.take(1, false).unwrap();
+        q.requeue(first.into_iter().map(|u| u.entry).collect());
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.ready_paged, s.ready_memory_bytes), (3, 2, BODY));
+
+        // Acks let the rest through, in order, the requeued one first and redelivered.
+        for _ in 0..5 {
+            let taken = channel.take(0, true).unwrap();
+            for u in &taken {
+                q.settle(std::slice::from_ref(&u.entry), true);
+            }
+            q.dispatch();
+            check_accounting(&q);
+        }
+        let delivered = sink.0.lock().unwrap().clone();
+        let bodies: Vec<(bool, Vec<u8>)> = delivered.into_iter().map(|(_, r, b)| (r, b)).collect();
+        let expected = vec![
+            (false, body(0)),
+            (false, body(1)),
+            (true, body(0)),
+            (false, body(2)),
+            (false, body(3)),
+            (false, body(4)),
+        ];
+        assert_eq!(bodies, expected);
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.ready_bytes, s.ready_paged), (0, 0, 0));
+        let stored = q.storage.as_ref().unwrap().stats();
+        assert_eq!(stored.records_valid, 0);
+    }
+
+    #[test]
+    fn requeued_messages_beyond_the_budget_leave_memory_newest_first() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 1);
+        for i in 0..3 {
+            publish(&q, i, true);
+        }
+        let tracked = |q: &Arc<Queue>| q.get(|_, _| Some(1), true).unwrap().1;
+        let taken = vec![tracked(&q), tracked(&q)];
+        let s = check_accounting(&q);
+        assert_eq!(
+            (s.ready, s.ready_paged, s.ready_memory_bytes, s.unacked),
+            (1, 1, 0, 2)
+        );
+        q.requeue(taken);
+        let s = check_accounting(&q);
+        assert_eq!(
+            (s.ready, s.ready_paged, s.ready_memory_bytes, s.unacked),
+            (3, 2, BODY, 0)
+        );
+        {
+            let st = q.lock();
+            let paged: Vec<bool> = st.ready.iter().map(Ready::is_paged).collect();
+            assert_eq!(paged, [false, true, true]);
+        }
+        for i in 0..3u8 {
+            let e = get(&q).unwrap();
+            assert_eq!((e.msg.body.clone(), e.redelivered), (body(i), i < 2));
+        }
+    }
+
+    #[test]
+    fn a_requeue_taken_at_once_is_not_read_back() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 1);
+        let m = publish(&q, 7, true);
+        let sink = Arc::new(Recorder::default());
+        let channel = consumer(&q, &sink, 1);
+        let taken = channel.take(1, false).unwrap();
+        q.requeue(taken.into_iter().map(|u| u.entry).collect());
+        // Delivered again straight from memory: the same shared message.
+        let again = channel.take(0, true).unwrap();
+        assert!(Arc::ptr_eq(&again[0].entry.msg, &m));
+        assert!(again[0].entry.redelivered);
+    }
+
+    #[test]
+    fn an_unreadable_message_is_dropped_and_counted() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 0);
+        for i in 0..3 {
+            publish(&q, i, true);
+        }
+        // The second one's record disappears from under the queue (settled in the store).
+        let record = q.lock().ready[1].record().unwrap();
+        q.storage.as_ref().unwrap().settle("q", record);
+        assert_eq!(get(&q).unwrap().msg.body, body(0));
+        assert_eq!(get(&q).unwrap().msg.body, body(2));
+        assert!(get(&q).is_none());
+        let s = check_accounting(&q);
+        assert_eq!(
+            (s.ready, s.ready_bytes, s.unreadable, s.delivered),
+            (0, 0, 1, 2)
+        );
+    }
+
+    #[test]
+    fn purge_settles_paged_out_messages() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 2);
+        for i in 0..6 {
+            publish(&q, i, true);
+        }
+        assert_eq!(q.purge(), 6);
+        let s = check_accounting(&q);
+        assert_eq!(
+            (s.ready_bytes, s.ready_memory_bytes, s.ready_paged),
+            (0, 0, 0)
+        );
+        assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 0);
+    }
+
+    #[test]
+    fn restore_keeps_the_oldest_bodies_within_the_budget() {
+        let sim = SimBackend::new();
+        {
+            let q = stored_queue(&sim, 100);
+            for i in 0..8 {
+                publish(&q, i, true);
+            }
+            // The first two were delivered before the stop.
+            let sink = Arc::new(Recorder::default());
+            let channel = consumer(&q, &sink, 2);
+            drop(channel.close());
+        }
+        // A budget smaller than what the store loaded still holds.
+        let (store, recovered, _) = QueueStore::open_with_budget(
+            Arc::new(sim.clone()),
+            PathBuf::from("/q"),
+            store_config(),
+            u64::MAX,
+        )
+        .unwrap();
+        let q = queue_over(store, 1);
+        q.restore(recovered);
+        let s = check_accounting(&q);
+        assert_eq!((s.ready_memory_bytes, s.ready_paged), (BODY, 7));
+        drop(q);
+
+        let (store, recovered, _) = QueueStore::open_with_budget(
+            Arc::new(sim.clone()),
+            PathBuf::from("/q"),
+            store_config(),
+            3 * BODY as u64,
+        )
+        .unwrap();
+        assert_eq!(recovered.len(), 8);
+        let q = queue_over(store, 3);
+        q.restore(recovered);
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.ready_bytes), (8, 8 * BODY));
+        assert_eq!((s.ready_memory_bytes, s.ready_paged), (3 * BODY, 5));
+        for i in 0..8u8 {
+            let e = get(&q).unwrap();
+            assert_eq!(e.msg.body, body(i));
+            assert_eq!(e.redelivered, i < 2, "message {i}");
+        }
+        check_accounting(&q);
     }
 }

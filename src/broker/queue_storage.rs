@@ -135,4 +135,20 @@ impl QueueStorage {
             log::warn!("queue '{queue}': cannot write queue_stat: {e}");
         }
     }
+
+    /// Reads a stored, not settled message back from its segment (a body that was paged
+    /// out), checksums verified. A read, never a write or an fsync: callable under the
+    /// queue lock. Works on a store that is out of service too (its records are intact).
+    ///
+    /// # Errors
+    /// A text saying why (record unknown or settled, damaged bytes, an I/O error).
+    pub fn read(&self, record: RecordRef) -> Result<Message, String> {
+        let m = self.lock().read(record).map_err(|e| e.to_string())?;
+        Ok(Message::new(
+            &m.exchange,
+            &m.routing_key,
+            m.properties,
+            m.body,
+        ))
+    }
 }

@@ -87,6 +87,8 @@ pub struct VirtualHost {
     unroutable_dropped: AtomicU64,
     /// Mandatory messages returned with 312 NO_ROUTE.
     unroutable_returned: AtomicU64,
+    /// Memory budget of each queue declared here (`Queue::memory_bytes_max`).
+    queue_memory_bytes: usize,
 }
 
 fn inequivalent(
@@ -175,7 +177,14 @@ impl VirtualHost {
             durability,
             unroutable_dropped: AtomicU64::new(0),
             unroutable_returned: AtomicU64::new(0),
+            queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,
         }
+    }
+
+    /// Sets the memory budget of the queues declared from now on (`--queue-memory-bytes`).
+    pub fn with_queue_memory_bytes(mut self, bytes: usize) -> VirtualHost {
+        self.queue_memory_bytes = bytes;
+        self
     }
 
     fn exchanges(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Exchange>>> {
@@ -673,6 +682,7 @@ impl VirtualHost {
             owner,
             spec.arguments.clone(),
         );
+        q.memory_bytes_max = self.queue_memory_bytes;
         if let Some((id, storage)) = stored {
             q.storage_id = Some(id);
             q.storage = Some(storage);

@@ -251,6 +251,37 @@ enum Part {
     Acks,
 }
 
+/// A valid record [`QueueStore::open_with_budget`] returns without its message: the body
+/// stays on disk until [`QueueStore::read`] fetches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagedRecord {
+    /// Where it is stored.
+    pub record: RecordRef,
+    /// Size of its body, in bytes.
+    pub body_bytes: u64,
+    /// How many times it was delivered (> 0: it comes back redelivered).
+    pub delivery_count: u32,
+}
+
+/// A valid record found by [`QueueStore::open_with_budget`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recovered {
+    /// Read whole: it fit in the budget.
+    Loaded(Box<RecoveredMessage>),
+    /// Left on disk: the budget was spent.
+    Paged(PagedRecord),
+}
+
+impl Recovered {
+    /// Where it is stored.
+    pub fn record(&self) -> RecordRef {
+        match self {
+            Recovered::Loaded(m) => m.record,
+            Recovered::Paged(p) => p.record,
+        }
+    }
+}
+
 /// The durable message store of one queue. `Send`; the broker wraps it in a `Mutex`.
 #[derive(Debug)]
 pub struct QueueStore {
@@ -293,15 +324,34 @@ const _: fn() = || {
 };
 
 /// Where the counts of recovery go while segments are scanned.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Recovery {
     report: RecoveryReport,
     recovered: Vec<RecoveredMessage>,
+    /// Valid records returned without their message ([`QueueStore::open_with_budget`]).
+    paged: Vec<PagedRecord>,
+    /// Body bytes that may still be returned in memory (`u64::MAX`: no budget).
+    budget_left: u64,
+    /// A body did not fit: every later valid record is returned paged, so the ones in
+    /// memory are the oldest.
+    budget_spent: bool,
     max_id: Option<u64>,
     dir_changed: bool,
 }
 
 impl Recovery {
+    fn new(budget_bytes: u64) -> Recovery {
+        Recovery {
+            report: RecoveryReport::default(),
+            recovered: Vec::new(),
+            paged: Vec::new(),
+            budget_left: budget_bytes,
+            budget_spent: false,
+            max_id: None,
+            dir_changed: false,
+        }
+    }
+
     fn saw_id(&mut self, id: Option<u64>) {
         if let Some(id) = id {
             self.max_id = Some(self.max_id.map_or(id, |m| m.max(id)));
@@ -331,6 +381,53 @@ impl QueueStore {
         dir: PathBuf,
         config: StoreConfig,
     ) -> Result<(QueueStore, Vec<RecoveredMessage>, RecoveryReport), StorageError> {
+        let (store, recovered, _, report) = Self::open_inner(backend, dir, config, u64::MAX)?;
+        Ok((store, recovered, report))
+    }
+
+    /// As [`QueueStore::open`], but returns the valid messages whole only while their
+    /// bodies fit in `budget_bytes` together, oldest first: from the first one that does
+    /// not fit on, each valid record comes back as a [`PagedRecord`] (its place, body size
+    /// and delivery count; the body stays on disk and [`QueueStore::read`] fetches it). So a
+    /// backlog larger than memory is never loaded at start. Entries are in record-id order.
+    ///
+    /// # Errors
+    /// As [`QueueStore::open`].
+    pub fn open_with_budget(
+        backend: Arc<dyn Backend>,
+        dir: PathBuf,
+        config: StoreConfig,
+        budget_bytes: u64,
+    ) -> Result<(QueueStore, Vec<Recovered>, RecoveryReport), StorageError> {
+        let (store, loaded, paged, report) = Self::open_inner(backend, dir, config, budget_bytes)?;
+        let mut entries = Vec::with_capacity(loaded.len() + paged.len());
+        let mut paged = paged.into_iter().peekable();
+        for m in loaded {
+            while let Some(p) = paged.next_if(|p| p.record.id < m.record.id) {
+                entries.push(Recovered::Paged(p));
+            }
+            entries.push(Recovered::Loaded(Box::new(m)));
+        }
+        entries.extend(paged.map(Recovered::Paged));
+        Ok((store, entries, report))
+    }
+
+    /// Opens the store; valid messages whose bodies exceed `budget_bytes` come back paged.
+    #[allow(clippy::type_complexity)]
+    fn open_inner(
+        backend: Arc<dyn Backend>,
+        dir: PathBuf,
+        config: StoreConfig,
+        budget_bytes: u64,
+    ) -> Result<
+        (
+            QueueStore,
+            Vec<RecoveredMessage>,
+            Vec<PagedRecord>,
+            RecoveryReport,
+        ),
+        StorageError,
+    > {
         let dir_io = |e| StorageError::io(&dir, e);
         if !backend.exists(&dir) {
             backend.create_dir_all(&dir).map_err(dir_io)?;
@@ -342,7 +439,7 @@ impl QueueStore {
         }
         let listing = Listing::read(&*backend, &dir).map_err(dir_io)?;
         let fresh = listing.data.is_empty();
-        let mut rec = Recovery::default();
+        let mut rec = Recovery::new(budget_bytes);
 
         let mut leftovers = listing.compact.clone();
         if listing.stat_tmp {
@@ -484,7 +581,9 @@ impl QueueStore {
         }
         let mut recovered = rec.recovered;
         recovered.sort_by_key(|m| m.record.id);
-        Ok((store, recovered, rec.report))
+        let mut paged = rec.paged;
+        paged.sort_by_key(|p| p.record.id);
+        Ok((store, recovered, paged, rec.report))
     }
 
     /// Appends one record to the active segment and returns where it is. When the active
@@ -1064,15 +1163,30 @@ fn recover_segment(
     let data = backend.open(&data_path, false).map_err(dio)?;
     let mut segment = Segment::default();
     let recovered = &mut rec.recovered;
+    let paged = &mut rec.paged;
+    let budget_left = &mut rec.budget_left;
+    let budget_spent = &mut rec.budget_spent;
     let fscan = record::scan_file(&*data, &mut |offset, r| {
         let state = states.get(&r.id).copied().unwrap_or(0);
         segment.push(r.id, offset, state);
         if state & SETTLED == 0 {
+            let record = RecordRef {
+                segment: n,
+                id: r.id,
+            };
+            let body_bytes = r.body.len() as u64;
+            if *budget_spent || body_bytes > *budget_left {
+                *budget_spent = true;
+                paged.push(PagedRecord {
+                    record,
+                    body_bytes,
+                    delivery_count: state & COUNT_MASK,
+                });
+                return;
+            }
+            *budget_left -= body_bytes;
             recovered.push(RecoveredMessage {
-                record: RecordRef {
-                    segment: n,
-                    id: r.id,
-                },
+                record,
                 timestamp_ms: r.timestamp_ms,
                 exchange: r.exchange.to_owned(),
                 routing_key: r.routing_key.to_owned(),
@@ -1519,6 +1633,56 @@ mod tests {
                 id: 1
             })
             .is_err());
+    }
+
+    #[test]
+    fn open_with_budget_loads_the_oldest_bodies_and_pages_the_rest() {
+        let sim = SimBackend::new();
+        let (mut s, _) = open(&sim, 64);
+        let refs: Vec<RecordRef> = (0..10)
+            .map(|i| s.append(&message(&[i as u8; 10])).unwrap())
+            .collect();
+        s.mark_delivered(refs[8]).unwrap();
+        s.settle(refs[1]).unwrap();
+        drop(s);
+        let (s, entries, _) = QueueStore::open_with_budget(
+            Arc::new(sim.clone()),
+            PathBuf::from("/data/q"),
+            StoreConfig { segment_bytes: 64 },
+            35,
+        )
+        .unwrap();
+        let ids: Vec<RecordRef> = entries.iter().map(Recovered::record).collect();
+        let live: Vec<RecordRef> = refs.iter().copied().filter(|r| *r != refs[1]).collect();
+        assert_eq!(ids, live);
+        // 3 bodies of 10 bytes fit in 35: refs 0, 2, 3; the others stay on disk.
+        for (i, e) in entries.iter().enumerate() {
+            match e {
+                Recovered::Loaded(m) => {
+                    assert!(i < 3, "entry {i} loaded");
+                    assert_eq!(m.body.len(), 10);
+                }
+                Recovered::Paged(p) => {
+                    assert!(i >= 3, "entry {i} paged");
+                    assert_eq!(p.body_bytes, 10);
+                    assert_eq!(p.delivery_count, u32::from(p.record == refs[8]));
+                    assert_eq!(
+                        s.read(p.record).unwrap().body,
+                        vec![p.record.id as u8 - 1; 10]
+                    );
+                }
+            }
+        }
+        drop(s);
+        let (_, entries, _) = QueueStore::open_with_budget(
+            Arc::new(sim.clone()),
+            PathBuf::from("/data/q"),
+            StoreConfig { segment_bytes: 64 },
+            0,
+        )
+        .unwrap();
+        assert!(entries.iter().all(|e| matches!(e, Recovered::Paged(_))));
+        assert_eq!(entries.len(), 9);
     }
 
     #[test]
