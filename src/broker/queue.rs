@@ -763,7 +763,7 @@ mod tests {
         let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
         let mut q = Queue::new("q".into(), true, false, false, None, FieldTable::new());
         q.storage_id = Some("id".into());
-        q.storage = Some(QueueStorage::new(store, flusher));
+        q.storage = Some(QueueStorage::new(store, flusher, None));
         q.memory_bytes_max = budget_messages * BODY;
         Arc::new(q)
     }
