@@ -16,6 +16,7 @@
 
 pub mod ack_log;
 pub mod backend;
+pub mod check;
 pub mod durability;
 pub mod error;
 pub mod flusher;
