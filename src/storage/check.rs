@@ -256,9 +256,9 @@ pub fn check_data_dir(dir: &Path) -> Result<DataDirReport, StorageError> {
     match backend.list_dir(&queues_dir) {
         Ok(entries) => {
             for entry in entries {
-                let known_dir = entry.to_str().is_some_and(|n| known.contains(n))
-                    && queues_dir.join(&entry).is_dir();
-                if !known_dir {
+                // As the start does: an entry named by a stored id is the queue's (one
+                // that is not a directory is reported with its queue above).
+                if !entry.to_str().is_some_and(|n| known.contains(n)) {
                     report.info.push(format!(
                         "{}: orphan directory, removed at the next start (no queue in meta.db \
                          owns it)",
