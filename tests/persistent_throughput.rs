@@ -67,7 +67,10 @@ fn run(publishers: usize) {
             },
         )
         .unwrap();
-    assert_eq!(declared.message_count as usize, total, "every confirmed message is queued");
+    assert_eq!(
+        declared.message_count as usize, total,
+        "every confirmed message is queued"
+    );
     let rate = total as f64 / secs;
     eprintln!(
         "persistent throughput: {publishers} publisher(s): {rate:.0} msg/s confirmed \

@@ -1,5 +1,7 @@
 //! `relaymq-server`: the RelayMQ broker daemon. Parses flags, installs signal handling and
-//! runs the server until SIGINT or SIGTERM.
+//! runs the server until SIGINT or SIGTERM. With `--check` it verifies a stopped data
+//! directory instead, prints a report and exits 0 (clean), 1 (problems) or 2 (could not
+//! check).
 
 use anyhow::{bail, Context, Result};
 use relaymq::server::{self, ServerConfig};
@@ -28,6 +30,9 @@ OPTIONS:
                              persistent messages of durable queues wait on disk. Bytes, or
                              with a KiB, MiB or GiB suffix [default: 64MiB]
   --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
+  --check                    verify the stopped data directory (--data-dir) without
+                             changing it, print a report and exit: 0 clean, 1 problems
+                             found, 2 could not check (in use, missing, unreadable)
   -h, --help                 print this help
   -V, --version              print the version
 ";
@@ -65,12 +70,21 @@ const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"]
 struct Args {
     config: ServerConfig,
     log_level: String,
+    /// `--check`: verify the data directory instead of serving.
+    check: bool,
 }
+
+/// Exit code of `--check` when problems were found.
+const CHECK_EXIT_PROBLEMS: i32 = 1;
+
+/// Exit code of `--check` when the directory could not be checked.
+const CHECK_EXIT_CANNOT_CHECK: i32 = 2;
 
 fn parse_args() -> Result<Args> {
     use lexopt::prelude::*;
     let mut config = ServerConfig::default();
     let mut log_level = "info".to_string();
+    let mut check = false;
     let mut parser = lexopt::Parser::from_env();
     while let Some(arg) = parser.next()? {
         match arg {
@@ -134,6 +148,7 @@ fn parse_args() -> Result<Args> {
                 let s: u64 = parser.value()?.parse()?;
                 config.shutdown_flush_ms = s.saturating_mul(1000);
             }
+            Long("check") => check = true,
             Short('h') | Long("help") => {
                 print!("{USAGE}");
                 std::process::exit(0);
@@ -151,7 +166,11 @@ fn parse_args() -> Result<Args> {
             relaymq::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT * 8
         );
     }
-    Ok(Args { config, log_level })
+    Ok(Args {
+        config,
+        log_level,
+        check,
+    })
 }
 
 fn main() {
@@ -162,10 +181,32 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if args.check {
+        std::process::exit(check(&args.config.data_dir));
+    }
     if let Err(e) = run(args) {
         log::error!("{e:#}");
         eprintln!("error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// `--check`: prints the report of `data_dir` on stdout (or why it could not be checked
+/// on stderr) and returns the exit code.
+fn check(data_dir: &std::path::Path) -> i32 {
+    match relaymq::storage::check::check_data_dir(data_dir) {
+        Ok(report) => {
+            println!("{report}");
+            if report.is_ok() {
+                0
+            } else {
+                CHECK_EXIT_PROBLEMS
+            }
+        }
+        Err(e) => {
+            eprintln!("error: cannot check {}: {e}", data_dir.display());
+            CHECK_EXIT_CANNOT_CHECK
+        }
     }
 }
 

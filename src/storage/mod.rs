@@ -16,6 +16,7 @@
 
 pub mod ack_log;
 pub mod backend;
+pub mod check;
 pub mod compactor;
 pub mod durability;
 pub mod error;

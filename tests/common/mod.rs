@@ -163,10 +163,32 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     /// Starts the built binary on a free loopback port with `data_dir`, waiting (≤ 20 s)
-    /// for its ready file. `extra` are more flags.
+    /// for its ready file. `extra` are more flags (a repeated flag overrides).
+    pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
+        ServerProcess::spawn(data_dir, extra, std::process::Stdio::inherit())
+    }
+
+    /// As [`ServerProcess::start`] with `--log-level info`, the server's log (stderr)
+    /// going to the file `log` (created or truncated), for tests that read what the
+    /// server reported.
+    pub fn start_logged(
+        data_dir: &std::path::Path,
+        extra: &[&str],
+        log: &std::path::Path,
+    ) -> ServerProcess {
+        let file = std::fs::File::create(log).expect("log file");
+        let mut flags = vec!["--log-level", "info"];
+        flags.extend_from_slice(extra);
+        ServerProcess::spawn(data_dir, &flags, std::process::Stdio::from(file))
+    }
+
     // The child is reaped by `Drop`, `terminate` or `kill9`, which clippy cannot see.
     #[allow(clippy::zombie_processes)]
-    pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
+    fn spawn(
+        data_dir: &std::path::Path,
+        extra: &[&str],
+        stderr: std::process::Stdio,
+    ) -> ServerProcess {
         let ready = data_dir.with_extension(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
@@ -180,6 +202,7 @@ impl ServerProcess {
             .arg("warn")
             .args(extra)
             .stdin(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("server binary starts");
         let started = std::time::Instant::now();
@@ -225,6 +248,40 @@ impl ServerProcess {
     }
 }
 
+/// What `relaymq-server --check --data-dir <data_dir>` printed, and its exit code.
+pub struct CheckRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for CheckRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit code {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `relaymq-server --check` on `data_dir` (bounded: the check of a test directory
+/// takes well under a second).
+pub fn run_check(data_dir: &std::path::Path) -> CheckRun {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
+        .arg("--check")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("relaymq-server --check runs");
+    CheckRun {
+        code: out.status.code().expect("exit code, not a signal"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 fn wait_bounded(child: &mut std::process::Child) -> std::process::ExitStatus {
     let started = std::time::Instant::now();
     loop {
@@ -244,4 +301,55 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The byte ranges of the records of a segment file's bytes (`docs/storage.md` §2: a
+/// 24-byte header whose bytes 16..20 are the big-endian payload length, the payload, a
+/// 4-byte CRC), for tests that damage one on purpose. Stops at the first byte that does
+/// not start a whole record.
+pub fn record_spans(segment: &[u8]) -> Vec<std::ops::Range<usize>> {
+    const HEADER: usize = 24;
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while segment.len() >= at + HEADER && &segment[at..at + 4] == b"RMQR" {
+        let len = u32::from_be_bytes(segment[at + 16..at + 20].try_into().unwrap()) as usize;
+        let end = at + HEADER + len + 4;
+        if end > segment.len() {
+            break;
+        }
+        spans.push(at..end);
+        at = end;
+    }
+    spans
+}
+
+/// The segment files `queue_data.N` of a queue directory, by increasing `N`.
+pub fn segment_files(queue_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(queue_dir)
+        .expect("queue directory")
+        .map(|e| e.expect("entry").path())
+        .filter_map(|p| {
+            let n = p
+                .file_name()?
+                .to_str()?
+                .strip_prefix("queue_data.")?
+                .parse()
+                .ok()?;
+            Some((n, p))
+        })
+        .collect();
+    segments.sort();
+    segments.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The directory of the durable queue `name` of vhost `/` in a stopped data directory
+/// (its id read from `meta.db` by the `--check` code).
+pub fn queue_dir(data_dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let report = relaymq::storage::check::check_data_dir(data_dir).expect("checkable");
+    let q = report
+        .queues
+        .iter()
+        .find(|q| q.vhost == "/" && q.name == name)
+        .unwrap_or_else(|| panic!("queue {name:?} not in meta.db"));
+    data_dir.join("queues").join(&q.id)
 }
