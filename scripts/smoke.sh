@@ -191,7 +191,14 @@ case "$second" in *'"body":"also kept"'*'"redelivered":false'*) pass ;; *) fail 
 [ "$(printf '%s\n' "$out" | wc -l)" = 2 ] || fail "after kill -9: expected exactly 2 messages: [$out]"
 pass
 
-# --- graceful stop -----------------------------------------------------------------------------
+# --- graceful stop, then the stopped data directory checks clean ---------------------------------
 stop_server
+set +e
+"$server_bin" --check --data-dir "$tmp/data" >"$tmp/check.out" 2>&1
+code=$?
+set -e
+[ "$code" = 0 ] || fail "--check of the stopped data directory exited $code: $(cat "$tmp/check.out")"
+grep -q "smoke.durable" "$tmp/check.out" || fail "--check report does not list smoke.durable: $(cat "$tmp/check.out")"
+pass
 
 echo "smoke: $checks passed, 0 failed"
