@@ -34,11 +34,11 @@ use crate::storage::backend::{Backend, StorageFile};
 use crate::storage::durability::{META_DB, QUEUES_DIR};
 use crate::storage::error::StorageError;
 use crate::storage::lock::LOCK_FILE_NAME;
-use crate::storage::meta::{is_valid_queue_id, SCHEMA_VERSION};
+use crate::storage::meta::{is_valid_queue_id, read_schema_version, SCHEMA_VERSION};
 use crate::storage::queue_store::{check_dir, CheckReport};
 use crate::types::codec::Reader;
 use crate::types::field_table::decode_table;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
 use std::collections::HashSet;
 use std::fmt;
 use std::fs::{File, TryLockError};
@@ -382,52 +382,15 @@ impl ReadOnlyMeta {
     /// The schema version; 0 for an empty file. Refuses a file that is not a RelayMQ
     /// store or is newer than this build.
     fn schema_version(&self) -> Result<u32, StorageError> {
-        let err = self.err("reading the schema version of");
-        let has_version: bool = self
-            .conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_schema
-                                WHERE type = 'table' AND name = 'schema_version')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(&err)?;
-        if !has_version {
-            let tables: i64 = self
-                .conn
-                .query_row(
-                    "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(&err)?;
-            if tables > 0 {
-                return Err(StorageError::Meta(format!(
-                    "{} holds tables but no schema_version: not a RelayMQ definitions store",
-                    self.path.display()
-                )));
-            }
-            return Ok(0);
-        }
-        let version: Option<i64> = self
-            .conn
-            .query_row("SELECT version FROM schema_version WHERE id = 1", [], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(&err)?;
-        match version.map(u32::try_from) {
-            Some(Ok(v)) if v <= SCHEMA_VERSION => Ok(v),
-            Some(Ok(v)) => Err(StorageError::Meta(format!(
+        let v = read_schema_version(&self.conn, &self.path)?;
+        if v > SCHEMA_VERSION {
+            return Err(StorageError::Meta(format!(
                 "{} has schema version {v}, this relaymq-server supports up to \
                  {SCHEMA_VERSION}",
                 self.path.display()
-            ))),
-            Some(Err(_)) | None => Err(StorageError::Meta(format!(
-                "{}: schema_version holds no valid version",
-                self.path.display()
-            ))),
+            )));
         }
+        Ok(v)
     }
 
     /// What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find, as problems.

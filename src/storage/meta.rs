@@ -607,48 +607,7 @@ impl MetaStore {
 
     /// The file's schema version; 0 for an empty file.
     fn schema_version(&self) -> Result<u32, StorageError> {
-        let err = meta_err("reading the schema version");
-        let has_version_table: bool = self
-            .conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_schema
-                                WHERE type = 'table' AND name = 'schema_version')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(&err)?;
-        if !has_version_table {
-            let tables: i64 = self
-                .conn
-                .query_row(
-                    "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(&err)?;
-            if tables > 0 {
-                return Err(StorageError::Meta(format!(
-                    "{} holds tables but no schema_version: not a RelayMQ definitions store",
-                    self.path.display()
-                )));
-            }
-            return Ok(0);
-        }
-        let version: Option<i64> = self
-            .conn
-            .query_row("SELECT version FROM schema_version WHERE id = 1", [], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(&err)?;
-        match version.map(u32::try_from) {
-            Some(Ok(v)) => Ok(v),
-            Some(Err(_)) => Err(self.corrupt(format!(
-                "schema_version holds {}, not a version",
-                version.unwrap_or_default()
-            ))),
-            None => Err(self.corrupt("schema_version has no row".to_string())),
-        }
+        read_schema_version(&self.conn, &self.path)
     }
 
     /// Runs `f` in one immediate transaction and commits it; any error rolls it back.
@@ -753,6 +712,59 @@ fn query_all<T>(
     let mut stmt = conn.prepare(sql)?;
     let rows = stmt.query_map([], f)?;
     rows.collect()
+}
+
+/// The schema version of the definitions store open on `conn` (at `path`, for messages);
+/// 0 for an empty file. Shared by [`MetaStore::open`] and the read-only `--check`.
+///
+/// # Errors
+/// [`StorageError::Meta`] when the file holds tables but no `schema_version` (not a
+/// RelayMQ store) or SQLite fails; [`StorageError::Corrupt`] when the version row is
+/// missing or not a version.
+pub(crate) fn read_schema_version(conn: &Connection, path: &Path) -> Result<u32, StorageError> {
+    let err = meta_err("reading the schema version");
+    let has_version_table: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema
+                            WHERE type = 'table' AND name = 'schema_version')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(&err)?;
+    if !has_version_table {
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(&err)?;
+        if tables > 0 {
+            return Err(StorageError::Meta(format!(
+                "{} holds tables but no schema_version: not a RelayMQ definitions store",
+                path.display()
+            )));
+        }
+        return Ok(0);
+    }
+    let version: Option<i64> = conn
+        .query_row("SELECT version FROM schema_version WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(&err)?;
+    let corrupt = |reason: String| StorageError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match version.map(u32::try_from) {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(_)) => Err(corrupt(format!(
+            "schema_version holds {}, not a version",
+            version.unwrap_or_default()
+        ))),
+        None => Err(corrupt("schema_version has no row".to_string())),
+    }
 }
 
 #[cfg(test)]
