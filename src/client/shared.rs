@@ -163,6 +163,11 @@ impl Shared {
     ) -> Result<Method, ClientError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let id = self.next_request_id();
+        // Writer first, then state (the reader's order when it answers a close): checking
+        // the channel and writing the request are one step, so a request can never follow
+        // the close-ok of a channel the server just closed (the server would take it for
+        // a frame on a channel that is not open, a connection error).
+        let mut w = lock(&self.writer);
         {
             let mut st = lock(&self.state);
             st.check_open(channel)?;
@@ -176,7 +181,8 @@ impl Shared {
                 },
             );
         }
-        let written = lock(&self.writer).send(channel, id, &method);
+        let written = w.send(channel, id, &method);
+        drop(w);
         if let Err(e) = written {
             lock(&self.state).pending.remove(&(channel, id));
             return Err(self.io_failure(e));
