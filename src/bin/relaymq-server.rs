@@ -25,7 +25,8 @@ OPTIONS:
   --heartbeat SECONDS        heartbeat interval offered to clients [default: 60]
   --fsync MODE               always | interval:MS | never: when persistent messages are
                              fsynced; under always a confirm waits for it [default: always]
-  --segment-bytes N          size at which a queue's segment file is sealed [default: 8388608]
+  --segment-bytes SIZE       size at which a queue's segment file is sealed, 4KiB..1GiB
+                             (bytes, or with a KiB/MiB/GiB suffix) [default: 8MiB]
   --queue-memory-bytes SIZE  message bodies one queue keeps in memory; beyond them the
                              persistent messages of durable queues wait on disk. Bytes, or
                              with a KiB, MiB or GiB suffix [default: 64MiB]
@@ -133,7 +134,8 @@ fn parse_args() -> Result<Args> {
                     .map_err(|e| anyhow::anyhow!("--fsync: {e}"))?;
             }
             Long("segment-bytes") => {
-                let v: u64 = parser.value()?.parse()?;
+                let text: String = parser.value()?.parse()?;
+                let v = parse_size(&text).context("--segment-bytes")? as u64;
                 if !(SEGMENT_BYTES_MIN..=SEGMENT_BYTES_MAX).contains(&v) {
                     bail!("--segment-bytes must be between {SEGMENT_BYTES_MIN} and {SEGMENT_BYTES_MAX}");
                 }
@@ -185,7 +187,6 @@ fn main() {
         std::process::exit(check(&args.config.data_dir));
     }
     if let Err(e) = run(args) {
-        log::error!("{e:#}");
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }

@@ -406,6 +406,9 @@ fn open_store(
             for w in &report.warnings {
                 log::warn!("queue '{name}' in vhost '{vhost}': {w}");
             }
+            for n in &report.notes {
+                log::info!("queue '{name}' in vhost '{vhost}': {n}");
+            }
             if !messages.is_empty() {
                 log::info!(
                     "queue '{name}' in vhost '{vhost}': recovered {} persistent messages",

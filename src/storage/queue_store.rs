@@ -358,9 +358,14 @@ impl Recovery {
         }
     }
 
+    /// Records a repair of damaged data (the broker logs it, naming the queue).
     fn warn(&mut self, line: String) {
-        log::warn!("{line}");
         self.report.warnings.push(line);
+    }
+
+    /// Records normal housekeeping found at start (the broker logs it as information).
+    fn note(&mut self, line: String) {
+        self.report.notes.push(line);
     }
 }
 
@@ -506,8 +511,7 @@ impl QueueStore {
                 "{}: sealed segment fully settled, deleted",
                 dir.join(data_name(n)).display()
             );
-            log::info!("{line}");
-            rec.report.warnings.push(line);
+            rec.note(line);
         }
 
         let active = match active {
@@ -572,7 +576,7 @@ impl QueueStore {
                         Ok(Some(_)) => "stale".to_string(),
                         Err(e) => e,
                     };
-                    rec.warn(format!(
+                    rec.note(format!(
                         "{}: {why}, rebuilt from the segments",
                         dir.join(STAT_FILE_NAME).display()
                     ));
@@ -1404,7 +1408,7 @@ pub fn check_dir(backend: &dyn Backend, dir: &Path) -> CheckReport {
                     })
                     .collect();
                 r.info.push(format!(
-                    "{}: lags behind the segments (normal after a crash; rebuilt on open): \
+                    "{}: lags behind the segments (normal after a crash, or follows from a damaged record reported above; rebuilt on open): \
                      total/valid {}",
                     stat_path.display(),
                     differences.join("; ")

@@ -75,8 +75,12 @@ pub struct RecoveryReport {
     pub skipped_records: u64,
     /// `queue_stat` was missing, corrupt or stale and was rebuilt from the segments.
     pub stat_rebuilt: bool,
-    /// Human-readable lines for the log, one per finding.
+    /// Human-readable lines for the log, one per repair of damaged data (logged as
+    /// warnings).
     pub warnings: Vec<String>,
+    /// Human-readable lines for the log about normal housekeeping found at start (a stale
+    /// `queue_stat` rebuilt, a settled segment deleted; logged as information).
+    pub notes: Vec<String>,
 }
 
 /// Counters of a queue's store, for listings.

@@ -15,8 +15,8 @@ pub enum CliError {
     Usage(String),
     /// Could not connect or authenticate (exit 3).
     Connect(ClientError),
-    /// A request failed (exit 1 when the server refused, 3 when the connection broke,
-    /// 4 on timeout, 2 for client-side validation).
+    /// A request failed (exit 1 when the server refused or the connection was lost
+    /// midway, 4 on timeout, 2 for client-side validation).
     Client(ClientError),
     /// A run-time limit set by the user passed (exit 4).
     Timeout(String),
@@ -34,8 +34,11 @@ impl CliError {
             CliError::Connect(_) => 3,
             CliError::Client(e) => match e {
                 ClientError::Timeout => 4,
-                ClientError::Io(_) | ClientError::Auth { .. } => 3,
+                ClientError::Auth { .. } => 3,
                 ClientError::Usage(_) => 2,
+                // A refusal, or a connection lost after it was made (the outcome of what
+                // was in flight is unknown): not "could not connect", which a script
+                // might retry blindly.
                 _ => 1,
             },
             CliError::Timeout(_) => 4,
@@ -89,6 +92,12 @@ mod tests {
         assert_eq!(e.message(), "NOT_FOUND (404): no queue 'x' in vhost '/'");
         assert_eq!(CliError::from(ClientError::Timeout).exit_code(), 4);
         assert_eq!(CliError::Connect(ClientError::Timeout).exit_code(), 3);
+        let lost = ClientError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(
+            CliError::from(lost).exit_code(),
+            1,
+            "lost midway is not 'cannot connect'"
+        );
         assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
         assert_eq!(CliError::Rejected("x".into()).exit_code(), 5);
         assert_eq!(code_name(312), "NO_ROUTE (312)");
