@@ -104,6 +104,41 @@ fn inequivalent(
     ))
 }
 
+/// Checks a redeclare against what exists, in RabbitMQ's order (type, flags, arguments),
+/// naming the first difference.
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED `inequivalent arg 'X' for …` (RabbitMQ's text).
+fn check_equivalent(
+    what: &str,
+    name: &str,
+    vhost: &str,
+    kind: Option<(&str, &str)>,
+    got: &[(&str, bool)],
+    current: &[(&str, bool)],
+    arguments: (&FieldTable, &FieldTable),
+) -> Result<(), BrokerError> {
+    if let Some((g, c)) = kind.filter(|(g, c)| g != c) {
+        return Err(inequivalent("type", what, name, vhost, g, c));
+    }
+    for ((arg, g), (_, c)) in got.iter().zip(current) {
+        if g != c {
+            return Err(inequivalent(arg, what, name, vhost, g, c));
+        }
+    }
+    if arguments.0 != arguments.1 {
+        return Err(inequivalent(
+            "arguments",
+            what,
+            name,
+            vhost,
+            format!("{:?}", arguments.0),
+            format!("{:?}", arguments.1),
+        ));
+    }
+    Ok(())
+}
+
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
@@ -331,58 +366,24 @@ impl VirtualHost {
             )));
         }
         if let Some(e) = existing {
-            let vh = &*self.name;
-            if e.kind != kind {
-                return Err(inequivalent(
-                    "type",
-                    "exchange",
-                    name,
-                    vh,
-                    kind.as_str(),
-                    e.kind.as_str(),
-                ));
-            }
-            if e.durable != spec.durable {
-                return Err(inequivalent(
-                    "durable",
-                    "exchange",
-                    name,
-                    vh,
-                    spec.durable,
-                    e.durable,
-                ));
-            }
-            if e.auto_delete != spec.auto_delete {
-                return Err(inequivalent(
-                    "auto_delete",
-                    "exchange",
-                    name,
-                    vh,
-                    spec.auto_delete,
-                    e.auto_delete,
-                ));
-            }
-            if e.internal != spec.internal {
-                return Err(inequivalent(
-                    "internal",
-                    "exchange",
-                    name,
-                    vh,
-                    spec.internal,
-                    e.internal,
-                ));
-            }
-            if e.arguments != spec.arguments {
-                return Err(inequivalent(
-                    "arguments",
-                    "exchange",
-                    name,
-                    vh,
-                    format!("{:?}", spec.arguments),
-                    format!("{:?}", e.arguments),
-                ));
-            }
-            return Ok(());
+            let flags = |durable: bool, auto_delete: bool, internal: bool| {
+                [
+                    ("durable", durable),
+                    ("auto_delete", auto_delete),
+                    ("internal", internal),
+                ]
+            };
+            let got = flags(spec.durable, spec.auto_delete, spec.internal);
+            let current = flags(e.durable, e.auto_delete, e.internal);
+            return check_equivalent(
+                "exchange",
+                name,
+                &self.name,
+                Some((kind.as_str(), e.kind.as_str())),
+                &got,
+                &current,
+                (&spec.arguments, &e.arguments),
+            );
         }
         if spec.durable {
             self.persist("exchange", |m| {
@@ -601,45 +602,24 @@ impl VirtualHost {
         let _changes = self.changes();
         if let Some(q) = self.queue(&name) {
             q.check_access(connection_id, &self.name)?;
-            let vh = &*self.name;
-            if q.durable != spec.durable {
-                return Err(inequivalent(
-                    "durable",
-                    "queue",
-                    &name,
-                    vh,
-                    spec.durable,
-                    q.durable,
-                ));
-            }
             if q.exclusive != spec.exclusive {
                 // RabbitMQ answers an exclusivity mismatch as a locked resource.
                 return Err(BrokerError::resource_locked(format!(
-                    "cannot obtain exclusive access to locked queue '{name}' in vhost '{vh}'. It \
+                    "cannot obtain exclusive access to locked queue '{name}' in vhost '{}'. It \
                      could be originally declared on another connection or the exclusive \
-                     property value does not match that of the original declaration."
+                     property value does not match that of the original declaration.",
+                    self.name
                 )));
             }
-            if q.auto_delete != spec.auto_delete {
-                return Err(inequivalent(
-                    "auto_delete",
-                    "queue",
-                    &name,
-                    vh,
-                    spec.auto_delete,
-                    q.auto_delete,
-                ));
-            }
-            if q.arguments != spec.arguments {
-                return Err(inequivalent(
-                    "arguments",
-                    "queue",
-                    &name,
-                    vh,
-                    format!("{:?}", spec.arguments),
-                    format!("{:?}", q.arguments),
-                ));
-            }
+            check_equivalent(
+                "queue",
+                &name,
+                &self.name,
+                None,
+                &[("durable", spec.durable), ("auto_delete", spec.auto_delete)],
+                &[("durable", q.durable), ("auto_delete", q.auto_delete)],
+                (&spec.arguments, &q.arguments),
+            )?;
             return Ok(declared(&q));
         }
         let owner = spec.exclusive.then_some(connection_id);
