@@ -154,8 +154,8 @@ fn redeclaring_with_another_auto_delete_flag_is_refused_with_406() {
 
 #[test]
 fn redeclaring_with_other_arguments_is_refused_with_406() {
-    // RelayMQ compares every argument. (RabbitMQ compares only the arguments it gives a
-    // meaning to, x-max-length and the like, which RelayMQ refuses for now.)
+    // RelayMQ compares every argument, custom ones too (RabbitMQ compares only the
+    // arguments it gives a meaning to, such as x-max-length).
     let mut args = FieldTable::new();
     args.insert("app-tier".into(), FieldValue::I64(10));
     let with_args = QueueDeclareOptions {

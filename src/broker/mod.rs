@@ -10,6 +10,7 @@ pub mod channel;
 pub mod confirm;
 pub mod consumer;
 pub mod exchange;
+pub mod length_limit;
 pub mod listing;
 pub mod message;
 pub mod names;

@@ -15,6 +15,7 @@
 
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
+use crate::broker::length_limit::{LengthLimit, Overflow};
 use crate::broker::message::Message;
 use crate::broker::queue_storage::QueueStorage;
 use crate::error::BrokerError;
@@ -79,6 +80,8 @@ pub struct QueueStats {
     pub ready_paged: usize,
     /// Paged-out messages dropped because their record could not be read back.
     pub unreadable: u64,
+    /// Messages dropped from the head by a length limit (`x-overflow drop-head`).
+    pub dropped: u64,
 }
 
 /// Where a ready message's body is.
@@ -227,6 +230,8 @@ pub struct Queue {
     /// Body bytes of ready messages kept in memory before stored ones are paged out
     /// (`--queue-memory-bytes`). Set before the queue is shared.
     pub memory_bytes_max: usize,
+    /// `x-max-length` / `x-max-length-bytes` / `x-overflow`, read from the arguments.
+    pub length_limit: LengthLimit,
     state: Mutex<QueueState>,
 }
 
@@ -257,10 +262,13 @@ impl Queue {
             exclusive,
             auto_delete,
             owner,
-            arguments,
             storage_id: None,
             storage: None,
             memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
+            // Validated at declare; a stored queue whose arguments no longer parse
+            // (an older version's) recovers without limits rather than not at all.
+            length_limit: LengthLimit::from_arguments(&arguments).unwrap_or_default(),
+            arguments,
             state: Mutex::new(QueueState::default()),
         }
     }
@@ -294,6 +302,15 @@ impl Queue {
         if st.deleted {
             return Enqueued::Gone;
         }
+        let limit = self.length_limit;
+        if limit.overflow == Overflow::RejectPublish
+            && limit.exceeded(st.ready.len() + 1, st.stats.ready_bytes + msg.body_size())
+        {
+            return Enqueued::Refused(format!(
+                "queue '{}' is full (x-overflow reject-publish)",
+                self.name
+            ));
+        }
         let mut written = None;
         let mut record = None;
         if self.storage_id.is_some() && msg.properties().is_persistent() {
@@ -325,6 +342,9 @@ impl Queue {
         st.stats.add_ready(&entry);
         st.ready.push_back(entry);
         self.dispatch_locked(&mut st);
+        if limit.is_set() && limit.overflow == Overflow::DropHead {
+            self.drop_head_over(&mut st, limit);
+        }
         // Over the budget, the newest message (still ready: nobody could take it) leaves
         // memory; the older ones, nearer the head, stay.
         if st.stats.ready_memory_bytes > self.memory_bytes_max {
@@ -424,6 +444,20 @@ impl Queue {
                     }
                     st.stats.unreadable += 1;
                 }
+            }
+        }
+    }
+
+    /// Drops ready messages from the head while the queue is over its length limit
+    /// (`x-overflow drop-head`); their stored records are settled.
+    fn drop_head_over(&self, st: &mut QueueState, limit: LengthLimit) {
+        while limit.exceeded(st.ready.len(), st.stats.ready_bytes) {
+            let Some(dropped) = Self::pop_head(st) else {
+                break;
+            };
+            st.stats.dropped += 1;
+            if let (Some(storage), Some(record)) = (&self.storage, dropped.record()) {
+                storage.settle(&self.name, record);
             }
         }
     }

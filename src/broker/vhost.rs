@@ -7,6 +7,7 @@
 
 use crate::broker::consumer::Consumer;
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
+use crate::broker::length_limit::LengthLimit;
 use crate::broker::message::Message;
 use crate::broker::names;
 use crate::broker::queue::Queue;
@@ -142,12 +143,9 @@ fn check_equivalent(
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
-const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 11] = [
+const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 8] = [
     "x-message-ttl",
     "x-expires",
-    "x-max-length",
-    "x-max-length-bytes",
-    "x-overflow",
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
     "x-delivery-limit",
@@ -170,6 +168,7 @@ fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
             return Err(unsupported_argument(name));
         }
     }
+    LengthLimit::from_arguments(arguments)?;
     if let Some(t) = arguments.get("x-queue-type") {
         if t.as_str() != Some("classic") {
             return Err(BrokerError::precondition(format!(
