@@ -9,6 +9,7 @@ pub mod broker;
 pub mod channel;
 pub mod confirm;
 pub mod consumer;
+pub mod dead_letter;
 pub mod exchange;
 pub mod length_limit;
 pub mod listing;

@@ -15,6 +15,7 @@
 
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
+use crate::broker::dead_letter::DeadLetter;
 use crate::broker::length_limit::{LengthLimit, Overflow};
 use crate::broker::message::Message;
 use crate::broker::queue_storage::QueueStorage;
@@ -232,6 +233,8 @@ pub struct Queue {
     pub memory_bytes_max: usize,
     /// `x-max-length` / `x-max-length-bytes` / `x-overflow`, read from the arguments.
     pub length_limit: LengthLimit,
+    /// `x-dead-letter-exchange` / `x-dead-letter-routing-key`, read from the arguments.
+    pub dead_letter: Option<DeadLetter>,
     state: Mutex<QueueState>,
 }
 
@@ -268,6 +271,7 @@ impl Queue {
             // Validated at declare; a stored queue whose arguments no longer parse
             // (an older version's) recovers without limits rather than not at all.
             length_limit: LengthLimit::from_arguments(&arguments).unwrap_or_default(),
+            dead_letter: DeadLetter::from_arguments(&arguments).unwrap_or_default(),
             arguments,
             state: Mutex::new(QueueState::default()),
         }

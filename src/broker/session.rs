@@ -11,6 +11,7 @@ use crate::broker::broker::Broker;
 use crate::broker::channel::{Channel, Unacked};
 use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
+use crate::broker::dead_letter::DeadLetter;
 use crate::broker::message::Message;
 use crate::broker::names;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Queue, QueuedMessage};
@@ -589,11 +590,36 @@ impl Session {
             requeue(taken);
         } else {
             for (q, entries) in group_by_queue(taken) {
+                if let Some(dl) = &q.dead_letter {
+                    // In the target before it leaves the source (at-least-once).
+                    for e in &entries {
+                        self.dead_letter(&q.name, dl, &e.msg, "rejected");
+                    }
+                }
                 q.settle(&entries, false);
             }
         }
         self.dispatch_channel(ch);
         Ok(())
+    }
+
+    /// Republishes a message its queue gave up on to the queue's dead-letter exchange
+    /// (RabbitMQ semantics; a missing exchange drops it, as RabbitMQ does, with a log).
+    fn dead_letter(&self, queue: &str, dl: &DeadLetter, msg: &Message, reason: &str) {
+        let Some(exchange) = self.vhost.exchange(&dl.exchange) else {
+            log::warn!(
+                "queue '{queue}': dead-letter exchange '{}' does not exist; message dropped",
+                dl.exchange
+            );
+            return;
+        };
+        let (dead, _key) = dl.message(msg, queue, reason);
+        let dead = Arc::new(dead);
+        for target in self.vhost.route(&exchange, &dead) {
+            if let Enqueued::Refused(text) = target.enqueue(Arc::clone(&dead)) {
+                log::warn!("queue '{queue}': dead-lettered message refused: {text}");
+            }
+        }
     }
 
     /// AMQP `basic.reject`.

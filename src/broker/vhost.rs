@@ -6,6 +6,7 @@
 //! is taken for dispatch.
 
 use crate::broker::consumer::Consumer;
+use crate::broker::dead_letter::DeadLetter;
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::length_limit::LengthLimit;
 use crate::broker::message::Message;
@@ -143,11 +144,9 @@ fn check_equivalent(
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
-const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 8] = [
+const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 6] = [
     "x-message-ttl",
     "x-expires",
-    "x-dead-letter-exchange",
-    "x-dead-letter-routing-key",
     "x-delivery-limit",
     "x-max-priority",
     "x-consumer-timeout",
@@ -169,6 +168,7 @@ fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
         }
     }
     LengthLimit::from_arguments(arguments)?;
+    DeadLetter::from_arguments(arguments)?;
     if let Some(t) = arguments.get("x-queue-type") {
         if t.as_str() != Some("classic") {
             return Err(BrokerError::precondition(format!(

@@ -1,0 +1,221 @@
+//! Dead-lettering of rejected messages (issue 4, part 1, reason `rejected`): a poison
+//! message nacked without requeue lands in the dead-letter queue with RabbitMQ's `x-death`
+//! header; a repeated death counts up; persistent dead letters survive a restart.
+
+mod common;
+
+use common::{ServerProcess, TestServer};
+use relaymq::client::{Channel, Connection, QueueDeclareOptions};
+use relaymq::types::{BasicProperties, FieldTable, FieldValue};
+
+fn queue(ch: &Channel, name: &str, durable: bool, args: &[(&str, &str)]) {
+    let options = QueueDeclareOptions {
+        durable,
+        arguments: args
+            .iter()
+            .map(|(k, v)| (k.to_string(), FieldValue::string(*v)))
+            .collect(),
+        ..QueueDeclareOptions::default()
+    };
+    ch.queue_declare(name, options).expect("declare");
+}
+
+fn deaths(headers: &FieldTable) -> Vec<FieldTable> {
+    match headers.get("x-death") {
+        Some(FieldValue::Array(items)) => items
+            .iter()
+            .map(|d| match d {
+                FieldValue::Table(t) => t.clone(),
+                other => panic!("x-death entry {other:?}"),
+            })
+            .collect(),
+        other => panic!("x-death is {other:?}"),
+    }
+}
+
+fn text<'a>(t: &'a FieldTable, k: &str) -> &'a str {
+    t.get(k).and_then(FieldValue::as_str).unwrap_or_default()
+}
+
+/// Takes one message from `queue` and rejects it without requeue.
+fn reject_one(ch: &Channel, queue: &str) {
+    let m = ch
+        .basic_get(queue, false)
+        .unwrap()
+        .expect("a message to reject");
+    ch.basic_reject(m.delivery_tag, false).unwrap();
+}
+
+#[test]
+fn a_poison_message_nacked_without_requeue_lands_in_the_dead_letter_queue_with_x_death() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    queue(&ch, "dlq", false, &[]);
+    queue(
+        &ch,
+        "work",
+        false,
+        &[
+            ("x-dead-letter-exchange", ""),
+            ("x-dead-letter-routing-key", "dlq"),
+        ],
+    );
+    let props = BasicProperties {
+        content_type: Some("text/plain".into()),
+        ..BasicProperties::default()
+    };
+    ch.basic_publish("", "work", false, &props, b"poison")
+        .unwrap();
+    let m = ch.basic_get("work", false).unwrap().expect("poison");
+    ch.basic_nack(m.delivery_tag, false, false).unwrap();
+
+    let dead = ch.basic_get("dlq", true).unwrap().expect("dead-lettered");
+    assert_eq!(dead.body, b"poison");
+    assert_eq!(dead.routing_key, "dlq");
+    assert_eq!(dead.properties.content_type.as_deref(), Some("text/plain"));
+    let headers = dead.properties.headers.expect("headers");
+    let d = deaths(&headers);
+    assert_eq!(d.len(), 1);
+    assert_eq!(text(&d[0], "queue"), "work");
+    assert_eq!(text(&d[0], "reason"), "rejected");
+    assert_eq!(text(&d[0], "exchange"), "");
+    assert_eq!(d[0].get("count"), Some(&FieldValue::I64(1)));
+    assert_eq!(
+        d[0].get("routing-keys"),
+        Some(&FieldValue::Array(vec![FieldValue::string("work")]))
+    );
+    assert!(matches!(d[0].get("time"), Some(FieldValue::Timestamp(_))));
+    assert_eq!(text(&headers, "x-first-death-queue"), "work");
+    assert_eq!(text(&headers, "x-first-death-reason"), "rejected");
+    assert!(
+        ch.basic_get("work", true).unwrap().is_none(),
+        "it left the source"
+    );
+}
+
+#[test]
+fn a_message_dead_lettered_twice_from_the_same_queue_counts_up() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    // work -> back (rejected) -> work (rejected) -> back: two queues dead-lettering to
+    // each other through the default exchange.
+    queue(
+        &ch,
+        "work",
+        false,
+        &[
+            ("x-dead-letter-exchange", ""),
+            ("x-dead-letter-routing-key", "back"),
+        ],
+    );
+    queue(
+        &ch,
+        "back",
+        false,
+        &[
+            ("x-dead-letter-exchange", ""),
+            ("x-dead-letter-routing-key", "work"),
+        ],
+    );
+    ch.basic_publish("", "work", false, &BasicProperties::default(), b"m")
+        .unwrap();
+    reject_one(&ch, "work");
+    reject_one(&ch, "back");
+    reject_one(&ch, "work");
+    let m = ch.basic_get("back", true).unwrap().expect("in back again");
+    let d = deaths(m.properties.headers.as_ref().unwrap());
+    assert_eq!(d.len(), 2, "one entry per queue and reason");
+    assert_eq!(text(&d[0], "queue"), "work", "most recent first");
+    assert_eq!(d[0].get("count"), Some(&FieldValue::I64(2)));
+    assert_eq!(text(&d[1], "queue"), "back");
+    assert_eq!(d[1].get("count"), Some(&FieldValue::I64(1)));
+}
+
+#[test]
+fn without_a_dead_letter_routing_key_the_original_key_is_kept() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    ch.exchange_declare("dlx", "direct", Default::default())
+        .unwrap();
+    queue(&ch, "parked", false, &[]);
+    ch.queue_bind("parked", "dlx", "orders.new", FieldTable::new())
+        .unwrap();
+    queue(
+        &ch,
+        "orders.new",
+        false,
+        &[("x-dead-letter-exchange", "dlx")],
+    );
+    ch.basic_publish("", "orders.new", false, &BasicProperties::default(), b"o")
+        .unwrap();
+    reject_one(&ch, "orders.new");
+    let m = ch.basic_get("parked", true).unwrap().expect("parked");
+    assert_eq!(m.routing_key, "orders.new");
+    assert_eq!(m.exchange, "dlx");
+}
+
+#[test]
+fn invalid_dead_letter_arguments_are_refused_with_406() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    let mut args = FieldTable::new();
+    args.insert("x-dead-letter-routing-key".into(), FieldValue::string("k"));
+    let options = QueueDeclareOptions {
+        arguments: args,
+        ..QueueDeclareOptions::default()
+    };
+    let err = ch.queue_declare("no-exchange", options).unwrap_err();
+    assert_eq!(err.reply_code(), Some(406), "{err}");
+}
+
+#[test]
+fn a_persistent_dead_letter_in_a_durable_queue_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    queue(&ch, "dlq", true, &[]);
+    queue(
+        &ch,
+        "work",
+        true,
+        &[
+            ("x-dead-letter-exchange", ""),
+            ("x-dead-letter-routing-key", "dlq"),
+        ],
+    );
+    let props = BasicProperties {
+        delivery_mode: Some(2),
+        ..BasicProperties::default()
+    };
+    ch.basic_publish("", "work", false, &props, b"keep me")
+        .unwrap();
+    reject_one(&ch, "work");
+    conn.close().unwrap();
+    assert!(server.terminate().success());
+    let server = ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    assert!(ch.basic_get("work", true).unwrap().is_none());
+    let m = ch
+        .basic_get("dlq", true)
+        .unwrap()
+        .expect("the dead letter survived");
+    assert_eq!(m.body, b"keep me");
+    assert_eq!(
+        text(&deaths(m.properties.headers.as_ref().unwrap())[0], "reason"),
+        "rejected"
+    );
+    // The dead-letter settings survived with the queue's arguments.
+    ch.basic_publish("", "work", false, &props, b"again")
+        .unwrap();
+    reject_one(&ch, "work");
+    assert!(ch.basic_get("dlq", true).unwrap().is_some());
+    conn.close().unwrap();
+    assert!(server.terminate().success());
+}
