@@ -219,3 +219,124 @@ fn a_persistent_dead_letter_in_a_durable_queue_survives_a_restart() {
     conn.close().unwrap();
     assert!(server.terminate().success());
 }
+
+fn limited_dlx(ch: &Channel, name: &str, max: i64, overflow: &str, dl_key: &str) {
+    let mut args = FieldTable::new();
+    args.insert("x-max-length".into(), FieldValue::I64(max));
+    args.insert("x-overflow".into(), FieldValue::string(overflow));
+    args.insert("x-dead-letter-exchange".into(), FieldValue::string(""));
+    args.insert(
+        "x-dead-letter-routing-key".into(),
+        FieldValue::string(dl_key),
+    );
+    let options = QueueDeclareOptions {
+        arguments: args,
+        ..QueueDeclareOptions::default()
+    };
+    ch.queue_declare(name, options).expect("declare");
+}
+
+fn drain(ch: &Channel, queue: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    while let Some(m) = ch.basic_get(queue, true).unwrap() {
+        let reason = m
+            .properties
+            .headers
+            .as_ref()
+            .map(|h| text(&deaths(h)[0], "reason").to_string())
+            .unwrap_or_default();
+        out.push((String::from_utf8(m.body).unwrap(), reason));
+        assert!(out.len() < 100);
+    }
+    out
+}
+
+#[test]
+fn messages_dropped_by_a_length_limit_are_dead_lettered_with_reason_maxlen() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    queue(&ch, "overflow", false, &[]);
+    limited_dlx(&ch, "bounded", 2, "drop-head", "overflow");
+    for i in 1..=4 {
+        ch.basic_publish(
+            "",
+            "bounded",
+            false,
+            &BasicProperties::default(),
+            i.to_string().as_bytes(),
+        )
+        .unwrap();
+    }
+    let kept: Vec<String> = drain(&ch, "bounded").into_iter().map(|(b, _)| b).collect();
+    assert_eq!(kept, ["3", "4"]);
+    assert_eq!(
+        drain(&ch, "overflow"),
+        [
+            ("1".to_string(), "maxlen".to_string()),
+            ("2".into(), "maxlen".into())
+        ]
+    );
+}
+
+#[test]
+fn reject_publish_dlx_nacks_and_dead_letters_what_does_not_fit() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    queue(&ch, "spill", false, &[]);
+    limited_dlx(&ch, "full", 2, "reject-publish-dlx", "spill");
+    ch.confirm_select().unwrap();
+    let mut acked = Vec::new();
+    for i in 1..=4 {
+        ch.basic_publish(
+            "",
+            "full",
+            false,
+            &BasicProperties::default(),
+            i.to_string().as_bytes(),
+        )
+        .unwrap();
+        acked.push(
+            ch.wait_for_confirms(std::time::Duration::from_secs(10))
+                .unwrap(),
+        );
+    }
+    assert_eq!(acked, [true, true, false, false]);
+    let kept: Vec<String> = drain(&ch, "full").into_iter().map(|(b, _)| b).collect();
+    assert_eq!(kept, ["1", "2"]);
+    assert_eq!(
+        drain(&ch, "spill"),
+        [
+            ("3".to_string(), "maxlen".to_string()),
+            ("4".into(), "maxlen".into())
+        ]
+    );
+}
+
+#[test]
+fn a_dead_letter_cycle_of_automatic_deaths_stops() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    // a and b dead-letter into each other and hold one message each.
+    limited_dlx(&ch, "a", 1, "drop-head", "b");
+    limited_dlx(&ch, "b", 1, "drop-head", "a");
+    for i in 1..=5 {
+        ch.basic_publish(
+            "",
+            "a",
+            false,
+            &BasicProperties::default(),
+            i.to_string().as_bytes(),
+        )
+        .unwrap();
+    }
+    // Each drop from `a` moves the old head to `b`, whose own old head would go back to
+    // `a`, where it already died: RabbitMQ's cycle rule drops it there instead of
+    // ping-ponging. So `a` holds the newest, `b` the one before.
+    let a: Vec<String> = drain(&ch, "a").into_iter().map(|(b, _)| b).collect();
+    let b: Vec<(String, String)> = drain(&ch, "b");
+    assert_eq!(a, ["5"]);
+    assert_eq!(b, [("4".to_string(), "maxlen".to_string())]);
+}

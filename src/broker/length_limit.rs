@@ -12,6 +12,19 @@ pub enum Overflow {
     DropHead,
     /// Refuse the new message: a publisher in confirm mode gets a nack.
     RejectPublish,
+    /// Refuse the new message (nack) and dead-letter it (RabbitMQ 3.8+).
+    RejectPublishDlx,
+}
+
+impl Overflow {
+    /// The argument's value for this mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overflow::DropHead => "drop-head",
+            Overflow::RejectPublish => "reject-publish",
+            Overflow::RejectPublishDlx => "reject-publish-dlx",
+        }
+    }
 }
 
 /// A queue's length limits; `None` is no limit.
@@ -43,23 +56,18 @@ impl LengthLimit {
     ///
     /// # Errors
     /// 406 PRECONDITION_FAILED for a value that is not a non-negative integer, an unknown
-    /// `x-overflow`, or `reject-publish-dlx` (dead-lettering is not implemented yet)
-    /// (RabbitMQ validates these arguments the same way).
+    /// `x-overflow` (RabbitMQ validates these arguments the same way).
     pub fn from_arguments(arguments: &FieldTable) -> Result<LengthLimit, BrokerError> {
         let overflow = match arguments.get("x-overflow") {
             None => Overflow::DropHead,
             Some(v) => match v.as_str() {
                 Some("drop-head") => Overflow::DropHead,
                 Some("reject-publish") => Overflow::RejectPublish,
-                Some("reject-publish-dlx") => {
-                    return Err(BrokerError::precondition(
-                        "x-overflow 'reject-publish-dlx' needs dead-lettering, which this \
-                         version of RelayMQ does not support",
-                    ))
-                }
+                Some("reject-publish-dlx") => Overflow::RejectPublishDlx,
                 _ => {
                     return Err(BrokerError::precondition(format!(
-                        "invalid arg 'x-overflow': {} is not drop-head or reject-publish",
+                        "invalid arg 'x-overflow': {} is not drop-head, reject-publish or \
+                         reject-publish-dlx",
                         v.to_json()
                     )))
                 }
@@ -121,7 +129,6 @@ mod tests {
             args(&[("x-max-length", FieldValue::I64(-1))]),
             args(&[("x-max-length", FieldValue::string("3"))]),
             args(&[("x-overflow", FieldValue::string("drop-tail"))]),
-            args(&[("x-overflow", FieldValue::string("reject-publish-dlx"))]),
         ] {
             let e = LengthLimit::from_arguments(&bad).unwrap_err();
             assert_eq!(

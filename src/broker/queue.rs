@@ -49,11 +49,18 @@ pub enum Enqueued {
     Accepted {
         /// Flusher epoch covering the stored record (`--fsync always`).
         sync: Option<u64>,
+        /// Messages a length limit dropped from the head to make room, to dead-letter
+        /// (reason `maxlen`; empty when the queue has no dead-letter exchange).
+        dropped: Vec<Arc<Message>>,
     },
     /// The queue was deleted meanwhile; the message was not taken.
     Gone,
-    /// The queue could not store the persistent message (storage failure, full disk).
+    /// The queue could not store the persistent message (storage failure, full disk), or
+    /// it is full (`x-overflow reject-publish`).
     Refused(String),
+    /// The queue is full and `x-overflow` is `reject-publish-dlx`: the message is refused
+    /// (nacked) and dead-lettered (reason `maxlen`).
+    RefusedToDeadLetter(String),
 }
 
 /// Counters of a queue since it was declared, for listings and metrics.
@@ -307,13 +314,18 @@ impl Queue {
             return Enqueued::Gone;
         }
         let limit = self.length_limit;
-        if limit.overflow == Overflow::RejectPublish
+        if limit.overflow != Overflow::DropHead
             && limit.exceeded(st.ready.len() + 1, st.stats.ready_bytes + msg.body_size())
         {
-            return Enqueued::Refused(format!(
-                "queue '{}' is full (x-overflow reject-publish)",
-                self.name
-            ));
+            let text = format!(
+                "queue '{}' is full (x-overflow {})",
+                self.name,
+                limit.overflow.as_str()
+            );
+            return match limit.overflow {
+                Overflow::RejectPublishDlx => Enqueued::RefusedToDeadLetter(text),
+                _ => Enqueued::Refused(text),
+            };
         }
         let mut written = None;
         let mut record = None;
@@ -346,8 +358,9 @@ impl Queue {
         st.stats.add_ready(&entry);
         st.ready.push_back(entry);
         self.dispatch_locked(&mut st);
+        let mut dropped = Vec::new();
         if limit.is_set() && limit.overflow == Overflow::DropHead {
-            self.drop_head_over(&mut st, limit);
+            dropped = self.drop_head_over(&mut st, limit);
         }
         // Over the budget, the newest message (still ready: nobody could take it) leaves
         // memory; the older ones, nearer the head, stay.
@@ -361,7 +374,7 @@ impl Queue {
             (Some(storage), Some(w)) => storage.submit(w),
             _ => None,
         };
-        Enqueued::Accepted { sync }
+        Enqueued::Accepted { sync, dropped }
     }
 
     /// Puts the messages recovered from the store in the queue, in order (start-up only).
@@ -453,17 +466,28 @@ impl Queue {
     }
 
     /// Drops ready messages from the head while the queue is over its length limit
-    /// (`x-overflow drop-head`); their stored records are settled.
-    fn drop_head_over(&self, st: &mut QueueState, limit: LengthLimit) {
+    /// (`x-overflow drop-head`); their stored records are settled. Returns them (bodies
+    /// read back if they were paged out) when the queue dead-letters.
+    fn drop_head_over(&self, st: &mut QueueState, limit: LengthLimit) -> Vec<Arc<Message>> {
+        let mut out = Vec::new();
         while limit.exceeded(st.ready.len(), st.stats.ready_bytes) {
+            if self.dead_letter.is_some() && !self.load_head(st) {
+                break;
+            }
             let Some(dropped) = Self::pop_head(st) else {
                 break;
             };
             st.stats.dropped += 1;
+            if self.dead_letter.is_some() {
+                if let Some(d) = dropped.to_delivery() {
+                    out.push(d.msg);
+                }
+            }
             if let (Some(storage), Some(record)) = (&self.storage, dropped.record()) {
                 storage.settle(&self.name, record);
             }
         }
+        out
     }
 
     /// Takes the head off the ready list, keeping the counters.

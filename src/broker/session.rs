@@ -20,8 +20,9 @@ use crate::broker::sink::ClientSink;
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::flusher::SyncWaiter;
-use crate::types::{BasicProperties, FieldTable};
+use crate::types::{BasicProperties, FieldTable, FieldValue};
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -453,16 +454,23 @@ impl Session {
         let mut routed = 0;
         let mut sync: Option<u64> = None;
         let mut refused: Option<String> = None;
+        let mut dead: Vec<DeadLetterJob> = Vec::new();
         for q in &queues {
             match q.enqueue(Arc::clone(&msg)) {
-                Enqueued::Accepted { sync: s } => {
+                Enqueued::Accepted { sync: s, dropped } => {
                     routed += 1;
                     sync = sync.max(s);
+                    dead.extend(jobs(q, dropped, "maxlen"));
                 }
                 Enqueued::Gone => {}
                 Enqueued::Refused(text) => refused = Some(text),
+                Enqueued::RefusedToDeadLetter(text) => {
+                    refused = Some(text);
+                    dead.extend(jobs(q, vec![Arc::clone(&msg)], "maxlen"));
+                }
             }
         }
+        self.dead_letter(dead);
         if routed == 0 && refused.is_none() {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
@@ -590,12 +598,9 @@ impl Session {
             requeue(taken);
         } else {
             for (q, entries) in group_by_queue(taken) {
-                if let Some(dl) = &q.dead_letter {
-                    // In the target before it leaves the source (at-least-once).
-                    for e in &entries {
-                        self.dead_letter(&q.name, dl, &e.msg, "rejected");
-                    }
-                }
+                // In the target before it leaves the source (at-least-once).
+                let msgs = entries.iter().map(|e| Arc::clone(&e.msg)).collect();
+                self.dead_letter(jobs(&q, msgs, "rejected"));
                 q.settle(&entries, false);
             }
         }
@@ -603,21 +608,57 @@ impl Session {
         Ok(())
     }
 
-    /// Republishes a message its queue gave up on to the queue's dead-letter exchange
-    /// (RabbitMQ semantics; a missing exchange drops it, as RabbitMQ does, with a log).
-    fn dead_letter(&self, queue: &str, dl: &DeadLetter, msg: &Message, reason: &str) {
-        let Some(exchange) = self.vhost.exchange(&dl.exchange) else {
-            log::warn!(
-                "queue '{queue}': dead-letter exchange '{}' does not exist; message dropped",
-                dl.exchange
-            );
-            return;
-        };
-        let (dead, _key) = dl.message(msg, queue, reason);
-        let dead = Arc::new(dead);
-        for target in self.vhost.route(&exchange, &dead) {
-            if let Enqueued::Refused(text) = target.enqueue(Arc::clone(&dead)) {
-                log::warn!("queue '{queue}': dead-lettered message refused: {text}");
+    /// Republishes messages their queues gave up on to the queues' dead-letter exchanges
+    /// (RabbitMQ semantics). A missing exchange drops the message (logged). A target that
+    /// drops messages in turn (length limit) dead-letters them too; a message that would
+    /// come back to a queue it already died in for an automatic reason, with no rejection
+    /// in its history, is dropped there instead (RabbitMQ's cycle rule), and the whole
+    /// cascade is bounded by [`DEAD_LETTER_STEPS_MAX`].
+    fn dead_letter(&self, jobs_in: Vec<DeadLetterJob>) {
+        let mut work: VecDeque<DeadLetterJob> = jobs_in.into();
+        let mut steps = 0;
+        while let Some(job) = work.pop_front() {
+            steps += 1;
+            if steps > DEAD_LETTER_STEPS_MAX {
+                log::warn!("dead-lettering cascade stopped after {DEAD_LETTER_STEPS_MAX} steps");
+                return;
+            }
+            let Some(exchange) = self.vhost.exchange(&job.to.exchange) else {
+                log::warn!(
+                    "queue '{}': dead-letter exchange '{}' does not exist; message dropped",
+                    job.queue,
+                    job.to.exchange
+                );
+                continue;
+            };
+            let (dead, _key) = job.to.message(&job.msg, &job.queue, job.reason);
+            let history = dead_queues(&dead);
+            let automatic = job.reason != "rejected" && !history.rejected;
+            let dead = Arc::new(dead);
+            for target in self.vhost.route(&exchange, &dead) {
+                if automatic && history.queues.iter().any(|q| **q == *target.name) {
+                    log::debug!(
+                        "dead-letter cycle: message from '{}' not delivered to '{}' again",
+                        job.queue,
+                        target.name
+                    );
+                    continue;
+                }
+                match target.enqueue(Arc::clone(&dead)) {
+                    Enqueued::Accepted { dropped, .. } => {
+                        work.extend(jobs(&target, dropped, "maxlen"))
+                    }
+                    Enqueued::RefusedToDeadLetter(_) => {
+                        work.extend(jobs(&target, vec![Arc::clone(&dead)], "maxlen"))
+                    }
+                    Enqueued::Refused(text) => {
+                        log::warn!(
+                            "queue '{}': dead-lettered message refused: {text}",
+                            job.queue
+                        )
+                    }
+                    Enqueued::Gone => {}
+                }
             }
         }
     }
@@ -702,4 +743,59 @@ fn requeue(taken: Vec<Unacked>) {
     for (q, entries) in group_by_queue(taken) {
         q.requeue(entries);
     }
+}
+
+/// Dead-letterings one step may cause at most, so a misconfigured cascade of queues cannot
+/// run away (RabbitMQ's cycle rule stops the usual loops first).
+const DEAD_LETTER_STEPS_MAX: usize = 1000;
+
+/// A message to dead-letter: from which queue, why, and where to.
+struct DeadLetterJob {
+    queue: Arc<str>,
+    to: DeadLetter,
+    msg: Arc<Message>,
+    reason: &'static str,
+}
+
+/// Jobs for `msgs` leaving `queue` for `reason`; none when the queue has no dead-letter
+/// exchange.
+fn jobs(queue: &Queue, msgs: Vec<Arc<Message>>, reason: &'static str) -> Vec<DeadLetterJob> {
+    let Some(to) = &queue.dead_letter else {
+        return Vec::new();
+    };
+    msgs.into_iter()
+        .map(|msg| DeadLetterJob {
+            queue: Arc::clone(&queue.name),
+            to: to.clone(),
+            msg,
+            reason,
+        })
+        .collect()
+}
+
+/// What a dead letter's `x-death` says: the queues it died in, and whether any death was
+/// a rejection.
+struct DeathHistory {
+    queues: Vec<Arc<str>>,
+    rejected: bool,
+}
+
+fn dead_queues(msg: &Message) -> DeathHistory {
+    let mut h = DeathHistory {
+        queues: Vec::new(),
+        rejected: false,
+    };
+    if let Some(FieldValue::Array(items)) = msg.headers().and_then(|t| t.get("x-death")) {
+        for item in items {
+            if let FieldValue::Table(t) = item {
+                if let Some(q) = t.get("queue").and_then(FieldValue::as_str) {
+                    h.queues.push(Arc::from(q));
+                }
+                if t.get("reason").and_then(FieldValue::as_str) == Some("rejected") {
+                    h.rejected = true;
+                }
+            }
+        }
+    }
+    h
 }
