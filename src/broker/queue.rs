@@ -23,7 +23,7 @@ use crate::error::BrokerError;
 use crate::limits::QUEUE_MEMORY_BYTES_DEFAULT;
 use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
-use crate::types::FieldTable;
+use crate::types::{FieldTable, FieldValue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,6 +40,8 @@ pub struct QueuedMessage {
     pub redelivered: bool,
     /// Where the message is stored (a persistent message in a durable queue).
     pub record: Option<RecordRef>,
+    /// Deliveries so far, this one included once it is handed out (`x-delivery-limit`).
+    pub delivery_count: u32,
 }
 
 /// What became of a message offered to a queue.
@@ -109,6 +111,8 @@ enum Body {
 struct Ready {
     seq: u64,
     redelivered: bool,
+    /// Deliveries so far (persisted by the store's delivered entries).
+    delivery_count: u32,
     body: Body,
 }
 
@@ -122,6 +126,7 @@ impl Ready {
         Ready {
             seq: e.seq,
             redelivered: e.redelivered,
+            delivery_count: e.delivery_count,
             body,
         }
     }
@@ -165,6 +170,7 @@ impl Ready {
             seq: self.seq,
             msg: Arc::clone(msg),
             redelivered: self.redelivered,
+            delivery_count: self.delivery_count,
             record,
         })
     }
@@ -242,7 +248,43 @@ pub struct Queue {
     pub length_limit: LengthLimit,
     /// `x-dead-letter-exchange` / `x-dead-letter-routing-key`, read from the arguments.
     pub dead_letter: Option<DeadLetter>,
+    /// `x-delivery-limit`: deliveries after which a returned message is dead-lettered or
+    /// dropped instead of requeued.
+    pub delivery_limit: Option<u32>,
     state: Mutex<QueueState>,
+}
+
+/// `x-delivery-limit` from queue arguments.
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED when it is not a non-negative integer.
+pub fn delivery_limit(arguments: &FieldTable) -> Result<Option<u32>, BrokerError> {
+    match arguments.get("x-delivery-limit") {
+        None => Ok(None),
+        Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) => Ok(Some(n)),
+            None => Err(BrokerError::precondition(format!(
+                "invalid arg 'x-delivery-limit': {} is not a non-negative integer",
+                v.to_json()
+            ))),
+        },
+    }
+}
+
+/// The message with its `x-delivery-count` header set to `count` (a copy: messages are
+/// shared between queues and immutable).
+fn with_delivery_count(msg: &Arc<Message>, count: u32) -> Arc<Message> {
+    let mut properties = msg.properties().clone();
+    properties
+        .headers
+        .get_or_insert_with(FieldTable::new)
+        .insert("x-delivery-count".into(), FieldValue::I64(i64::from(count)));
+    Arc::new(Message::new(
+        &msg.exchange,
+        &msg.routing_key,
+        properties,
+        msg.body.clone(),
+    ))
 }
 
 /// What removing a consumer left behind.
@@ -279,6 +321,7 @@ impl Queue {
             // (an older version's) recovers without limits rather than not at all.
             length_limit: LengthLimit::from_arguments(&arguments).unwrap_or_default(),
             dead_letter: DeadLetter::from_arguments(&arguments).unwrap_or_default(),
+            delivery_limit: delivery_limit(&arguments).unwrap_or_default(),
             arguments,
             state: Mutex::new(QueueState::default()),
         }
@@ -350,6 +393,7 @@ impl Queue {
         let entry = Ready {
             seq,
             redelivered: false,
+            delivery_count: 0,
             body: match record {
                 Some(r) => Body::Loaded(msg, r),
                 None => Body::Transient(msg),
@@ -388,7 +432,8 @@ impl Queue {
             let entry = match m {
                 Recovered::Loaded(m) => {
                     let m = *m;
-                    let (record, redelivered) = (m.record, m.delivery_count > 0);
+                    let (record, redelivered, count) =
+                        (m.record, m.delivery_count > 0, m.delivery_count);
                     let size = m.body.len();
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
                     let body = if fits {
@@ -400,12 +445,14 @@ impl Queue {
                     Ready {
                         seq,
                         redelivered,
+                        delivery_count: count,
                         body,
                     }
                 }
                 Recovered::Paged(p) => Ready {
                     seq,
                     redelivered: p.delivery_count > 0,
+                    delivery_count: p.delivery_count,
                     body: Body::Paged(
                         p.record,
                         usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
@@ -509,9 +556,10 @@ impl Queue {
             return;
         }
         while self.load_head(st) {
-            let Some(front) = st.ready.front().and_then(Ready::to_delivery) else {
+            let Some(mut front) = st.ready.front().and_then(Ready::to_delivery) else {
                 break;
             };
+            front.delivery_count = front.delivery_count.saturating_add(1);
             let mut taken = None;
             for i in 0..n {
                 let idx = (st.round_robin + i) % n;
@@ -607,17 +655,35 @@ impl Queue {
     }
 
     /// Puts delivered messages back at their original positions, marked redelivered, and
-    /// dispatches. Messages of a deleted queue are dropped.
-    pub fn requeue(self: &Arc<Self>, entries: Vec<QueuedMessage>) {
+    /// dispatches. Messages of a deleted queue are dropped. A message delivered more than
+    /// `x-delivery-limit` times is not requeued: its record is settled and it is returned
+    /// for dead-lettering (reason `delivery_limit`; dropped when the queue has no
+    /// dead-letter exchange). Under a delivery limit a requeued message carries the
+    /// `x-delivery-count` header (deliveries so far), as RabbitMQ's quorum queues do.
+    pub fn requeue(self: &Arc<Self>, entries: Vec<QueuedMessage>) -> Vec<Arc<Message>> {
         let mut st = self.lock();
         let n = entries.len();
         st.stats.unacked = st.stats.unacked.saturating_sub(n);
+        let mut over_limit = Vec::new();
         if st.deleted {
-            return;
+            return over_limit;
         }
-        st.stats.redelivered += n as u64;
         let mut stored = Vec::new();
         for mut entry in entries {
+            if let Some(limit) = self.delivery_limit {
+                if entry.delivery_count > limit {
+                    st.stats.dropped += 1;
+                    if let (Some(storage), Some(record)) = (&self.storage, entry.record) {
+                        storage.settle(&self.name, record);
+                    }
+                    if self.dead_letter.is_some() {
+                        over_limit.push(entry.msg);
+                    }
+                    continue;
+                }
+                entry.msg = with_delivery_count(&entry.msg, entry.delivery_count);
+            }
+            st.stats.redelivered += 1;
             entry.redelivered = true;
             if entry.record.is_some() {
                 stored.push(entry.seq);
@@ -644,6 +710,7 @@ impl Queue {
                 st.stats.paged_out(size);
             }
         }
+        over_limit
     }
 
     /// Where the message with `seq` is (or would go) in the ready list.
@@ -689,7 +756,8 @@ impl Queue {
             return None;
         }
         let left = st.ready.len().checked_sub(1)?;
-        let entry = st.ready.front().and_then(Ready::to_delivery)?;
+        let mut entry = st.ready.front().and_then(Ready::to_delivery)?;
+        entry.delivery_count = entry.delivery_count.saturating_add(1);
         let tag = record(&entry, left)?;
         Self::pop_head(&mut st)?;
         st.stats.delivered += 1;

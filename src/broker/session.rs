@@ -170,7 +170,8 @@ impl Session {
         for c in cs.consumers.values() {
             self.detach_consumer(c);
         }
-        requeue(unacked);
+        let dead = requeue(unacked);
+        self.dead_letter(dead);
     }
 
     /// Closes every channel and deletes the connection's exclusive queues (the connection
@@ -595,7 +596,8 @@ impl Session {
     ) -> Result<(), BrokerError> {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         if requeue_them {
-            requeue(taken);
+            let dead = requeue(taken);
+            self.dead_letter(dead);
         } else {
             for (q, entries) in group_by_queue(taken) {
                 // In the target before it leaves the source (at-least-once).
@@ -686,7 +688,8 @@ impl Session {
             return Err(BrokerError::new(ReplyCode::NotImplemented, "requeue=false"));
         }
         let taken = cs.shared.take_all();
-        requeue(taken);
+        let dead = requeue(taken);
+        self.dead_letter(dead);
         self.dispatch_channel(ch);
         Ok(())
     }
@@ -739,10 +742,15 @@ fn group_by_queue(taken: Vec<Unacked>) -> Vec<(Arc<Queue>, Vec<QueuedMessage>)> 
     groups
 }
 
-fn requeue(taken: Vec<Unacked>) {
+/// Requeues taken deliveries; returns the dead-letter jobs of those past their queue's
+/// `x-delivery-limit` (reason `delivery_limit`).
+fn requeue(taken: Vec<Unacked>) -> Vec<DeadLetterJob> {
+    let mut dead = Vec::new();
     for (q, entries) in group_by_queue(taken) {
-        q.requeue(entries);
+        let over = q.requeue(entries);
+        dead.extend(jobs(&q, over, "delivery_limit"));
     }
+    dead
 }
 
 /// Dead-letterings one step may cause at most, so a misconfigured cascade of queues cannot

@@ -144,10 +144,9 @@ fn check_equivalent(
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
-const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 6] = [
+const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 5] = [
     "x-message-ttl",
     "x-expires",
-    "x-delivery-limit",
     "x-max-priority",
     "x-consumer-timeout",
     "x-single-active-consumer",
@@ -169,6 +168,7 @@ fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
     }
     LengthLimit::from_arguments(arguments)?;
     DeadLetter::from_arguments(arguments)?;
+    crate::broker::queue::delivery_limit(arguments)?;
     if let Some(t) = arguments.get("x-queue-type") {
         if t.as_str() != Some("classic") {
             return Err(BrokerError::precondition(format!(
