@@ -191,7 +191,14 @@ pub fn format_table(columns: &[Column], rows: &[FieldTable]) -> String {
                     } else {
                         c.fields
                     };
-                    fields.iter().find_map(|f| lookup(r, f)).unwrap_or_default()
+                    let v = fields.iter().find_map(|f| lookup(r, f)).unwrap_or_default();
+                    // A name may hold any character: control characters are shown
+                    // escaped so one row stays one line (`--json` has the exact text).
+                    if v.chars().any(char::is_control) {
+                        v.chars().flat_map(char::escape_default).collect()
+                    } else {
+                        v
+                    }
                 })
                 .collect()
         })
@@ -376,5 +383,19 @@ mod tests {
             rows_json(&[info]),
             json!([{"connections": 2, "version": "0.1.0"}])
         );
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::*;
+    use relaymq::client::ListKind;
+
+    #[test]
+    fn a_name_with_a_newline_stays_on_one_row() {
+        let mut row = FieldTable::new();
+        row.insert("name".into(), FieldValue::string("nl\nq"));
+        let text = format_table(columns(ListKind::Vhosts), &[row]);
+        assert_eq!(text, "name\nnl\\nq\n");
     }
 }
