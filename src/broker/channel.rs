@@ -114,16 +114,6 @@ impl Channel {
         self.lock().consumer_prefetch
     }
 
-    /// The channel-wide prefetch (0 = none).
-    pub fn channel_prefetch(&self) -> u16 {
-        self.lock().channel_prefetch
-    }
-
-    /// Deliveries awaiting an ack on this channel.
-    pub fn unacked_count(&self) -> usize {
-        self.lock().unacked.len()
-    }
-
     /// Offers `entry` from `queue` to `consumer`: if the channel is open and the consumer has
     /// room, assigns the next delivery tag, records it as unacked (manual ack) and pushes
     /// it to the sink, all under the channel lock.

@@ -4,8 +4,6 @@
 //! at most 255 bytes (AMQP 0-9-1 `shortstr`); the codecs already guarantee both, so the
 //! checks here are the semantic ones: reserved prefixes and generated names.
 
-use crate::error::BrokerError;
-use crate::limits::SHORT_STRING_BYTES_MAX;
 use base64::Engine;
 
 /// Prefix reserved for broker-defined exchanges and generated queue names (AMQP 0-9-1
@@ -15,20 +13,6 @@ pub const RESERVED_PREFIX: &str = "amq.";
 /// Whether a name starts with the reserved `amq.` prefix.
 pub fn is_reserved(name: &str) -> bool {
     name.starts_with(RESERVED_PREFIX)
-}
-
-/// Checks the byte length of a name or key that did not come through a codec.
-///
-/// # Errors
-/// 406 PRECONDITION_FAILED when longer than 255 bytes.
-pub fn check_length(what: &str, name: &str) -> Result<(), BrokerError> {
-    if name.len() > SHORT_STRING_BYTES_MAX {
-        return Err(BrokerError::precondition(format!(
-            "{what} is {} bytes long, the maximum is {SHORT_STRING_BYTES_MAX}",
-            name.len()
-        )));
-    }
-    Ok(())
 }
 
 /// A fresh name `PREFIX` + 22 URL-safe base64 characters of a random UUID, as RabbitMQ
@@ -52,12 +36,5 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("amq.gen-") && a.len() == 30, "{a}");
         assert!(is_reserved(&a));
-    }
-
-    #[test]
-    fn length_limit() {
-        assert!(check_length("queue name", &"q".repeat(255)).is_ok());
-        let e = check_length("queue name", &"q".repeat(256)).unwrap_err();
-        assert_eq!(e.code, crate::error::ReplyCode::PreconditionFailed);
     }
 }

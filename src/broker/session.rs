@@ -600,9 +600,11 @@ impl Session {
             self.dead_letter(dead);
         } else {
             for (q, entries) in group_by_queue(taken) {
-                // In the target before it leaves the source (at-least-once).
-                let msgs = entries.iter().map(|e| Arc::clone(&e.msg)).collect();
-                self.dead_letter(jobs(&q, msgs, "rejected"));
+                if q.dead_letter.is_some() {
+                    // In the target before it leaves the source (at-least-once).
+                    let msgs = entries.iter().map(|e| Arc::clone(&e.msg)).collect();
+                    self.dead_letter(jobs(&q, msgs, "rejected"));
+                }
                 q.settle(&entries, false);
             }
         }
@@ -720,14 +722,6 @@ impl Session {
                 q.dispatch();
             }
         }
-    }
-
-    /// The consumers of open channels, for listings: (channel, consumer).
-    pub fn consumers(&self) -> Vec<(u16, Arc<Consumer>)> {
-        self.channels
-            .iter()
-            .flat_map(|(n, cs)| cs.consumers.values().map(move |c| (*n, Arc::clone(c))))
-            .collect()
     }
 }
 

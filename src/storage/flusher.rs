@@ -9,6 +9,7 @@
 //! reported failed and the owners of the files are marked out of service.
 
 use crate::storage::StorageFile;
+use std::collections::HashSet;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -64,6 +65,9 @@ struct Dirty {
 #[derive(Default)]
 struct State {
     dirty: Vec<Dirty>,
+    /// Addresses of the files in `dirty`, so a submit checks membership in O(1) (a
+    /// fanout to many stored queues submits many files per round).
+    dirty_files: HashSet<usize>,
     /// Epoch that new submissions belong to.
     write_epoch: u64,
     /// Highest epoch known durable.
@@ -132,7 +136,7 @@ impl Flusher {
         }
         let mut st = self.inner.lock();
         for file in files {
-            if !st.dirty.iter().any(|d| Arc::ptr_eq(&d.file, &file)) {
+            if st.dirty_files.insert(file_key(&file)) {
                 st.dirty.push(Dirty {
                     file,
                     owner_failed: Arc::clone(owner_failed),
@@ -185,6 +189,11 @@ impl Drop for Flusher {
     }
 }
 
+/// Identity of a file handle: the address of its shared allocation.
+fn file_key(file: &Arc<dyn StorageFile>) -> usize {
+    Arc::as_ptr(file) as *const () as usize
+}
+
 fn run(inner: &Inner) {
     loop {
         let (batch, epoch, stop) = {
@@ -206,6 +215,7 @@ fn run(inner: &Inner) {
             }
             let epoch = st.write_epoch;
             st.write_epoch += 1;
+            st.dirty_files.clear();
             (std::mem::take(&mut st.dirty), epoch, st.stop)
         };
         let mut failed = false;
