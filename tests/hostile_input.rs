@@ -355,3 +355,32 @@ fn a_client_that_never_reads_is_disconnected_and_others_keep_working() {
     );
     assert_server_healthy(&server);
 }
+
+#[test]
+fn a_client_that_sends_garbage_and_hangs_up_still_gets_the_frame_error_close() {
+    let server = TestServer::start();
+    let mut s = TcpStream::connect(server.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&PROTOCOL_HEADER).unwrap();
+    s.write_all(&[0xff; 64]).unwrap();
+    // Half-close: the server sees end of input right behind the garbage.
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    let (header, n) = relaymq::protocol::frame::check(&got, 1 << 20)
+        .unwrap()
+        .expect("a whole close frame before the socket closed");
+    assert_eq!(header.channel, 0);
+    let (_, m) = Method::decode(&got[relaymq::protocol::FRAME_HEADER_BYTES..n]).unwrap();
+    assert!(
+        matches!(
+            m,
+            Method::Close {
+                reply_code: 501,
+                ..
+            }
+        ),
+        "{m:?}"
+    );
+    assert_server_healthy(&server);
+}

@@ -69,6 +69,8 @@ struct IoConn {
     linger_until: Option<Instant>,
     /// When the server first saw this connection asked to close.
     closing_since: Option<Instant>,
+    /// The peer shut its write side after input we refused; nothing more is read.
+    peer_done: bool,
 }
 
 /// The I/O thread's state.
@@ -265,6 +267,7 @@ impl IoLoop {
                             accepted_at: now,
                             linger_until: None,
                             closing_since: None,
+                            peer_done: false,
                         },
                     );
                 }
@@ -335,7 +338,7 @@ impl IoLoop {
                 ));
                 continue;
             }
-            if conn.outbound.is_closing() {
+            if conn.outbound.is_closing() || io.peer_done {
                 let since = *io.closing_since.get_or_insert(now);
                 if now.duration_since(since) > Duration::from_millis(CLOSE_DEADLINE_MS) {
                     to_close.push((
@@ -478,7 +481,7 @@ fn read_socket(
     backlog: &mut VecDeque<u64>,
     id: u64,
 ) -> ReadEnd {
-    if io.paused {
+    if io.paused || io.peer_done {
         return ReadEnd::Open;
     }
     let mut total = 0;
@@ -494,11 +497,18 @@ fn read_socket(
         }
         match io.socket.read(scratch) {
             Ok(0) => {
-                return ReadEnd::Closed(if io.linger_until.is_some() {
+                if io.input_closed && io.linger_until.is_none() && !io.peer_done {
+                    // The peer stopped writing after input we refused (a protocol error,
+                    // a bad header): keep the socket until our close is written — the
+                    // flush shuts it down, or the close deadline drops it.
+                    io.peer_done = true;
+                    return ReadEnd::Open;
+                }
+                return ReadEnd::Closed(if io.linger_until.is_some() || io.peer_done {
                     "closed".into()
                 } else {
                     "client closed the connection".into()
-                })
+                });
             }
             Ok(n) => {
                 io.last_read = Instant::now();
@@ -698,7 +708,9 @@ fn flush_socket(io: &mut IoConn) -> io::Result<()> {
         let _ = io.socket.shutdown(Shutdown::Write);
         io.input_closed = true;
         io.paused = false;
-        io.linger_until = Some(Instant::now() + Duration::from_millis(CLOSE_LINGER_MS));
+        // A peer that already hung up has nothing left to send: drop at the next tick.
+        let linger = if io.peer_done { 0 } else { CLOSE_LINGER_MS };
+        io.linger_until = Some(Instant::now() + Duration::from_millis(linger));
     }
     Ok(())
 }
