@@ -91,3 +91,7 @@ pub const DECODE_PREALLOC_ITEMS_MAX: usize = 256;
 /// their place in the store and are read back at delivery (docs/storage.md, "Memory
 /// budget").
 pub const QUEUE_MEMORY_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+
+/// Largest queue TTL, queue expiry or message expiration, in ms (RabbitMQ's limit:
+/// 2^32 - 1, about 49.7 days).
+pub const EXPIRY_MS_MAX: u64 = u32::MAX as u64;

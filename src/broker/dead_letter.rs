@@ -1,11 +1,13 @@
 //! Dead-lettering (RabbitMQ's `x-dead-letter-exchange`): a message a queue gives up on is
 //! republished to another exchange with the history of its deaths in an `x-death` header.
 //!
-//! Today's trigger is a rejection (`basic.reject` / `basic.nack` with `requeue = false`);
-//! expiry, length limits and delivery limits follow with the rest of the message
-//! lifecycle. The `x-death` entries follow RabbitMQ: `queue`, `reason`, `count`,
-//! `exchange`, `routing-keys`, `time`, most recent first, one entry per (queue, reason)
-//! whose count grows; `x-first-death-*` are set once, `x-last-death-*` every time.
+//! The triggers are a rejection (`basic.reject` / `basic.nack` with `requeue = false`),
+//! a TTL that passed, a length limit and a delivery limit (docs/lifecycle.md). The
+//! `x-death` entries follow RabbitMQ: `queue`, `reason`, `count`, `exchange`,
+//! `routing-keys`, `time`, most recent first, one entry per (queue, reason) whose count
+//! grows; `x-first-death-*` are set once, `x-last-death-*` every time. The `expiration`
+//! property is removed, so the dead letter does not expire again where it lands, and kept
+//! as `original-expiration` in the new entry.
 
 use crate::broker::message::Message;
 use crate::error::BrokerError;
@@ -63,7 +65,8 @@ impl DeadLetter {
             .unwrap_or_else(|| msg.routing_key.to_string());
         let mut properties: BasicProperties = msg.properties().clone();
         let mut headers = properties.headers.take().unwrap_or_default();
-        record_death(&mut headers, msg, queue, reason);
+        let expiration = properties.expiration.take();
+        record_death(&mut headers, msg, queue, reason, expiration.as_deref());
         properties.headers = Some(headers);
         let body = msg.body.clone();
         (
@@ -78,7 +81,13 @@ fn s(v: &str) -> FieldValue {
 }
 
 /// Adds one death to `headers` (RabbitMQ's `x-death` rules).
-fn record_death(headers: &mut FieldTable, msg: &Message, queue: &str, reason: &str) {
+fn record_death(
+    headers: &mut FieldTable,
+    msg: &Message,
+    queue: &str,
+    reason: &str,
+    original_expiration: Option<&str>,
+) {
     let now_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -111,6 +120,9 @@ fn record_death(headers: &mut FieldTable, msg: &Message, queue: &str, reason: &s
                 FieldValue::Array(vec![s(&msg.routing_key)]),
             );
             t.insert("time".into(), FieldValue::Timestamp(now_s));
+            if let Some(e) = original_expiration {
+                t.insert("original-expiration".into(), s(e));
+            }
             t
         }
     };

@@ -1,31 +1,40 @@
-//! A queue: ready messages in FIFO order, its consumers, round-robin dispatch.
+//! A queue: ready messages in FIFO order (per priority level), its consumers, round-robin
+//! dispatch, and the timed parts of the message lifecycle (TTL, `x-expires`).
 //!
 //! Each queue has its own mutex (ARCHITECTURE.md §4). Dispatch runs under it and offers the
 //! head message to consumers in round-robin order (AMQP 0-9-1 §3.1.4 "round-robin
 //! between consumers"); a consumer whose prefetch is reached or whose connection's
 //! outbound buffer is saturated is skipped. Every message carries a queue sequence
 //! number, so a requeued message goes back to its original position, ahead of newer
-//! ones (RabbitMQ's behaviour since 2.7).
+//! ones (RabbitMQ's behaviour since 2.7). A priority queue (`x-max-priority`) offers its
+//! highest-priority message first ([`crate::broker::ready`]).
 //!
 //! Memory budget: a queue keeps the bodies of its ready messages in memory up to
 //! [`Queue::memory_bytes_max`]. Past it, a persistent message of a stored queue keeps only
 //! its place in the store (record, body size: it is *paged out*) and is read back from its
 //! segment when it reaches the head and is offered, so a backlog is bounded by disk, not RAM
 //! (docs/storage.md, "Memory budget").
+//!
+//! TTL: a message with a deadline (`x-message-ttl`, `expiration`) is in the queue's
+//! expiry index. A message due at the head is never offered: dispatch moves it aside, and
+//! the housekeeper ([`crate::broker::housekeeping`]) takes every due message, wherever it
+//! is, with [`Queue::expire`] (docs/lifecycle.md).
 
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
+use crate::broker::expiry::{now_ms, ExpiryIndex};
 use crate::broker::length_limit::{LengthLimit, Overflow};
 use crate::broker::message::Message;
+use crate::broker::queue_args::{effective_ttl_ms, LifecycleArgs};
 use crate::broker::queue_storage::QueueStorage;
+use crate::broker::ready::{Body, Ready, ReadyList};
 use crate::error::BrokerError;
 use crate::limits::QUEUE_MEMORY_BYTES_DEFAULT;
 use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::{FieldTable, FieldValue};
-use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A message taken from a queue (delivered or got, held by its channel until settled): its
@@ -42,6 +51,9 @@ pub struct QueuedMessage {
     pub record: Option<RecordRef>,
     /// Deliveries so far, this one included once it is handed out (`x-delivery-limit`).
     pub delivery_count: u32,
+    /// When it expires if it comes back ready, ms since the Unix epoch (a requeued message
+    /// keeps its deadline, as in RabbitMQ).
+    pub deadline_ms: Option<u64>,
 }
 
 /// What became of a message offered to a queue.
@@ -63,6 +75,17 @@ pub enum Enqueued {
     /// The queue is full and `x-overflow` is `reject-publish-dlx`: the message is refused
     /// (nacked) and dead-lettered (reason `maxlen`).
     RefusedToDeadLetter(String),
+}
+
+/// Messages [`Queue::expire`] took out of the queue.
+#[derive(Debug, Default)]
+pub struct Expired {
+    /// The expired messages to dead-letter (reason `expired`), oldest deadline first;
+    /// empty when the queue has no dead-letter exchange.
+    pub messages: Vec<Arc<Message>>,
+    /// Their stored records, to settle with [`Queue::settle_records`] once they are
+    /// dead-lettered (at-least-once: in the target before they leave the source).
+    pub records: Vec<RecordRef>,
 }
 
 /// Counters of a queue since it was declared, for listings and metrics.
@@ -92,88 +115,8 @@ pub struct QueueStats {
     pub unreadable: u64,
     /// Messages dropped from the head by a length limit (`x-overflow drop-head`).
     pub dropped: u64,
-}
-
-/// Where a ready message's body is.
-#[derive(Debug)]
-enum Body {
-    /// In memory and not stored (a transient message, or a queue without a store): it
-    /// cannot leave memory.
-    Transient(Arc<Message>),
-    /// In memory and stored.
-    Loaded(Arc<Message>, RecordRef),
-    /// Only in the store: read back when offered. The body size keeps `ready_bytes` exact.
-    Paged(RecordRef, usize),
-}
-
-/// A ready message: 48 bytes whether its body is in memory or not (a test checks it).
-#[derive(Debug)]
-struct Ready {
-    seq: u64,
-    redelivered: bool,
-    /// Deliveries so far (persisted by the store's delivered entries).
-    delivery_count: u32,
-    body: Body,
-}
-
-impl Ready {
-    /// A message back from a channel (requeued), body in memory.
-    fn returned(e: QueuedMessage) -> Ready {
-        let body = match e.record {
-            None => Body::Transient(e.msg),
-            Some(r) => Body::Loaded(e.msg, r),
-        };
-        Ready {
-            seq: e.seq,
-            redelivered: e.redelivered,
-            delivery_count: e.delivery_count,
-            body,
-        }
-    }
-
-    fn body_size(&self) -> usize {
-        match &self.body {
-            Body::Transient(m) | Body::Loaded(m, _) => m.body_size(),
-            Body::Paged(_, size) => *size,
-        }
-    }
-
-    fn record(&self) -> Option<RecordRef> {
-        match &self.body {
-            Body::Transient(_) => None,
-            Body::Loaded(_, r) | Body::Paged(r, _) => Some(*r),
-        }
-    }
-
-    fn is_paged(&self) -> bool {
-        matches!(self.body, Body::Paged(..))
-    }
-
-    /// Drops the body of a stored message held in memory; returns the bytes released.
-    fn page_out(&mut self) -> Option<usize> {
-        let Body::Loaded(m, r) = &self.body else {
-            return None;
-        };
-        let size = m.body_size();
-        self.body = Body::Paged(*r, size);
-        Some(size)
-    }
-
-    /// The message as handed to a channel; `None` while it is paged out.
-    fn to_delivery(&self) -> Option<QueuedMessage> {
-        let (msg, record) = match &self.body {
-            Body::Transient(m) => (m, None),
-            Body::Loaded(m, r) => (m, Some(*r)),
-            Body::Paged(..) => return None,
-        };
-        Some(QueuedMessage {
-            seq: self.seq,
-            msg: Arc::clone(msg),
-            redelivered: self.redelivered,
-            delivery_count: self.delivery_count,
-            record,
-        })
-    }
+    /// Messages removed because their TTL passed.
+    pub expired: u64,
 }
 
 impl QueueStats {
@@ -208,8 +151,13 @@ impl QueueStats {
 
 #[derive(Debug, Default)]
 struct QueueState {
-    /// Ready messages in `seq` order.
-    ready: VecDeque<Ready>,
+    /// Ready messages, by priority level then `seq`.
+    ready: ReadyList,
+    /// Ready messages with a deadline.
+    expiry: ExpiryIndex,
+    /// Expired messages dispatch found at the head and moved aside (no longer counted as
+    /// ready), waiting for the housekeeper to dead-letter and settle them.
+    expired_aside: Vec<Ready>,
     next_seq: u64,
     consumers: Vec<Arc<Consumer>>,
     /// Index of the consumer to offer the next message to first.
@@ -248,27 +196,16 @@ pub struct Queue {
     pub length_limit: LengthLimit,
     /// `x-dead-letter-exchange` / `x-dead-letter-routing-key`, read from the arguments.
     pub dead_letter: Option<DeadLetter>,
-    /// `x-delivery-limit`: deliveries after which a returned message is dead-lettered or
-    /// dropped instead of requeued.
-    pub delivery_limit: Option<u32>,
+    /// `x-message-ttl`, `x-expires`, `x-max-priority`, `x-consumer-timeout`,
+    /// `x-delivery-limit`, read from the arguments.
+    pub lifecycle: LifecycleArgs,
+    /// The earliest moment the housekeeper has work here, ms since the Unix epoch
+    /// (`u64::MAX`: none; 0: expired messages are waiting). Read without the lock.
+    next_deadline_ms: AtomicU64,
+    /// When the queue was last used (declared, consumed from, got from, or its last
+    /// consumer left), ms since the Unix epoch: `x-expires` counts from here.
+    last_used_ms: AtomicU64,
     state: Mutex<QueueState>,
-}
-
-/// `x-delivery-limit` from queue arguments.
-///
-/// # Errors
-/// 406 PRECONDITION_FAILED when it is not a non-negative integer.
-pub fn delivery_limit(arguments: &FieldTable) -> Result<Option<u32>, BrokerError> {
-    match arguments.get("x-delivery-limit") {
-        None => Ok(None),
-        Some(v) => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
-            Some(n) => Ok(Some(n)),
-            None => Err(BrokerError::precondition(format!(
-                "invalid arg 'x-delivery-limit': {} is not a non-negative integer",
-                v.to_json()
-            ))),
-        },
-    }
 }
 
 /// The message with its `x-delivery-count` header set to `count` (a copy: messages are
@@ -308,6 +245,13 @@ impl Queue {
         owner: Option<u64>,
         arguments: FieldTable,
     ) -> Queue {
+        // Validated at declare; a stored queue whose arguments no longer parse (an older
+        // version's) recovers without them rather than not at all.
+        let lifecycle = LifecycleArgs::from_arguments(&arguments).unwrap_or_default();
+        let state = QueueState {
+            ready: ReadyList::new(lifecycle.max_priority),
+            ..QueueState::default()
+        };
         Queue {
             name,
             durable,
@@ -317,13 +261,13 @@ impl Queue {
             storage_id: None,
             storage: None,
             memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
-            // Validated at declare; a stored queue whose arguments no longer parse
-            // (an older version's) recovers without limits rather than not at all.
             length_limit: LengthLimit::from_arguments(&arguments).unwrap_or_default(),
             dead_letter: DeadLetter::from_arguments(&arguments).unwrap_or_default(),
-            delivery_limit: delivery_limit(&arguments).unwrap_or_default(),
+            lifecycle,
             arguments,
-            state: Mutex::new(QueueState::default()),
+            next_deadline_ms: AtomicU64::new(u64::MAX),
+            last_used_ms: AtomicU64::new(now_ms()),
+            state: Mutex::new(state),
         }
     }
 
@@ -370,16 +314,19 @@ impl Queue {
                 _ => Enqueued::Refused(text),
             };
         }
+        let ttl = effective_ttl_ms(self.lifecycle.message_ttl_ms, msg.properties());
+        let stored = self.storage_id.is_some() && msg.properties().is_persistent();
+        let now = if ttl.is_some() || stored { now_ms() } else { 0 };
         let mut written = None;
         let mut record = None;
-        if self.storage_id.is_some() && msg.properties().is_persistent() {
+        if stored {
             let Some(storage) = &self.storage else {
                 return Enqueued::Refused(format!(
                     "queue '{}' is out of service: its store could not be opened",
                     self.name
                 ));
             };
-            match storage.append(&self.name, &msg) {
+            match storage.append(&self.name, &msg, now) {
                 Ok((r, w)) => {
                     record = Some(r);
                     written = Some(w);
@@ -390,6 +337,7 @@ impl Queue {
         let seq = st.next_seq;
         st.next_seq += 1;
         st.stats.published += 1;
+        let level = st.ready.level_of_message(&msg);
         let entry = Ready {
             seq,
             redelivered: false,
@@ -400,7 +348,10 @@ impl Queue {
             },
         };
         st.stats.add_ready(&entry);
-        st.ready.push_back(entry);
+        st.ready.push_back(level, entry);
+        if let Some(ttl) = ttl {
+            st.expiry.insert(seq, level, now.saturating_add(ttl));
+        }
         self.dispatch_locked(&mut st);
         let mut dropped = Vec::new();
         if limit.is_set() && limit.overflow == Overflow::DropHead {
@@ -409,10 +360,11 @@ impl Queue {
         // Over the budget, the newest message (still ready: nobody could take it) leaves
         // memory; the older ones, nearer the head, stay.
         if st.stats.ready_memory_bytes > self.memory_bytes_max {
-            if let Some(size) = st.ready.back_mut().and_then(Ready::page_out) {
+            if let Some(size) = st.ready.back_mut(level).and_then(Ready::page_out) {
                 st.stats.paged_out(size);
             }
         }
+        self.publish_deadline(&st);
         drop(st);
         let sync = match (&self.storage, written) {
             (Some(storage), Some(w)) => storage.submit(w),
@@ -423,17 +375,22 @@ impl Queue {
 
     /// Puts the messages recovered from the store in the queue, in order (start-up only).
     /// Bodies are kept in memory while they fit in the budget; the others are paged out
-    /// (a delivered-before message comes back redelivered).
+    /// (a delivered-before message comes back redelivered). Deadlines count from when each
+    /// message was first stored, so a message whose TTL passed while the broker was down
+    /// expires at the housekeeper's first round.
     pub fn restore(&self, messages: impl IntoIterator<Item = Recovered>) {
         let mut st = self.lock();
         for m in messages {
             let seq = st.next_seq;
             st.next_seq += 1;
-            let entry = match m {
+            let (entry, level, deadline) = match m {
                 Recovered::Loaded(m) => {
                     let m = *m;
                     let (record, redelivered, count) =
                         (m.record, m.delivery_count > 0, m.delivery_count);
+                    let level = st.ready.level_of(m.properties.priority);
+                    let deadline = effective_ttl_ms(self.lifecycle.message_ttl_ms, &m.properties)
+                        .map(|ttl| m.timestamp_ms.saturating_add(ttl));
                     let size = m.body.len();
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
                     let body = if fits {
@@ -442,33 +399,48 @@ impl Queue {
                     } else {
                         Body::Paged(record, size)
                     };
-                    Ready {
+                    let entry = Ready {
                         seq,
                         redelivered,
                         delivery_count: count,
                         body,
-                    }
+                    };
+                    (entry, level, deadline)
                 }
-                Recovered::Paged(p) => Ready {
-                    seq,
-                    redelivered: p.delivery_count > 0,
-                    delivery_count: p.delivery_count,
-                    body: Body::Paged(
-                        p.record,
-                        usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
-                    ),
-                },
+                Recovered::Paged(p) => {
+                    let ttl = match (self.lifecycle.message_ttl_ms, p.expiration_ms) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    let entry = Ready {
+                        seq,
+                        redelivered: p.delivery_count > 0,
+                        delivery_count: p.delivery_count,
+                        body: Body::Paged(
+                            p.record,
+                            usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
+                        ),
+                    };
+                    let level = st.ready.level_of(p.priority);
+                    (entry, level, ttl.map(|t| p.timestamp_ms.saturating_add(t)))
+                }
             };
             st.stats.add_ready(&entry);
-            st.ready.push_back(entry);
+            st.ready.push_back(level, entry);
+            if let Some(d) = deadline {
+                st.expiry.insert(seq, level, d);
+            }
         }
+        self.publish_deadline(&st);
     }
 
     /// Makes sure the head's body is in memory, reading a paged-out one back from the
     /// store (under the queue lock: a read, never an fsync). A head that cannot be read is
     /// dropped and reported, and the next one tried; its record stays in the store, so a
-    /// restart that can read it recovers it. Returns false when nothing is ready.
+    /// restart that can read it recovers it. A head whose TTL passed is moved aside for
+    /// the housekeeper, never offered. Returns false when nothing is ready.
     fn load_head(&self, st: &mut QueueState) -> bool {
+        self.set_aside_expired_heads(st);
         loop {
             let Some(front) = st.ready.front() else {
                 return false;
@@ -476,35 +448,18 @@ impl Queue {
             let Body::Paged(record, size) = front.body else {
                 return true;
             };
-            let read = match &self.storage {
-                Some(storage) => storage.read(record),
-                None => Err("the queue has no store".to_string()),
-            };
-            match read {
-                Ok(msg) if msg.body_size() == size => {
+            match self.read_checked(record, size) {
+                Ok(msg) => {
                     if let Some(front) = st.ready.front_mut() {
-                        front.body = Body::Loaded(Arc::new(msg), record);
+                        front.body = Body::Loaded(msg, record);
                     }
                     st.stats.ready_paged -= 1;
                     st.stats.ready_memory_bytes += size;
                     return true;
                 }
-                other => {
-                    let why = match other {
-                        Ok(msg) => {
-                            format!("body of {} bytes where {size} were stored", msg.body_size())
-                        }
-                        Err(e) => e,
-                    };
-                    log::error!(
-                        "queue '{}': message in segment {} record {} cannot be read back \
-                         and is dropped: {why}",
-                        self.name,
-                        record.segment,
-                        record.id
-                    );
-                    if let Some(dropped) = st.ready.pop_front() {
-                        st.stats.remove_ready(&dropped);
+                Err(()) => {
+                    if let Some(dropped) = Self::pop_head(st) {
+                        st.expiry.remove(dropped.seq);
                     }
                     st.stats.unreadable += 1;
                 }
@@ -512,23 +467,69 @@ impl Queue {
         }
     }
 
-    /// Drops ready messages from the head while the queue is over its length limit
-    /// (`x-overflow drop-head`); their stored records are settled. Returns them (bodies
-    /// read back if they were paged out) when the queue dead-letters.
+    /// Reads a paged-out body back; logs and reports a record that cannot be read.
+    fn read_checked(&self, record: RecordRef, size: usize) -> Result<Arc<Message>, ()> {
+        let read = match &self.storage {
+            Some(storage) => storage.read(record),
+            None => Err("the queue has no store".to_string()),
+        };
+        let why = match read {
+            Ok(msg) if msg.body_size() == size => return Ok(Arc::new(msg)),
+            Ok(msg) => format!("body of {} bytes where {size} were stored", msg.body_size()),
+            Err(e) => e,
+        };
+        log::error!(
+            "queue '{}': message in segment {} record {} cannot be read back and is \
+             dropped: {why}",
+            self.name,
+            record.segment,
+            record.id
+        );
+        Err(())
+    }
+
+    /// The body of a message leaving the ready list, read back if it was paged out
+    /// (`None`, logged, when it cannot be read).
+    fn body_of(&self, r: &Ready) -> Option<Arc<Message>> {
+        match &r.body {
+            Body::Transient(m) | Body::Loaded(m, _) => Some(Arc::clone(m)),
+            Body::Paged(record, size) => self.read_checked(*record, *size).ok(),
+        }
+    }
+
+    /// Moves heads whose deadline has passed out of the ready list, to `expired_aside`.
+    fn set_aside_expired_heads(&self, st: &mut QueueState) {
+        if st.expiry.len() == 0 {
+            return;
+        }
+        let now = now_ms();
+        while let Some(seq) = st.ready.front().map(|f| f.seq) {
+            if !st.expiry.is_due(seq, now) {
+                break;
+            }
+            st.expiry.remove(seq);
+            if let Some(r) = Self::pop_head(st) {
+                st.stats.expired += 1;
+                st.expired_aside.push(r);
+            }
+        }
+    }
+
+    /// Drops ready messages while the queue is over its length limit (`x-overflow
+    /// drop-head`): the oldest of the lowest priority first. Their stored records are
+    /// settled. Returns them (bodies read back if they were paged out) when the queue
+    /// dead-letters.
     fn drop_head_over(&self, st: &mut QueueState, limit: LengthLimit) -> Vec<Arc<Message>> {
         let mut out = Vec::new();
         while limit.exceeded(st.ready.len(), st.stats.ready_bytes) {
-            if self.dead_letter.is_some() && !self.load_head(st) {
-                break;
-            }
-            let Some(dropped) = Self::pop_head(st) else {
+            let Some(dropped) = st.ready.pop_lowest() else {
                 break;
             };
+            st.stats.remove_ready(&dropped);
+            st.expiry.remove(dropped.seq);
             st.stats.dropped += 1;
             if self.dead_letter.is_some() {
-                if let Some(d) = dropped.to_delivery() {
-                    out.push(d.msg);
-                }
+                out.extend(self.body_of(&dropped));
             }
             if let (Some(storage), Some(record)) = (&self.storage, dropped.record()) {
                 storage.settle(&self.name, record);
@@ -544,10 +545,63 @@ impl Queue {
         Some(entry)
     }
 
+    /// Tells the housekeeper when this queue next has timed work (lock held).
+    fn publish_deadline(&self, st: &QueueState) {
+        let next = if st.expired_aside.is_empty() {
+            st.expiry.next().unwrap_or(u64::MAX)
+        } else {
+            0
+        };
+        self.next_deadline_ms.store(next, Ordering::Release);
+    }
+
+    /// Whether the housekeeper has expired messages to take here at `now_ms` (no lock).
+    pub fn has_expired(&self, now_ms: u64) -> bool {
+        self.next_deadline_ms.load(Ordering::Acquire) <= now_ms
+    }
+
+    /// Takes every message whose TTL passed by `now_ms`, wherever it is in the queue
+    /// (docs/lifecycle.md, "TTL"). Without a dead-letter exchange their records are
+    /// settled at once; with one, the caller dead-letters [`Expired::messages`] (reason
+    /// `expired`) and then settles [`Expired::records`].
+    pub fn expire(&self, now_ms: u64) -> Expired {
+        let mut st = self.lock();
+        let due = st.expiry.take_due(now_ms);
+        let mut taken = std::mem::take(&mut st.expired_aside);
+        let removed = st.ready.remove(due);
+        for r in &removed {
+            st.stats.remove_ready(r);
+        }
+        st.stats.expired += removed.len() as u64;
+        taken.extend(removed);
+        self.publish_deadline(&st);
+        drop(st);
+        let mut out = Expired::default();
+        for r in taken {
+            if self.dead_letter.is_some() {
+                out.messages.extend(self.body_of(&r));
+                out.records.extend(r.record());
+            } else if let (Some(storage), Some(record)) = (&self.storage, r.record()) {
+                storage.settle(&self.name, record);
+            }
+        }
+        out
+    }
+
+    /// Settles stored records of messages that left the queue (expired and dead-lettered).
+    pub fn settle_records(&self, records: &[RecordRef]) {
+        if let Some(storage) = &self.storage {
+            for &record in records {
+                storage.settle(&self.name, record);
+            }
+        }
+    }
+
     /// Offers ready messages to consumers until none is ready or none can take more.
     pub fn dispatch(self: &Arc<Self>) {
         let mut st = self.lock();
         self.dispatch_locked(&mut st);
+        self.publish_deadline(&st);
     }
 
     fn dispatch_locked(self: &Arc<Self>, st: &mut QueueState) {
@@ -560,6 +614,7 @@ impl Queue {
                 break;
             };
             front.delivery_count = front.delivery_count.saturating_add(1);
+            front.deadline_ms = st.expiry.remove(front.seq);
             let mut taken = None;
             for i in 0..n {
                 let idx = (st.round_robin + i) % n;
@@ -572,7 +627,13 @@ impl Queue {
             }
             // Not taken: the head stays in memory, so the next dispatch does not read it
             // again (the budget is exceeded by at most this one message).
-            let Some((idx, tracked)) = taken else { break };
+            let Some((idx, tracked)) = taken else {
+                if let Some(d) = front.deadline_ms {
+                    let level = st.ready.level_of_message(&front.msg);
+                    st.expiry.insert(front.seq, level, d);
+                }
+                break;
+            };
             st.round_robin = (idx + 1) % n;
             let delivered_record = Self::pop_head(st).and_then(|e| e.record());
             st.stats.delivered += 1;
@@ -593,6 +654,21 @@ impl Queue {
                 storage.settle(&self.name, record);
             }
         }
+    }
+
+    /// Marks the queue used now (`x-expires` counts from the last use).
+    pub fn touch(&self) {
+        self.last_used_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Whether the queue has `x-expires` and has been unused (no consumer, no get, not
+    /// redeclared) for that long at `now_ms` (RabbitMQ's definition of unused).
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        let Some(expires) = self.lifecycle.expires_ms else {
+            return false;
+        };
+        let idle = now_ms.saturating_sub(self.last_used_ms.load(Ordering::Relaxed));
+        idle >= expires && self.consumer_count() == 0
     }
 
     /// Attaches a consumer and dispatches to it.
@@ -627,7 +703,9 @@ impl Queue {
         st.consumers.push(consumer);
         st.had_consumers = true;
         st.stats.consumers = st.consumers.len();
+        self.touch();
         self.dispatch_locked(&mut st);
+        self.publish_deadline(&st);
         Ok(())
     }
 
@@ -647,6 +725,10 @@ impl Queue {
         if st.round_robin >= st.consumers.len() {
             st.round_robin = 0;
         }
+        if st.consumers.is_empty() {
+            // Unused from now on: x-expires counts from here.
+            self.touch();
+        }
         if self.auto_delete && st.consumers.is_empty() && st.had_consumers && !st.deleted {
             ConsumerRemoved::LastOfAutoDelete
         } else {
@@ -659,7 +741,8 @@ impl Queue {
     /// `x-delivery-limit` times is not requeued: its record is settled and it is returned
     /// for dead-lettering (reason `delivery_limit`; dropped when the queue has no
     /// dead-letter exchange). Under a delivery limit a requeued message carries the
-    /// `x-delivery-count` header (deliveries so far), as RabbitMQ's quorum queues do.
+    /// `x-delivery-count` header (deliveries so far), as RabbitMQ's quorum queues do. A
+    /// requeued message keeps its TTL deadline.
     pub fn requeue(self: &Arc<Self>, entries: Vec<QueuedMessage>) -> Vec<Arc<Message>> {
         let mut st = self.lock();
         let n = entries.len();
@@ -670,7 +753,7 @@ impl Queue {
         }
         let mut stored = Vec::new();
         for mut entry in entries {
-            if let Some(limit) = self.delivery_limit {
+            if let Some(limit) = self.lifecycle.delivery_limit {
                 if entry.delivery_count > limit {
                     st.stats.dropped += 1;
                     if let (Some(storage), Some(record)) = (&self.storage, entry.record) {
@@ -685,13 +768,17 @@ impl Queue {
             }
             st.stats.redelivered += 1;
             entry.redelivered = true;
+            let level = st.ready.level_of_message(&entry.msg);
+            let (seq, deadline) = (entry.seq, entry.deadline_ms);
             if entry.record.is_some() {
-                stored.push(entry.seq);
+                stored.push((seq, level));
             }
             let entry = Ready::returned(entry);
             st.stats.add_ready(&entry);
-            let at = Self::position(&st, entry.seq);
-            st.ready.insert(at, entry);
+            st.ready.insert(level, entry);
+            if let Some(d) = deadline {
+                st.expiry.insert(seq, level, d);
+            }
         }
         self.dispatch_locked(&mut st);
         // Requeued messages come back in memory, so a consumer that takes them at once
@@ -699,29 +786,16 @@ impl Queue {
         // newest first.
         stored.sort_unstable();
         while st.stats.ready_memory_bytes > self.memory_bytes_max {
-            let Some(seq) = stored.pop() else { break };
-            let at = Self::position(&st, seq);
-            let released = st
-                .ready
-                .get_mut(at)
-                .filter(|e| e.seq == seq)
-                .and_then(Ready::page_out);
+            let Some((seq, level)) = stored.pop() else {
+                break;
+            };
+            let released = st.ready.get_mut(level, seq).and_then(Ready::page_out);
             if let Some(size) = released {
                 st.stats.paged_out(size);
             }
         }
+        self.publish_deadline(&st);
         over_limit
-    }
-
-    /// Where the message with `seq` is (or would go) in the ready list.
-    fn position(st: &QueueState, seq: u64) -> usize {
-        // Requeued messages are usually older than everything ready: check the front
-        // first, then fall back to a binary search.
-        match st.ready.front() {
-            Some(f) if f.seq > seq => 0,
-            None => 0,
-            _ => st.ready.partition_point(|m| m.seq < seq),
-        }
     }
 
     /// Records that delivered messages were acked (or dropped by nack/reject): their
@@ -751,15 +825,28 @@ impl Queue {
         record: impl FnOnce(&QueuedMessage, usize) -> Option<u64>,
         tracked: bool,
     ) -> Option<(u64, QueuedMessage, usize)> {
+        self.touch();
         let mut st = self.lock();
-        if !self.load_head(&mut st) {
+        let got = self.get_locked(&mut st, record, tracked);
+        self.publish_deadline(&st);
+        got
+    }
+
+    fn get_locked(
+        &self,
+        st: &mut QueueState,
+        record: impl FnOnce(&QueuedMessage, usize) -> Option<u64>,
+        tracked: bool,
+    ) -> Option<(u64, QueuedMessage, usize)> {
+        if !self.load_head(st) {
             return None;
         }
         let left = st.ready.len().checked_sub(1)?;
         let mut entry = st.ready.front().and_then(Ready::to_delivery)?;
         entry.delivery_count = entry.delivery_count.saturating_add(1);
         let tag = record(&entry, left)?;
-        Self::pop_head(&mut st)?;
+        Self::pop_head(st)?;
+        entry.deadline_ms = st.expiry.remove(entry.seq);
         st.stats.delivered += 1;
         if tracked {
             st.stats.unacked += 1;
@@ -772,17 +859,19 @@ impl Queue {
     /// Removes every ready message; returns how many (AMQP `queue.purge`).
     pub fn purge(&self) -> usize {
         let mut st = self.lock();
-        let n = st.ready.len();
-        let purged = std::mem::take(&mut st.ready);
+        let purged = st.ready.take_all();
+        st.expiry.clear();
         st.stats.ready_bytes = 0;
         st.stats.ready_memory_bytes = 0;
         st.stats.ready_paged = 0;
+        self.publish_deadline(&st);
+        drop(st);
         if let Some(storage) = &self.storage {
             for record in purged.iter().filter_map(Ready::record) {
                 storage.settle(&self.name, record);
             }
         }
-        n
+        purged.len()
     }
 
     /// Marks the queue deleted, drops its ready messages, and returns their count and the
@@ -790,8 +879,9 @@ impl Queue {
     pub fn mark_deleted(&self) -> (usize, Vec<Arc<Consumer>>) {
         let mut st = self.lock();
         st.deleted = true;
-        let n = st.ready.len();
-        st.ready.clear();
+        let n = st.ready.take_all().len();
+        st.expiry.clear();
+        st.expired_aside.clear();
         st.stats.ready_bytes = 0;
         st.stats.ready_memory_bytes = 0;
         st.stats.ready_paged = 0;
@@ -800,6 +890,7 @@ impl Queue {
             c.cancelled.store(true, Ordering::Relaxed);
         }
         st.stats.consumers = 0;
+        self.publish_deadline(&st);
         (n, consumers)
     }
 
@@ -955,15 +1046,6 @@ mod tests {
     }
 
     #[test]
-    fn a_ready_message_costs_48_bytes_in_memory_or_not() {
-        assert!(
-            std::mem::size_of::<Ready>() <= 48,
-            "{}",
-            std::mem::size_of::<Ready>()
-        );
-    }
-
-    #[test]
     fn newest_stored_messages_leave_memory_beyond_the_budget() {
         let sim = SimBackend::new();
         let q = stored_queue(&sim, 3);
@@ -1099,7 +1181,7 @@ mod tests {
             publish(&q, i, true);
         }
         // The second one's record disappears from under the queue (settled in the store).
-        let record = q.lock().ready[1].record().unwrap();
+        let record = q.lock().ready.iter().nth(1).unwrap().record().unwrap();
         q.storage.as_ref().unwrap().settle("q", record);
         assert_eq!(get(&q).unwrap().msg.body, body(0));
         assert_eq!(get(&q).unwrap().msg.body, body(2));

@@ -11,7 +11,6 @@ use crate::storage::flusher::Flusher;
 use crate::storage::{MessageData, QueueStore, RecordRef, StorageFile, StoreStats};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Settlements between two looks at whether a store needs compacting (the look walks the
 /// store's segments).
@@ -66,20 +65,23 @@ impl QueueStorage {
         self.failed.load(Ordering::Acquire)
     }
 
-    /// Appends a persistent message; returns its record and the files to sync.
+    /// Appends a persistent message that entered the queue at `timestamp_ms` (ms since the
+    /// Unix epoch; its TTL counts from there); returns its record and the files to sync.
     ///
     /// # Errors
     /// A text for the publisher when the store is out of service or the write failed
     /// (a full disk, for instance); nothing was stored then.
-    pub fn append(&self, queue: &str, msg: &Message) -> Result<(RecordRef, Written), String> {
+    pub fn append(
+        &self,
+        queue: &str,
+        msg: &Message,
+        timestamp_ms: u64,
+    ) -> Result<(RecordRef, Written), String> {
         if self.is_failed() {
             return Err(format!(
                 "queue '{queue}' is out of service after a storage failure"
             ));
         }
-        let timestamp_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
         let mut store = self.lock();
         let record = store
             .append(&MessageData {

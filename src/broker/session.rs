@@ -8,21 +8,20 @@
 //! method reference) and RabbitMQ's extensions.
 
 use crate::broker::broker::Broker;
-use crate::broker::channel::{Channel, Unacked};
+use crate::broker::channel::Channel;
 use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
-use crate::broker::dead_letter::DeadLetter;
+use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
 use crate::broker::message::Message;
 use crate::broker::names;
-use crate::broker::queue::{ConsumerRemoved, Enqueued, Queue, QueuedMessage};
+use crate::broker::queue::{ConsumerRemoved, Enqueued};
 use crate::broker::router::Destination;
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::flusher::SyncWaiter;
-use crate::types::{BasicProperties, FieldTable, FieldValue};
+use crate::types::{BasicProperties, FieldTable};
 use std::collections::HashMap;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -171,7 +170,7 @@ impl Session {
             self.detach_consumer(c);
         }
         let dead = requeue(unacked);
-        self.dead_letter(dead);
+        dead_lettering::run(&self.vhost, dead);
     }
 
     /// Closes every channel and deletes the connection's exclusive queues (the connection
@@ -429,8 +428,8 @@ impl Session {
     /// sequence number; its ack is sent by [`Session::flush_confirms`].
     ///
     /// # Errors
-    /// 406 body over the maximum; 404 absent exchange; 403 internal exchange; 504 for a
-    /// channel that is not open. The message is then not published and not confirmed.
+    /// 406 body over the maximum or an invalid `expiration`; 404 absent exchange; 403
+    /// internal exchange; 504 for a channel that is not open. The message is then not published and not confirmed.
     pub fn basic_publish(
         &mut self,
         ch: u16,
@@ -449,6 +448,7 @@ impl Session {
                 body.len()
             )));
         }
+        crate::broker::queue_args::expiration_ms(&properties)?;
         let ex = self.vhost.exchange_for_publish(exchange)?;
         let msg = Arc::new(Message::new(exchange, routing_key, properties, body));
         let queues = self.vhost.route(&ex, &msg);
@@ -471,7 +471,7 @@ impl Session {
                 }
             }
         }
-        self.dead_letter(dead);
+        dead_lettering::run(&self.vhost, dead);
         if routed == 0 && refused.is_none() {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
@@ -597,74 +597,19 @@ impl Session {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         if requeue_them {
             let dead = requeue(taken);
-            self.dead_letter(dead);
+            dead_lettering::run(&self.vhost, dead);
         } else {
             for (q, entries) in group_by_queue(taken) {
                 if q.dead_letter.is_some() {
                     // In the target before it leaves the source (at-least-once).
                     let msgs = entries.iter().map(|e| Arc::clone(&e.msg)).collect();
-                    self.dead_letter(jobs(&q, msgs, "rejected"));
+                    dead_lettering::run(&self.vhost, jobs(&q, msgs, "rejected"));
                 }
                 q.settle(&entries, false);
             }
         }
         self.dispatch_channel(ch);
         Ok(())
-    }
-
-    /// Republishes messages their queues gave up on to the queues' dead-letter exchanges
-    /// (RabbitMQ semantics). A missing exchange drops the message (logged). A target that
-    /// drops messages in turn (length limit) dead-letters them too; a message that would
-    /// come back to a queue it already died in for an automatic reason, with no rejection
-    /// in its history, is dropped there instead (RabbitMQ's cycle rule), and the whole
-    /// cascade is bounded by [`DEAD_LETTER_STEPS_MAX`].
-    fn dead_letter(&self, jobs_in: Vec<DeadLetterJob>) {
-        let mut work: VecDeque<DeadLetterJob> = jobs_in.into();
-        let mut steps = 0;
-        while let Some(job) = work.pop_front() {
-            steps += 1;
-            if steps > DEAD_LETTER_STEPS_MAX {
-                log::warn!("dead-lettering cascade stopped after {DEAD_LETTER_STEPS_MAX} steps");
-                return;
-            }
-            let Some(exchange) = self.vhost.exchange(&job.to.exchange) else {
-                log::warn!(
-                    "queue '{}': dead-letter exchange '{}' does not exist; message dropped",
-                    job.queue,
-                    job.to.exchange
-                );
-                continue;
-            };
-            let (dead, _key) = job.to.message(&job.msg, &job.queue, job.reason);
-            let history = dead_queues(&dead);
-            let automatic = job.reason != "rejected" && !history.rejected;
-            let dead = Arc::new(dead);
-            for target in self.vhost.route(&exchange, &dead) {
-                if automatic && history.queues.iter().any(|q| **q == *target.name) {
-                    log::debug!(
-                        "dead-letter cycle: message from '{}' not delivered to '{}' again",
-                        job.queue,
-                        target.name
-                    );
-                    continue;
-                }
-                match target.enqueue(Arc::clone(&dead)) {
-                    Enqueued::Accepted { dropped, .. } => {
-                        work.extend(jobs(&target, dropped, "maxlen"))
-                    }
-                    Enqueued::RefusedToDeadLetter(_) => {
-                        work.extend(jobs(&target, vec![Arc::clone(&dead)], "maxlen"))
-                    }
-                    Enqueued::Refused(text) => {
-                        log::warn!(
-                            "queue '{}': dead-lettered message refused: {text}",
-                            job.queue
-                        )
-                    }
-                    Enqueued::Gone => {}
-                }
-            }
-        }
     }
 
     /// AMQP `basic.reject`.
@@ -691,7 +636,7 @@ impl Session {
         }
         let taken = cs.shared.take_all();
         let dead = requeue(taken);
-        self.dead_letter(dead);
+        dead_lettering::run(&self.vhost, dead);
         self.dispatch_channel(ch);
         Ok(())
     }
@@ -723,81 +668,4 @@ impl Session {
             }
         }
     }
-}
-
-fn group_by_queue(taken: Vec<Unacked>) -> Vec<(Arc<Queue>, Vec<QueuedMessage>)> {
-    let mut groups: Vec<(Arc<Queue>, Vec<QueuedMessage>)> = Vec::new();
-    for u in taken {
-        match groups.iter_mut().find(|(q, _)| Arc::ptr_eq(q, &u.queue)) {
-            Some((_, v)) => v.push(u.entry),
-            None => groups.push((u.queue, vec![u.entry])),
-        }
-    }
-    groups
-}
-
-/// Requeues taken deliveries; returns the dead-letter jobs of those past their queue's
-/// `x-delivery-limit` (reason `delivery_limit`).
-fn requeue(taken: Vec<Unacked>) -> Vec<DeadLetterJob> {
-    let mut dead = Vec::new();
-    for (q, entries) in group_by_queue(taken) {
-        let over = q.requeue(entries);
-        dead.extend(jobs(&q, over, "delivery_limit"));
-    }
-    dead
-}
-
-/// Dead-letterings one step may cause at most, so a misconfigured cascade of queues cannot
-/// run away (RabbitMQ's cycle rule stops the usual loops first).
-const DEAD_LETTER_STEPS_MAX: usize = 1000;
-
-/// A message to dead-letter: from which queue, why, and where to.
-struct DeadLetterJob {
-    queue: Arc<str>,
-    to: DeadLetter,
-    msg: Arc<Message>,
-    reason: &'static str,
-}
-
-/// Jobs for `msgs` leaving `queue` for `reason`; none when the queue has no dead-letter
-/// exchange.
-fn jobs(queue: &Queue, msgs: Vec<Arc<Message>>, reason: &'static str) -> Vec<DeadLetterJob> {
-    let Some(to) = &queue.dead_letter else {
-        return Vec::new();
-    };
-    msgs.into_iter()
-        .map(|msg| DeadLetterJob {
-            queue: Arc::clone(&queue.name),
-            to: to.clone(),
-            msg,
-            reason,
-        })
-        .collect()
-}
-
-/// What a dead letter's `x-death` says: the queues it died in, and whether any death was
-/// a rejection.
-struct DeathHistory {
-    queues: Vec<Arc<str>>,
-    rejected: bool,
-}
-
-fn dead_queues(msg: &Message) -> DeathHistory {
-    let mut h = DeathHistory {
-        queues: Vec::new(),
-        rejected: false,
-    };
-    if let Some(FieldValue::Array(items)) = msg.headers().and_then(|t| t.get("x-death")) {
-        for item in items {
-            if let FieldValue::Table(t) = item {
-                if let Some(q) = t.get("queue").and_then(FieldValue::as_str) {
-                    h.queues.push(Arc::from(q));
-                }
-                if t.get("reason").and_then(FieldValue::as_str) == Some("rejected") {
-                    h.rejected = true;
-                }
-            }
-        }
-    }
-    h
 }

@@ -144,13 +144,7 @@ fn check_equivalent(
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
-const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 5] = [
-    "x-message-ttl",
-    "x-expires",
-    "x-max-priority",
-    "x-consumer-timeout",
-    "x-single-active-consumer",
-];
+const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 2] = ["x-consumer-timeout", "x-single-active-consumer"];
 
 fn unsupported_argument(name: &str) -> BrokerError {
     BrokerError::precondition(format!(
@@ -168,7 +162,7 @@ fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
     }
     LengthLimit::from_arguments(arguments)?;
     DeadLetter::from_arguments(arguments)?;
-    crate::broker::queue::delivery_limit(arguments)?;
+    crate::broker::queue_args::LifecycleArgs::from_arguments(arguments)?;
     if let Some(t) = arguments.get("x-queue-type") {
         if t.as_str() != Some("classic") {
             return Err(BrokerError::precondition(format!(
@@ -578,8 +572,13 @@ impl VirtualHost {
         spec: &QueueSpec,
         connection_id: u64,
     ) -> Result<QueueDeclared, BrokerError> {
+        // A declaration, passive or not, is a use: it renews an `x-expires` lease
+        // (RabbitMQ).
         let declared = |q: &Queue| QueueDeclared {
-            name: q.name.to_string(),
+            name: {
+                q.touch();
+                q.name.to_string()
+            },
             message_count: q.message_count() as u32,
             consumer_count: q.consumer_count() as u32,
         };
@@ -743,6 +742,24 @@ impl VirtualHost {
     pub fn remove_queue(&self, q: &Arc<Queue>) -> usize {
         let _changes = self.changes();
         self.remove_queue_locked(q, true).unwrap_or(0)
+    }
+
+    /// Deletes `q` if it is still this vhost's queue of that name and still unused for
+    /// its `x-expires` at `now_ms` (checked again under the changes lock, so a redeclare
+    /// that raced with the housekeeper wins). Returns whether it was deleted.
+    pub fn expire_queue(&self, q: &Arc<Queue>, now_ms: u64) -> bool {
+        let _changes = self.changes();
+        let current = self.queue(&q.name).is_some_and(|cur| Arc::ptr_eq(&cur, q));
+        if !current || !q.is_expired(now_ms) {
+            return false;
+        }
+        match self.remove_queue_locked(q, true) {
+            Ok(_) => true,
+            Err(e) => {
+                log::warn!("queue '{}' expired but stays: {}", q.name, e.text);
+                false
+            }
+        }
     }
 
     /// Removes a queue (the changes lock is held): commits the deletion of a stored one

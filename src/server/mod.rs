@@ -15,6 +15,7 @@ pub mod worker;
 
 pub use config::ServerConfig;
 
+use crate::broker::housekeeping::Housekeeper;
 use crate::broker::Broker;
 use crate::limits::CONNECTIONS_MAX;
 use crate::storage::durability::Durability;
@@ -36,6 +37,7 @@ pub struct ServerHandle {
     notifier: Arc<Notifier>,
     io_thread: Option<JoinHandle<io::Result<()>>>,
     workers: Vec<JoinHandle<()>>,
+    housekeeper: Housekeeper,
 }
 
 impl ServerHandle {
@@ -79,6 +81,7 @@ impl ServerHandle {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+        self.housekeeper.stop();
         if joined_io {
             // Every request has run: write the stores' stats and sync what is pending.
             self.broker.close_storage();
@@ -137,6 +140,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         config.data_dir.display()
     );
     let broker = Arc::new(Broker::open(config.broker.clone(), durability, definitions));
+    let housekeeper = Housekeeper::start(Arc::clone(&broker))?;
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let notifier = Arc::new(Notifier::new(waker));
@@ -179,6 +183,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         notifier,
         io_thread: Some(io_thread),
         workers,
+        housekeeper,
     })
 }
 

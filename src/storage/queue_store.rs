@@ -261,6 +261,12 @@ pub struct PagedRecord {
     pub body_bytes: u64,
     /// How many times it was delivered (> 0: it comes back redelivered).
     pub delivery_count: u32,
+    /// When the broker accepted it, ms since the Unix epoch (its TTL counts from here).
+    pub timestamp_ms: u64,
+    /// Its `priority` property.
+    pub priority: Option<u8>,
+    /// Its own TTL (`expiration` property) in ms, when it has a valid one.
+    pub expiration_ms: Option<u64>,
 }
 
 /// A valid record found by [`QueueStore::open_with_budget`].
@@ -1185,6 +1191,9 @@ fn recover_segment(
                     record,
                     body_bytes,
                     delivery_count: state & COUNT_MASK,
+                    timestamp_ms: r.timestamp_ms,
+                    priority: r.properties.priority,
+                    expiration_ms: r.properties.expiration_ms().ok().flatten(),
                 });
                 return;
             }

@@ -64,6 +64,28 @@ impl BasicProperties {
         self.delivery_mode == Some(DELIVERY_MODE_PERSISTENT)
     }
 
+    /// The message's own TTL in ms: its `expiration`, a decimal number of ms up to
+    /// [`EXPIRY_MS_MAX`](crate::limits::EXPIRY_MS_MAX) (RabbitMQ's rule; AMQP 0-9-1 leaves
+    /// the format to the server).
+    ///
+    /// # Errors
+    /// RabbitMQ's reason when it is not such a number: `no_integer`,
+    /// `{value_negative,N}` or `{value_too_large,N}`.
+    pub fn expiration_ms(&self) -> Result<Option<u64>, String> {
+        let Some(text) = self.expiration.as_deref() else {
+            return Ok(None);
+        };
+        let n: i64 = text.trim().parse().map_err(|_| "no_integer".to_string())?;
+        if n < 0 {
+            return Err(format!("{{value_negative,{n}}}"));
+        }
+        let n = n as u64;
+        if n > crate::limits::EXPIRY_MS_MAX {
+            return Err(format!("{{value_too_large,{n}}}"));
+        }
+        Ok(Some(n))
+    }
+
     /// Whether no property is set.
     pub fn is_empty(&self) -> bool {
         *self == BasicProperties::default()

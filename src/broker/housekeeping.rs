@@ -1,0 +1,106 @@
+//! The broker's timed work, done every [`HOUSEKEEPING_INTERVAL_MS`] by one thread: expiring
+//! messages whose TTL passed (and dead-lettering them, reason `expired`) and deleting
+//! queues unused for their `x-expires` (docs/lifecycle.md).
+//!
+//! Each round reads one atomic per queue to find the queues with work, so an idle broker
+//! with many queues costs little. The thread holds no lock between queues; dead-lettering
+//! runs after the source queue's lock is released (ARCHITECTURE.md §4).
+
+use crate::broker::broker::Broker;
+use crate::broker::dead_lettering::{self, jobs};
+use crate::broker::expiry::now_ms;
+use crate::broker::queue::Queue;
+use crate::broker::vhost::VirtualHost;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::io;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Time between two housekeeping rounds, in ms: how late past its deadline a message that
+/// is not at the head may expire, or an unused queue be deleted.
+pub const HOUSEKEEPING_INTERVAL_MS: u64 = 50;
+
+/// One housekeeping round at `now_ms` (ms since the Unix epoch).
+pub fn run_once(broker: &Broker, now_ms: u64) {
+    for vhost in broker.vhosts() {
+        for q in vhost.all_queues() {
+            if q.has_expired(now_ms) {
+                expire_messages(&vhost, &q, now_ms);
+            }
+            if q.is_expired(now_ms) && vhost.expire_queue(&q, now_ms) {
+                log::info!(
+                    "queue '{}' in vhost '{}' deleted: unused for its x-expires of {} ms",
+                    q.name,
+                    vhost.name,
+                    q.lifecycle.expires_ms.unwrap_or(0)
+                );
+            }
+        }
+    }
+}
+
+/// Takes the messages of `q` whose TTL passed, dead-letters them when the queue has a
+/// dead-letter exchange, then settles their records (at-least-once).
+fn expire_messages(vhost: &VirtualHost, q: &Arc<Queue>, now_ms: u64) {
+    let expired = q.expire(now_ms);
+    if !expired.messages.is_empty() {
+        dead_lettering::run(vhost, jobs(q, expired.messages, "expired"));
+    }
+    q.settle_records(&expired.records);
+}
+
+/// The housekeeping thread; stops when dropped or [`Housekeeper::stop`]ped.
+pub struct Housekeeper {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Housekeeper {
+    /// Starts the thread.
+    ///
+    /// # Errors
+    /// The thread cannot be spawned.
+    pub fn start(broker: Arc<Broker>) -> io::Result<Housekeeper> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let thread = std::thread::Builder::new()
+            .name("relaymq-housekeeper".into())
+            .spawn(move || run(&broker, &rx))?;
+        Ok(Housekeeper {
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for its round to finish.
+    pub fn stop(&mut self) {
+        // Dropping the sender disconnects the channel: the thread's wait ends at once.
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Housekeeper {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(broker: &Broker, stop: &Receiver<()>) {
+    let interval = Duration::from_millis(HOUSEKEEPING_INTERVAL_MS);
+    loop {
+        match stop.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        // A panic in one round (a bug) must not end timed work for good.
+        let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_once(broker, now_ms());
+        }));
+        if round.is_err() {
+            log::error!("a housekeeping round panicked; the next one runs as usual");
+        }
+    }
+}

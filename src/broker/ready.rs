@@ -1,0 +1,381 @@
+//! The ready messages of a queue: FIFO by queue sequence number within each priority
+//! level, the highest level first (RabbitMQ's priority queues, `x-max-priority`).
+//!
+//! A queue without `x-max-priority` has one level. A priority queue has one level per
+//! priority 0..=max; a message's level is its `priority` property capped at the maximum
+//! (absent = 0), as RabbitMQ does. A bitmap of non-empty levels finds the head in a few
+//! instructions whatever the maximum.
+
+use crate::broker::message::Message;
+use crate::broker::queue::QueuedMessage;
+use crate::storage::RecordRef;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Where a ready message's body is.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// In memory and not stored (a transient message, or a queue without a store): it
+    /// cannot leave memory.
+    Transient(Arc<Message>),
+    /// In memory and stored.
+    Loaded(Arc<Message>, RecordRef),
+    /// Only in the store: read back when offered. The body size keeps `ready_bytes` exact.
+    Paged(RecordRef, usize),
+}
+
+/// A ready message: 48 bytes whether its body is in memory or not (a test checks it).
+#[derive(Debug)]
+pub(crate) struct Ready {
+    pub(crate) seq: u64,
+    pub(crate) redelivered: bool,
+    /// Deliveries so far (persisted by the store's delivered entries).
+    pub(crate) delivery_count: u32,
+    pub(crate) body: Body,
+}
+
+impl Ready {
+    /// A message back from a channel (requeued), body in memory.
+    pub(crate) fn returned(e: QueuedMessage) -> Ready {
+        let body = match e.record {
+            None => Body::Transient(e.msg),
+            Some(r) => Body::Loaded(e.msg, r),
+        };
+        Ready {
+            seq: e.seq,
+            redelivered: e.redelivered,
+            delivery_count: e.delivery_count,
+            body,
+        }
+    }
+
+    /// Body size in bytes, in memory or not.
+    pub(crate) fn body_size(&self) -> usize {
+        match &self.body {
+            Body::Transient(m) | Body::Loaded(m, _) => m.body_size(),
+            Body::Paged(_, size) => *size,
+        }
+    }
+
+    /// Where the message is stored, if it is.
+    pub(crate) fn record(&self) -> Option<RecordRef> {
+        match &self.body {
+            Body::Transient(_) => None,
+            Body::Loaded(_, r) | Body::Paged(r, _) => Some(*r),
+        }
+    }
+
+    /// Whether its body is only in the store.
+    pub(crate) fn is_paged(&self) -> bool {
+        matches!(self.body, Body::Paged(..))
+    }
+
+    /// Drops the body of a stored message held in memory; returns the bytes released.
+    pub(crate) fn page_out(&mut self) -> Option<usize> {
+        let Body::Loaded(m, r) = &self.body else {
+            return None;
+        };
+        let size = m.body_size();
+        self.body = Body::Paged(*r, size);
+        Some(size)
+    }
+
+    /// The message as handed to a channel; `None` while it is paged out.
+    pub(crate) fn to_delivery(&self) -> Option<QueuedMessage> {
+        let (msg, record) = match &self.body {
+            Body::Transient(m) => (m, None),
+            Body::Loaded(m, r) => (m, Some(*r)),
+            Body::Paged(..) => return None,
+        };
+        Some(QueuedMessage {
+            seq: self.seq,
+            msg: Arc::clone(msg),
+            redelivered: self.redelivered,
+            delivery_count: self.delivery_count,
+            record,
+            deadline_ms: None,
+        })
+    }
+}
+
+/// Words of the non-empty-levels bitmap: 4 × 64 bits cover levels 0..=255.
+const LEVEL_WORDS: usize = 4;
+
+/// Ready messages by priority level, each level in `seq` order.
+#[derive(Debug)]
+pub(crate) struct ReadyList {
+    levels: Vec<VecDeque<Ready>>,
+    /// Bit `l` set when level `l` holds messages.
+    nonempty: [u64; LEVEL_WORDS],
+    len: usize,
+}
+
+impl Default for ReadyList {
+    fn default() -> ReadyList {
+        ReadyList::new(None)
+    }
+}
+
+impl ReadyList {
+    /// An empty list with levels 0..=`max_priority` (one level when `None`).
+    pub(crate) fn new(max_priority: Option<u8>) -> ReadyList {
+        let levels = usize::from(max_priority.unwrap_or(0)) + 1;
+        ReadyList {
+            levels: (0..levels).map(|_| VecDeque::new()).collect(),
+            nonempty: [0; LEVEL_WORDS],
+            len: 0,
+        }
+    }
+
+    /// The level of a message with `priority`: capped at the highest level; absent is 0.
+    pub(crate) fn level_of(&self, priority: Option<u8>) -> u8 {
+        let top = self.levels.len() - 1;
+        usize::from(priority.unwrap_or(0)).min(top) as u8
+    }
+
+    /// The level of `msg`.
+    pub(crate) fn level_of_message(&self, msg: &Message) -> u8 {
+        self.level_of(msg.properties().priority)
+    }
+
+    /// Ready messages.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    fn mark(&mut self, level: usize) {
+        let nonempty = !self.levels[level].is_empty();
+        let (w, b) = (level / 64, level % 64);
+        if nonempty {
+            self.nonempty[w] |= 1 << b;
+        } else {
+            self.nonempty[w] &= !(1 << b);
+        }
+    }
+
+    /// The highest non-empty level.
+    fn top(&self) -> Option<usize> {
+        (0..LEVEL_WORDS)
+            .rev()
+            .find(|&w| self.nonempty[w] != 0)
+            .map(|w| w * 64 + 63 - self.nonempty[w].leading_zeros() as usize)
+    }
+
+    /// The lowest non-empty level.
+    fn bottom(&self) -> Option<usize> {
+        (0..LEVEL_WORDS)
+            .find(|&w| self.nonempty[w] != 0)
+            .map(|w| w * 64 + self.nonempty[w].trailing_zeros() as usize)
+    }
+
+    /// The next message to deliver.
+    pub(crate) fn front(&self) -> Option<&Ready> {
+        self.levels[self.top()?].front()
+    }
+
+    /// The next message to deliver, mutably.
+    pub(crate) fn front_mut(&mut self) -> Option<&mut Ready> {
+        let top = self.top()?;
+        self.levels[top].front_mut()
+    }
+
+    /// Takes the next message to deliver.
+    pub(crate) fn pop_front(&mut self) -> Option<Ready> {
+        let top = self.top()?;
+        self.take_front(top)
+    }
+
+    /// Takes the oldest message of the lowest priority (what a length limit drops first).
+    pub(crate) fn pop_lowest(&mut self) -> Option<Ready> {
+        let bottom = self.bottom()?;
+        self.take_front(bottom)
+    }
+
+    fn take_front(&mut self, level: usize) -> Option<Ready> {
+        let r = self.levels[level].pop_front()?;
+        self.len -= 1;
+        self.mark(level);
+        Some(r)
+    }
+
+    /// Appends a new message (the newest: highest `seq`) at `level`.
+    pub(crate) fn push_back(&mut self, level: u8, r: Ready) {
+        let level = usize::from(level);
+        self.levels[level].push_back(r);
+        self.len += 1;
+        self.mark(level);
+    }
+
+    /// The newest message of `level`.
+    pub(crate) fn back_mut(&mut self, level: u8) -> Option<&mut Ready> {
+        self.levels[usize::from(level)].back_mut()
+    }
+
+    /// Puts a message back at its place by `seq` within `level` (a requeue).
+    pub(crate) fn insert(&mut self, level: u8, r: Ready) {
+        let level = usize::from(level);
+        let l = &mut self.levels[level];
+        // Requeued messages are usually older than everything ready: check the front
+        // first, then fall back to a binary search.
+        let at = match l.front() {
+            Some(f) if f.seq > r.seq => 0,
+            None => 0,
+            _ => l.partition_point(|m| m.seq < r.seq),
+        };
+        l.insert(at, r);
+        self.len += 1;
+        self.mark(level);
+    }
+
+    /// The message with `seq` at `level`, mutably.
+    pub(crate) fn get_mut(&mut self, level: u8, seq: u64) -> Option<&mut Ready> {
+        let l = &mut self.levels[usize::from(level)];
+        let at = l.binary_search_by_key(&seq, |m| m.seq).ok()?;
+        l.get_mut(at)
+    }
+
+    /// Removes the messages with the given (level, seq) pairs; returns those found.
+    /// Few removals shift in place; many are one pass over each level.
+    pub(crate) fn remove(&mut self, mut which: Vec<(u8, u64)>) -> Vec<Ready> {
+        /// Above this many removals from one level, one `retain` pass beats shifting.
+        const SHIFTS_MAX: usize = 16;
+        which.sort_unstable();
+        let mut out = Vec::with_capacity(which.len());
+        for chunk in which.chunk_by(|a, b| a.0 == b.0) {
+            let level = usize::from(chunk[0].0);
+            let l = &mut self.levels[level];
+            if chunk.len() <= SHIFTS_MAX {
+                for &(_, seq) in chunk {
+                    if let Ok(at) = l.binary_search_by_key(&seq, |m| m.seq) {
+                        out.extend(l.remove(at));
+                    }
+                }
+            } else {
+                let mut kept = VecDeque::with_capacity(l.len());
+                for r in l.drain(..) {
+                    if chunk.binary_search(&(chunk[0].0, r.seq)).is_ok() {
+                        out.push(r);
+                    } else {
+                        kept.push_back(r);
+                    }
+                }
+                *l = kept;
+            }
+            self.mark(level);
+        }
+        self.len -= out.len();
+        out
+    }
+
+    /// Every ready message, level by level (lowest first), each level in `seq` order.
+    #[cfg(test)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Ready> {
+        self.levels.iter().flatten()
+    }
+
+    /// Removes every message.
+    pub(crate) fn take_all(&mut self) -> Vec<Ready> {
+        let out: Vec<Ready> = self.levels.iter_mut().flat_map(|l| l.drain(..)).collect();
+        self.nonempty = [0; LEVEL_WORDS];
+        self.len = 0;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::BasicProperties;
+
+    fn ready(seq: u64) -> Ready {
+        let msg = Message::new("", "q", BasicProperties::default(), vec![seq as u8]);
+        Ready {
+            seq,
+            redelivered: false,
+            delivery_count: 0,
+            body: Body::Transient(Arc::new(msg)),
+        }
+    }
+
+    fn drain(list: &mut ReadyList) -> Vec<u64> {
+        std::iter::from_fn(|| list.pop_front().map(|r| r.seq)).collect()
+    }
+
+    #[test]
+    fn a_ready_message_costs_48_bytes_in_memory_or_not() {
+        assert!(
+            std::mem::size_of::<Ready>() <= 48,
+            "{}",
+            std::mem::size_of::<Ready>()
+        );
+    }
+
+    #[test]
+    fn higher_levels_first_and_fifo_within_a_level() {
+        let mut list = ReadyList::new(Some(255));
+        let levels = [0u8, 9, 1, 9, 255, 0, 64, 63, 128];
+        for (seq, &level) in levels.iter().enumerate() {
+            list.push_back(level, ready(seq as u64));
+        }
+        assert_eq!(list.len(), levels.len());
+        assert_eq!(list.front().map(|r| r.seq), Some(4));
+        assert_eq!(drain(&mut list), [4, 8, 6, 7, 1, 3, 2, 0, 5]);
+        assert_eq!(list.len(), 0);
+        assert!(list.front().is_none());
+    }
+
+    #[test]
+    fn priorities_are_capped_at_the_maximum() {
+        let list = ReadyList::new(Some(5));
+        assert_eq!(list.level_of(Some(200)), 5);
+        assert_eq!(list.level_of(Some(3)), 3);
+        assert_eq!(list.level_of(None), 0);
+        let plain = ReadyList::new(None);
+        assert_eq!(plain.level_of(Some(9)), 0);
+    }
+
+    #[test]
+    fn requeue_goes_back_to_its_place_within_its_level() {
+        let mut list = ReadyList::new(Some(2));
+        for seq in [1, 3, 5] {
+            list.push_back(1, ready(seq));
+        }
+        list.push_back(2, ready(6));
+        list.insert(1, ready(4));
+        list.insert(1, ready(0));
+        list.insert(2, ready(2));
+        assert_eq!(drain(&mut list), [2, 6, 0, 1, 3, 4, 5]);
+    }
+
+    #[test]
+    fn lowest_priority_oldest_is_dropped_first() {
+        let mut list = ReadyList::new(Some(9));
+        list.push_back(9, ready(0));
+        list.push_back(1, ready(1));
+        list.push_back(1, ready(2));
+        assert_eq!(list.pop_lowest().map(|r| r.seq), Some(1));
+        assert_eq!(list.pop_lowest().map(|r| r.seq), Some(2));
+        assert_eq!(list.pop_lowest().map(|r| r.seq), Some(0));
+        assert!(list.pop_lowest().is_none());
+    }
+
+    #[test]
+    fn removal_by_seq_few_or_many() {
+        let mut list = ReadyList::new(Some(1));
+        for seq in 0..100 {
+            list.push_back((seq % 2) as u8, ready(seq));
+        }
+        // Few from level 1, many from level 0, and some that are not there.
+        let mut which: Vec<(u8, u64)> = vec![(1, 1), (1, 51), (1, 2)];
+        which.extend((0..60).step_by(2).map(|s| (0u8, s)));
+        let removed = list.remove(which);
+        assert_eq!(removed.len(), 32);
+        assert_eq!(list.len(), 68);
+        let left: Vec<u64> = drain(&mut list);
+        let expected: Vec<u64> = (0..100)
+            .filter(|s| s % 2 == 1 && *s != 1 && *s != 51)
+            .chain((60..100).step_by(2))
+            .collect();
+        assert_eq!(left, expected);
+    }
+}
