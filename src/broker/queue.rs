@@ -349,10 +349,14 @@ impl Queue {
         };
         st.stats.add_ready(&entry);
         st.ready.push_back(level, entry);
-        if let Some(ttl) = ttl {
-            st.expiry.insert(seq, level, now.saturating_add(ttl));
-        }
         self.dispatch_locked(&mut st);
+        // The deadline applies from here: a consumer ready now takes even a message whose
+        // TTL is 0 (RabbitMQ); one nobody took is due at once.
+        if let Some(ttl) = ttl {
+            if st.ready.get_mut(level, seq).is_some() {
+                st.expiry.insert(seq, level, now.saturating_add(ttl));
+            }
+        }
         let mut dropped = Vec::new();
         if limit.is_set() && limit.overflow == Overflow::DropHead {
             dropped = self.drop_head_over(&mut st, limit);
@@ -844,9 +848,15 @@ impl Queue {
         let left = st.ready.len().checked_sub(1)?;
         let mut entry = st.ready.front().and_then(Ready::to_delivery)?;
         entry.delivery_count = entry.delivery_count.saturating_add(1);
-        let tag = record(&entry, left)?;
-        Self::pop_head(st)?;
         entry.deadline_ms = st.expiry.remove(entry.seq);
+        let Some(tag) = record(&entry, left) else {
+            if let Some(d) = entry.deadline_ms {
+                let level = st.ready.level_of_message(&entry.msg);
+                st.expiry.insert(entry.seq, level, d);
+            }
+            return None;
+        };
+        Self::pop_head(st)?;
         st.stats.delivered += 1;
         if tracked {
             st.stats.unacked += 1;
@@ -1012,8 +1022,10 @@ mod tests {
         assert_eq!(st.stats.ready_bytes, total, "ready_bytes");
         assert_eq!(st.stats.ready_memory_bytes, memory, "ready_memory_bytes");
         assert_eq!(st.stats.ready_paged, paged, "ready_paged");
-        let seqs: Vec<u64> = st.ready.iter().map(|e| e.seq).collect();
-        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq order {seqs:?}");
+        for level in st.ready.levels() {
+            let seqs: Vec<u64> = level.iter().map(|e| e.seq).collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "seq order {seqs:?}");
+        }
         drop(st);
         q.stats()
     }
@@ -1255,5 +1267,133 @@ mod tests {
             assert_eq!(e.redelivered, i < 2, "message {i}");
         }
         check_accounting(&q);
+    }
+
+    fn queue_with(
+        sim: &SimBackend,
+        budget_messages: usize,
+        args: &[(&str, FieldValue)],
+    ) -> Arc<Queue> {
+        let (store, _, _) =
+            QueueStore::open(Arc::new(sim.clone()), PathBuf::from("/q"), store_config()).unwrap();
+        let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
+        let mut arguments = FieldTable::new();
+        for (k, v) in args {
+            arguments.insert((*k).into(), v.clone());
+        }
+        let mut q = Queue::new("q".into(), true, false, false, None, arguments);
+        q.storage_id = Some("id".into());
+        q.storage = Some(QueueStorage::new(store, flusher, None));
+        q.memory_bytes_max = budget_messages * BODY;
+        Arc::new(q)
+    }
+
+    fn publish_with(q: &Arc<Queue>, i: u8, expiration: Option<&str>, priority: Option<u8>) {
+        let properties = BasicProperties {
+            delivery_mode: Some(2),
+            expiration: expiration.map(str::to_string),
+            priority,
+            ..BasicProperties::default()
+        };
+        let m = Arc::new(Message::new("", "q", properties, body(i)));
+        assert!(matches!(q.enqueue(m), Enqueued::Accepted { .. }));
+    }
+
+    fn dlx() -> Vec<(&'static str, FieldValue)> {
+        vec![("x-dead-letter-exchange", FieldValue::string("dlx"))]
+    }
+
+    #[test]
+    fn expiry_takes_due_messages_anywhere_even_paged_out_and_settles_after() {
+        let sim = SimBackend::new();
+        // Room for two bodies: the later messages are paged out.
+        let q = queue_with(&sim, 2, &dlx());
+        publish_with(&q, 0, None, None);
+        publish_with(&q, 1, Some("0"), None);
+        publish_with(&q, 2, None, None);
+        publish_with(&q, 3, Some("0"), None);
+        publish_with(&q, 4, Some("3600000"), None);
+        assert!(q.has_expired(now_ms()));
+        let expired = q.expire(now_ms());
+        let bodies: Vec<Vec<u8>> = expired.messages.iter().map(|m| m.body.clone()).collect();
+        assert_eq!(bodies, [body(1), body(3)]);
+        assert_eq!(expired.records.len(), 2);
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.expired), (3, 2));
+        // Still stored until the caller settles them (after dead-lettering).
+        assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 5);
+        q.settle_records(&expired.records);
+        assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 3);
+        // The hour-long one is not due; the next deadline is published for the housekeeper.
+        assert!(!q.has_expired(now_ms()));
+        assert!(q.has_expired(now_ms() + 3_600_001));
+        for i in [0, 2, 4] {
+            assert_eq!(get(&q).unwrap().msg.body, body(i));
+        }
+    }
+
+    #[test]
+    fn a_due_head_is_never_handed_out_and_waits_for_the_housekeeper() {
+        let sim = SimBackend::new();
+        let q = queue_with(&sim, 10, &dlx());
+        publish_with(&q, 0, Some("0"), None);
+        publish_with(&q, 1, None, None);
+        assert_eq!(get(&q).unwrap().msg.body, body(1));
+        // The expired head was set aside: not ready, but waiting to be dead-lettered.
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.expired), (0, 1));
+        assert!(q.has_expired(0));
+        let expired = q.expire(now_ms());
+        assert_eq!(expired.messages.len(), 1);
+        assert_eq!(expired.messages[0].body, body(0));
+        assert!(!q.has_expired(u64::MAX - 1));
+    }
+
+    #[test]
+    fn without_a_dead_letter_exchange_expired_records_are_settled_at_once() {
+        let sim = SimBackend::new();
+        let q = queue_with(&sim, 0, &[]);
+        publish_with(&q, 0, Some("0"), None);
+        let expired = q.expire(now_ms());
+        assert!(expired.messages.is_empty() && expired.records.is_empty());
+        assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 0);
+    }
+
+    #[test]
+    fn priority_levels_keep_the_accounting_and_recover_in_order() {
+        let sim = SimBackend::new();
+        let args = [("x-max-priority", FieldValue::I64(5))];
+        {
+            let q = queue_with(&sim, 2, &args);
+            for (i, p) in [(0, 1), (1, 5), (2, 3), (3, 5), (4, 0)] {
+                publish_with(&q, i, None, Some(p));
+            }
+            let s = check_accounting(&q);
+            assert_eq!((s.ready, s.ready_paged), (5, 3));
+        }
+        for budget in [0, 100] {
+            let (store, recovered, _) = QueueStore::open_with_budget(
+                Arc::new(sim.clone()),
+                PathBuf::from("/q"),
+                store_config(),
+                (budget * BODY) as u64,
+            )
+            .unwrap();
+            let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
+            let mut arguments = FieldTable::new();
+            arguments.insert("x-max-priority".into(), FieldValue::I64(5));
+            let mut q = Queue::new("q".into(), true, false, false, None, arguments);
+            q.storage_id = Some("id".into());
+            q.storage = Some(QueueStorage::new(store, flusher, None));
+            q.memory_bytes_max = budget * BODY;
+            let q = Arc::new(q);
+            q.restore(recovered);
+            check_accounting(&q);
+            let order: Vec<u8> =
+                std::iter::from_fn(|| q.get(|_, _| Some(1), true).map(|(_, e, _)| e.msg.body[0]))
+                    .collect();
+            assert_eq!(order, [1, 3, 2, 0, 4], "budget {budget}");
+            // Taken but not settled: they stay stored for the next round.
+        }
     }
 }

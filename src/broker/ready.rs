@@ -273,6 +273,12 @@ impl ReadyList {
         self.levels.iter().flatten()
     }
 
+    /// Every level's messages in `seq` order, lowest level first.
+    #[cfg(test)]
+    pub(crate) fn levels(&self) -> impl Iterator<Item = &VecDeque<Ready>> {
+        self.levels.iter()
+    }
+
     /// Removes every message.
     pub(crate) fn take_all(&mut self) -> Vec<Ready> {
         let out: Vec<Ready> = self.levels.iter_mut().flat_map(|l| l.drain(..)).collect();
