@@ -7,63 +7,85 @@
 //! are never held at once (ARCHITECTURE.md §4).
 
 use crate::broker::channel::Unacked;
-use crate::broker::dead_letter::DeadLetter;
 use crate::broker::message::Message;
-use crate::broker::queue::{Enqueued, Queue, QueuedMessage};
+use crate::broker::queue::{Enqueued, Leaving, Queue, QueuedMessage};
 use crate::broker::vhost::VirtualHost;
+use crate::storage::RecordRef;
 use crate::types::FieldValue;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Republishes messages their queues gave up on to the queues' dead-letter exchanges
-/// (RabbitMQ semantics). A missing exchange drops the message (logged). A target that
-/// drops messages in turn (length limit) dead-letters them too; a message that would
-/// come back to a queue it already died in for an automatic reason, with no rejection
-/// in its history, is dropped there instead (RabbitMQ's cycle rule), and the whole
-/// cascade is bounded by [`DEAD_LETTER_STEPS_MAX`].
+/// (RabbitMQ semantics), then settles each one's record in the queue it left, so it is in
+/// its targets before it leaves its source (at-least-once). A missing exchange drops the
+/// message (logged). A target that drops messages in turn (length limit) dead-letters them
+/// too; a message that would come back to a queue it already died in for an automatic
+/// reason, with no rejection in its history, is dropped there instead (RabbitMQ's cycle
+/// rule), and the whole cascade is bounded by [`DEAD_LETTER_STEPS_MAX`] (what is left is
+/// dropped).
 pub fn run(vhost: &VirtualHost, jobs_in: Vec<DeadLetterJob>) {
     let mut work: VecDeque<DeadLetterJob> = jobs_in.into();
     let mut steps = 0;
     while let Some(job) = work.pop_front() {
         steps += 1;
         if steps > DEAD_LETTER_STEPS_MAX {
-            log::warn!("dead-lettering cascade stopped after {DEAD_LETTER_STEPS_MAX} steps");
+            log::warn!(
+                "dead-lettering cascade stopped after {DEAD_LETTER_STEPS_MAX} steps; {} \
+                 messages dropped",
+                work.len() + 1
+            );
+            job.settle();
+            for rest in work.drain(..) {
+                rest.settle();
+            }
             return;
         }
-        let Some(exchange) = vhost.exchange(&job.to.exchange) else {
-            log::warn!(
-                "queue '{}': dead-letter exchange '{}' does not exist; message dropped",
-                job.queue,
-                job.to.exchange
+        route(vhost, &job, &mut work);
+        job.settle();
+    }
+}
+
+/// Enqueues one dead letter in the queues its dead-letter exchange routes it to; adds the
+/// jobs that causes (targets over their length limit) to `work`.
+fn route(vhost: &VirtualHost, job: &DeadLetterJob, work: &mut VecDeque<DeadLetterJob>) {
+    let Some(to) = &job.source.dead_letter else {
+        return;
+    };
+    let Some(exchange) = vhost.exchange(&to.exchange) else {
+        log::warn!(
+            "queue '{}': dead-letter exchange '{}' does not exist; message dropped",
+            job.source.name,
+            to.exchange
+        );
+        return;
+    };
+    let (dead, _key) = to.message(&job.msg, &job.source.name, job.reason);
+    let history = dead_queues(&dead);
+    let automatic = job.reason != "rejected" && !history.rejected;
+    let dead = Arc::new(dead);
+    for target in vhost.route(&exchange, &dead) {
+        if automatic && history.queues.iter().any(|q| **q == *target.name) {
+            log::debug!(
+                "dead-letter cycle: message from '{}' not delivered to '{}' again",
+                job.source.name,
+                target.name
             );
             continue;
-        };
-        let (dead, _key) = job.to.message(&job.msg, &job.queue, job.reason);
-        let history = dead_queues(&dead);
-        let automatic = job.reason != "rejected" && !history.rejected;
-        let dead = Arc::new(dead);
-        for target in vhost.route(&exchange, &dead) {
-            if automatic && history.queues.iter().any(|q| **q == *target.name) {
-                log::debug!(
-                    "dead-letter cycle: message from '{}' not delivered to '{}' again",
-                    job.queue,
-                    target.name
-                );
-                continue;
+        }
+        match target.enqueue(Arc::clone(&dead)) {
+            Enqueued::Accepted { dropped, .. } => work.extend(jobs(&target, dropped, "maxlen")),
+            Enqueued::RefusedToDeadLetter(_) => work.extend(jobs(
+                &target,
+                vec![Leaving::unstored(Arc::clone(&dead))],
+                "maxlen",
+            )),
+            Enqueued::Refused(text) => {
+                log::warn!(
+                    "queue '{}': dead-lettered message refused: {text}",
+                    job.source.name
+                )
             }
-            match target.enqueue(Arc::clone(&dead)) {
-                Enqueued::Accepted { dropped, .. } => work.extend(jobs(&target, dropped, "maxlen")),
-                Enqueued::RefusedToDeadLetter(_) => {
-                    work.extend(jobs(&target, vec![Arc::clone(&dead)], "maxlen"))
-                }
-                Enqueued::Refused(text) => {
-                    log::warn!(
-                        "queue '{}': dead-lettered message refused: {text}",
-                        job.queue
-                    )
-                }
-                Enqueued::Gone => {}
-            }
+            Enqueued::Gone => {}
         }
     }
 }
@@ -95,29 +117,40 @@ pub fn requeue(taken: Vec<Unacked>) -> Vec<DeadLetterJob> {
 /// run away (RabbitMQ's cycle rule stops the usual loops first).
 const DEAD_LETTER_STEPS_MAX: usize = 1000;
 
-/// A message to dead-letter: from which queue, why, and where to.
+/// A message to dead-letter: from which queue, why, and its record there.
 pub struct DeadLetterJob {
-    /// The queue it leaves.
-    pub queue: Arc<str>,
-    /// That queue's dead-letter settings.
-    pub to: DeadLetter,
+    /// The queue it leaves (it has a dead-letter exchange).
+    pub source: Arc<Queue>,
     /// The message as it was in the queue.
     pub msg: Arc<Message>,
+    /// Its record in the source's store, settled once it is dead-lettered.
+    pub record: Option<RecordRef>,
     /// The `x-death` reason: `rejected`, `expired`, `maxlen` or `delivery_limit`.
     pub reason: &'static str,
 }
 
-/// Jobs for `msgs` leaving `queue` for `reason`; none when the queue has no dead-letter
-/// exchange.
-pub fn jobs(queue: &Queue, msgs: Vec<Arc<Message>>, reason: &'static str) -> Vec<DeadLetterJob> {
-    let Some(to) = &queue.dead_letter else {
+impl DeadLetterJob {
+    /// The message has left its source for good: settle its record there.
+    fn settle(&self) {
+        self.source.settle_records(self.record.as_slice());
+    }
+}
+
+/// Jobs for messages leaving `queue` for `reason`; none when the queue has no dead-letter
+/// exchange (the messages are then dropped; their records are settled).
+pub fn jobs(queue: &Arc<Queue>, leaving: Vec<Leaving>, reason: &'static str) -> Vec<DeadLetterJob> {
+    if queue.dead_letter.is_none() {
+        for l in &leaving {
+            queue.settle_records(l.record.as_slice());
+        }
         return Vec::new();
-    };
-    msgs.into_iter()
-        .map(|msg| DeadLetterJob {
-            queue: Arc::clone(&queue.name),
-            to: to.clone(),
-            msg,
+    }
+    leaving
+        .into_iter()
+        .map(|l| DeadLetterJob {
+            source: Arc::clone(queue),
+            msg: l.msg,
+            record: l.record,
             reason,
         })
         .collect()

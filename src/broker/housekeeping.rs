@@ -40,14 +40,13 @@ pub fn run_once(broker: &Broker, now_ms: u64) {
     }
 }
 
-/// Takes the messages of `q` whose TTL passed, dead-letters them when the queue has a
-/// dead-letter exchange, then settles their records (at-least-once).
+/// Takes the messages of `q` whose TTL passed and dead-letters them when the queue has a
+/// dead-letter exchange (their records are settled after, at-least-once).
 fn expire_messages(vhost: &VirtualHost, q: &Arc<Queue>, now_ms: u64) {
     let expired = q.expire(now_ms);
-    if !expired.messages.is_empty() {
-        dead_lettering::run(vhost, jobs(q, expired.messages, "expired"));
+    if !expired.is_empty() {
+        dead_lettering::run(vhost, jobs(q, expired, "expired"));
     }
-    q.settle_records(&expired.records);
 }
 
 /// The housekeeping thread; stops when dropped or [`Housekeeper::stop`]ped.

@@ -65,7 +65,7 @@ pub enum Enqueued {
         sync: Option<u64>,
         /// Messages a length limit dropped from the head to make room, to dead-letter
         /// (reason `maxlen`; empty when the queue has no dead-letter exchange).
-        dropped: Vec<Arc<Message>>,
+        dropped: Vec<Leaving>,
     },
     /// The queue was deleted meanwhile; the message was not taken.
     Gone,
@@ -77,15 +77,23 @@ pub enum Enqueued {
     RefusedToDeadLetter(String),
 }
 
-/// Messages [`Queue::expire`] took out of the queue.
-#[derive(Debug, Default)]
-pub struct Expired {
-    /// The expired messages to dead-letter (reason `expired`), oldest deadline first;
-    /// empty when the queue has no dead-letter exchange.
-    pub messages: Vec<Arc<Message>>,
-    /// Their stored records, to settle with [`Queue::settle_records`] once they are
-    /// dead-lettered (at-least-once: in the target before they leave the source).
-    pub records: Vec<RecordRef>,
+/// A message leaving its queue to be dead-lettered (expired, dropped by a length limit,
+/// past its delivery limit). Its stored record is still valid: settle it with
+/// [`Queue::settle_records`] once the dead letter is in its targets, so a crash in between
+/// leaves it in both, never in neither (at-least-once; docs/lifecycle.md).
+#[derive(Debug, Clone)]
+pub struct Leaving {
+    /// The message as it was in the queue.
+    pub msg: Arc<Message>,
+    /// Its record in the queue's store, when it is stored.
+    pub record: Option<RecordRef>,
+}
+
+impl Leaving {
+    /// A message that was never stored in the queue it leaves.
+    pub fn unstored(msg: Arc<Message>) -> Leaving {
+        Leaving { msg, record: None }
+    }
 }
 
 /// Counters of a queue since it was declared, for listings and metrics.
@@ -520,10 +528,10 @@ impl Queue {
     }
 
     /// Drops ready messages while the queue is over its length limit (`x-overflow
-    /// drop-head`): the oldest of the lowest priority first. Their stored records are
-    /// settled. Returns them (bodies read back if they were paged out) when the queue
-    /// dead-letters.
-    fn drop_head_over(&self, st: &mut QueueState, limit: LengthLimit) -> Vec<Arc<Message>> {
+    /// drop-head`): the oldest of the lowest priority first. Returns them (bodies read
+    /// back if they were paged out, records still valid) when the queue dead-letters;
+    /// otherwise their records are settled here.
+    fn drop_head_over(&self, st: &mut QueueState, limit: LengthLimit) -> Vec<Leaving> {
         let mut out = Vec::new();
         while limit.exceeded(st.ready.len(), st.stats.ready_bytes) {
             let Some(dropped) = st.ready.pop_lowest() else {
@@ -532,14 +540,23 @@ impl Queue {
             st.stats.remove_ready(&dropped);
             st.expiry.remove(dropped.seq);
             st.stats.dropped += 1;
-            if self.dead_letter.is_some() {
-                out.extend(self.body_of(&dropped));
-            }
-            if let (Some(storage), Some(record)) = (&self.storage, dropped.record()) {
-                storage.settle(&self.name, record);
-            }
+            self.leave(dropped, &mut out);
         }
         out
+    }
+
+    /// Hands a message that left the ready list to the dead-letterer (`out`) when the
+    /// queue has a dead-letter exchange and its body can be read; otherwise settles its
+    /// record now.
+    fn leave(&self, r: Ready, out: &mut Vec<Leaving>) {
+        let record = r.record();
+        if self.dead_letter.is_some() {
+            if let Some(msg) = self.body_of(&r) {
+                out.push(Leaving { msg, record });
+                return;
+            }
+        }
+        self.settle_records(record.as_slice());
     }
 
     /// Takes the head off the ready list, keeping the counters.
@@ -565,10 +582,10 @@ impl Queue {
     }
 
     /// Takes every message whose TTL passed by `now_ms`, wherever it is in the queue
-    /// (docs/lifecycle.md, "TTL"). Without a dead-letter exchange their records are
-    /// settled at once; with one, the caller dead-letters [`Expired::messages`] (reason
-    /// `expired`) and then settles [`Expired::records`].
-    pub fn expire(&self, now_ms: u64) -> Expired {
+    /// (docs/lifecycle.md, "TTL"), earliest deadline first. Without a dead-letter exchange
+    /// their records are settled at once; with one, they are returned for dead-lettering
+    /// (reason `expired`).
+    pub fn expire(&self, now_ms: u64) -> Vec<Leaving> {
         let mut st = self.lock();
         let due = st.expiry.take_due(now_ms);
         let mut taken = std::mem::take(&mut st.expired_aside);
@@ -580,19 +597,14 @@ impl Queue {
         taken.extend(removed);
         self.publish_deadline(&st);
         drop(st);
-        let mut out = Expired::default();
+        let mut out = Vec::new();
         for r in taken {
-            if self.dead_letter.is_some() {
-                out.messages.extend(self.body_of(&r));
-                out.records.extend(r.record());
-            } else if let (Some(storage), Some(record)) = (&self.storage, r.record()) {
-                storage.settle(&self.name, record);
-            }
+            self.leave(r, &mut out);
         }
         out
     }
 
-    /// Settles stored records of messages that left the queue (expired and dead-lettered).
+    /// Settles stored records of messages that left the queue (dead-lettered).
     pub fn settle_records(&self, records: &[RecordRef]) {
         if let Some(storage) = &self.storage {
             for &record in records {
@@ -742,12 +754,12 @@ impl Queue {
 
     /// Puts delivered messages back at their original positions, marked redelivered, and
     /// dispatches. Messages of a deleted queue are dropped. A message delivered more than
-    /// `x-delivery-limit` times is not requeued: its record is settled and it is returned
-    /// for dead-lettering (reason `delivery_limit`; dropped when the queue has no
-    /// dead-letter exchange). Under a delivery limit a requeued message carries the
+    /// `x-delivery-limit` times is not requeued: it is returned for dead-lettering (reason
+    /// `delivery_limit`, record still valid), or settled and dropped when the queue has no
+    /// dead-letter exchange. Under a delivery limit a requeued message carries the
     /// `x-delivery-count` header (deliveries so far), as RabbitMQ's quorum queues do. A
     /// requeued message keeps its TTL deadline.
-    pub fn requeue(self: &Arc<Self>, entries: Vec<QueuedMessage>) -> Vec<Arc<Message>> {
+    pub fn requeue(self: &Arc<Self>, entries: Vec<QueuedMessage>) -> Vec<Leaving> {
         let mut st = self.lock();
         let n = entries.len();
         st.stats.unacked = st.stats.unacked.saturating_sub(n);
@@ -760,11 +772,13 @@ impl Queue {
             if let Some(limit) = self.lifecycle.delivery_limit {
                 if entry.delivery_count > limit {
                     st.stats.dropped += 1;
-                    if let (Some(storage), Some(record)) = (&self.storage, entry.record) {
-                        storage.settle(&self.name, record);
-                    }
                     if self.dead_letter.is_some() {
-                        over_limit.push(entry.msg);
+                        over_limit.push(Leaving {
+                            msg: entry.msg,
+                            record: entry.record,
+                        });
+                    } else {
+                        self.settle_records(entry.record.as_slice());
                     }
                     continue;
                 }
@@ -1315,14 +1329,15 @@ mod tests {
         publish_with(&q, 4, Some("3600000"), None);
         assert!(q.has_expired(now_ms()));
         let expired = q.expire(now_ms());
-        let bodies: Vec<Vec<u8>> = expired.messages.iter().map(|m| m.body.clone()).collect();
+        let bodies: Vec<Vec<u8>> = expired.iter().map(|l| l.msg.body.clone()).collect();
         assert_eq!(bodies, [body(1), body(3)]);
-        assert_eq!(expired.records.len(), 2);
+        let records: Vec<RecordRef> = expired.iter().filter_map(|l| l.record).collect();
+        assert_eq!(records.len(), 2);
         let s = check_accounting(&q);
         assert_eq!((s.ready, s.expired), (3, 2));
         // Still stored until the caller settles them (after dead-lettering).
         assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 5);
-        q.settle_records(&expired.records);
+        q.settle_records(&records);
         assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 3);
         // The hour-long one is not due; the next deadline is published for the housekeeper.
         assert!(!q.has_expired(now_ms()));
@@ -1344,8 +1359,8 @@ mod tests {
         assert_eq!((s.ready, s.expired), (0, 1));
         assert!(q.has_expired(0));
         let expired = q.expire(now_ms());
-        assert_eq!(expired.messages.len(), 1);
-        assert_eq!(expired.messages[0].body, body(0));
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].msg.body, body(0));
         assert!(!q.has_expired(u64::MAX - 1));
     }
 
@@ -1355,7 +1370,7 @@ mod tests {
         let q = queue_with(&sim, 0, &[]);
         publish_with(&q, 0, Some("0"), None);
         let expired = q.expire(now_ms());
-        assert!(expired.messages.is_empty() && expired.records.is_empty());
+        assert!(expired.is_empty());
         assert_eq!(q.storage.as_ref().unwrap().stats().records_valid, 0);
     }
 
@@ -1395,5 +1410,42 @@ mod tests {
             assert_eq!(order, [1, 3, 2, 0, 4], "budget {budget}");
             // Taken but not settled: they stay stored for the next round.
         }
+    }
+
+    #[test]
+    fn messages_leaving_for_a_dead_letter_exchange_stay_stored_until_settled() {
+        let sim = SimBackend::new();
+        let mut args = dlx();
+        args.push(("x-max-length", FieldValue::I64(1)));
+        args.push(("x-delivery-limit", FieldValue::I64(0)));
+        let q = queue_with(&sim, 10, &args);
+        let valid = |q: &Queue| q.storage.as_ref().unwrap().stats().records_valid;
+        publish_with(&q, 0, None, None);
+        // A second message takes the queue over x-max-length: the first is dropped, but its
+        // record stays valid until the dead letter is in its target.
+        let m = Arc::new(Message::new(
+            "",
+            "q",
+            BasicProperties {
+                delivery_mode: Some(2),
+                ..BasicProperties::default()
+            },
+            body(1),
+        ));
+        let Enqueued::Accepted { dropped, .. } = q.enqueue(m) else {
+            panic!("not accepted");
+        };
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].msg.body, body(0));
+        assert_eq!(valid(&q), 2);
+        q.settle_records(dropped[0].record.as_slice());
+        assert_eq!(valid(&q), 1);
+        // Past the delivery limit on its way back: returned, still stored.
+        let taken = q.get(|_, _| Some(1), true).unwrap().1;
+        let over = q.requeue(vec![taken]);
+        assert_eq!(over.len(), 1);
+        assert_eq!(valid(&q), 1);
+        q.settle_records(over[0].record.as_slice());
+        assert_eq!(valid(&q), 0);
     }
 }

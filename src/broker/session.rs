@@ -14,7 +14,7 @@ use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
 use crate::broker::message::Message;
 use crate::broker::names;
-use crate::broker::queue::{ConsumerRemoved, Enqueued};
+use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
 use crate::broker::router::Destination;
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
@@ -467,7 +467,7 @@ impl Session {
                 Enqueued::Refused(text) => refused = Some(text),
                 Enqueued::RefusedToDeadLetter(text) => {
                     refused = Some(text);
-                    dead.extend(jobs(q, vec![Arc::clone(&msg)], "maxlen"));
+                    dead.extend(jobs(q, vec![Leaving::unstored(Arc::clone(&msg))], "maxlen"));
                 }
             }
         }
@@ -602,7 +602,11 @@ impl Session {
             for (q, entries) in group_by_queue(taken) {
                 if q.dead_letter.is_some() {
                     // In the target before it leaves the source (at-least-once).
-                    let msgs = entries.iter().map(|e| Arc::clone(&e.msg)).collect();
+                    // `settle` below settles the records, after this.
+                    let msgs = entries
+                        .iter()
+                        .map(|e| Leaving::unstored(Arc::clone(&e.msg)))
+                        .collect();
                     dead_lettering::run(&self.vhost, jobs(&q, msgs, "rejected"));
                 }
                 q.settle(&entries, false);
