@@ -35,6 +35,10 @@ impl ExpiryIndex {
 
     /// Forgets message `seq` (delivered, dropped); returns its deadline.
     pub(crate) fn remove(&mut self, seq: u64) -> Option<u64> {
+        if self.by_seq.is_empty() {
+            // The common case (no TTLs): skip hashing.
+            return None;
+        }
         let (deadline, _) = self.by_seq.remove(&seq)?;
         self.by_deadline.remove(&(deadline, seq));
         Some(deadline)

@@ -107,6 +107,8 @@ pub(crate) struct ReadyList {
     levels: Vec<VecDeque<Ready>>,
     /// Bit `l` set when level `l` holds messages.
     nonempty: [u64; LEVEL_WORDS],
+    /// Words of `nonempty` in use (1 for up to 64 levels).
+    words: usize,
     len: usize,
 }
 
@@ -123,6 +125,7 @@ impl ReadyList {
         ReadyList {
             levels: (0..levels).map(|_| VecDeque::new()).collect(),
             nonempty: [0; LEVEL_WORDS],
+            words: levels.div_ceil(64),
             len: 0,
         }
     }
@@ -155,7 +158,7 @@ impl ReadyList {
 
     /// The highest non-empty level.
     fn top(&self) -> Option<usize> {
-        (0..LEVEL_WORDS)
+        (0..self.words)
             .rev()
             .find(|&w| self.nonempty[w] != 0)
             .map(|w| w * 64 + 63 - self.nonempty[w].leading_zeros() as usize)
@@ -163,7 +166,7 @@ impl ReadyList {
 
     /// The lowest non-empty level.
     fn bottom(&self) -> Option<usize> {
-        (0..LEVEL_WORDS)
+        (0..self.words)
             .find(|&w| self.nonempty[w] != 0)
             .map(|w| w * 64 + self.nonempty[w].trailing_zeros() as usize)
     }
