@@ -95,3 +95,13 @@ pub const QUEUE_MEMORY_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// Largest queue TTL, queue expiry or message expiration, in ms (RabbitMQ's limit:
 /// 2^32 - 1, about 49.7 days).
 pub const EXPIRY_MS_MAX: u64 = u32::MAX as u64;
+
+/// Time a delivery may stay unacknowledged before its consumer is cancelled and it is
+/// requeued, by default, in ms (30 minutes, RabbitMQ's `consumer_timeout` default;
+/// `--consumer-timeout-ms`, overridden per queue by `x-consumer-timeout`; 0 = never).
+pub const CONSUMER_TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
+
+/// Delivery tags of timed-out deliveries a channel remembers, so a late ack, nack or
+/// reject of one is ignored instead of closing the channel with 406, in tags. Beyond it
+/// the oldest (lowest) tags are forgotten: a late ack of one of those is a 406 again.
+pub const TIMED_OUT_TAGS_MAX: usize = 4096;

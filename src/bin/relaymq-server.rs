@@ -30,6 +30,9 @@ OPTIONS:
   --queue-memory-bytes SIZE  message bodies one queue keeps in memory; beyond them the
                              persistent messages of durable queues wait on disk. Bytes, or
                              with a KiB, MiB or GiB suffix [default: 64MiB]
+  --consumer-timeout-ms MS   time a delivery may stay unacked before it is requeued and
+                             its consumer cancelled, for queues without
+                             x-consumer-timeout; 0 = never [default: 1800000]
   --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
   --check                    verify the stopped data directory (--data-dir) without
                              changing it, print a report and exit: 0 clean, 1 problems
@@ -145,6 +148,12 @@ fn parse_args() -> Result<Args> {
                 let v: String = parser.value()?.parse()?;
                 config.broker.queue_memory_bytes =
                     parse_size(&v).context("--queue-memory-bytes")?;
+            }
+            Long("consumer-timeout-ms") => {
+                let v: String = parser.value()?.parse()?;
+                config.broker.consumer_timeout_ms = v.parse().with_context(|| {
+                    format!("--consumer-timeout-ms: '{v}' is not a number of milliseconds")
+                })?;
             }
             Long("shutdown-timeout") => {
                 let s: u64 = parser.value()?.parse()?;

@@ -1,6 +1,7 @@
 //! The broker: all virtual hosts, the connection registry, configuration and
 //! authentication.
 
+use crate::broker::consumer_timeout::ChannelRegistry;
 use crate::broker::exchange::Exchange;
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
@@ -8,7 +9,9 @@ use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::{MESSAGE_BODY_BYTES_MAX_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
+use crate::limits::{
+    CONSUMER_TIMEOUT_MS_DEFAULT, MESSAGE_BODY_BYTES_MAX_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT,
+};
 use crate::storage::durability::Durability;
 use crate::storage::meta::Definitions;
 use crate::storage::queue_store::Recovered;
@@ -34,6 +37,10 @@ pub struct BrokerConfig {
     /// Body bytes of ready messages one queue keeps in memory; beyond them, persistent
     /// messages of durable queues are paged out to their store (`--queue-memory-bytes`).
     pub queue_memory_bytes: usize,
+    /// Time a delivery may stay unacked before its consumer is cancelled and it is
+    /// requeued, in ms, for queues without `x-consumer-timeout` (`--consumer-timeout-ms`;
+    /// 0 = never; docs/lifecycle.md, "Consumer timeout").
+    pub consumer_timeout_ms: u64,
 }
 
 impl Default for BrokerConfig {
@@ -43,6 +50,7 @@ impl Default for BrokerConfig {
             default_user: "guest".into(),
             default_pass: "guest".into(),
             queue_memory_bytes: QUEUE_MEMORY_BYTES_DEFAULT,
+            consumer_timeout_ms: CONSUMER_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -82,6 +90,8 @@ pub struct Broker {
     durability: Option<Arc<Durability>>,
     vhosts: RwLock<HashMap<String, Arc<VirtualHost>>>,
     connections: Mutex<HashMap<u64, ConnectionInfo>>,
+    /// Open channels, for the consumer timeout.
+    channels: ChannelRegistry,
     next_connection_id: AtomicU64,
     started: Instant,
 }
@@ -94,7 +104,8 @@ impl Broker {
             DEFAULT_VHOST.to_string(),
             Arc::new(
                 VirtualHost::new(DEFAULT_VHOST, None)
-                    .with_queue_memory_bytes(config.queue_memory_bytes),
+                    .with_queue_memory_bytes(config.queue_memory_bytes)
+                    .with_consumer_timeout_ms(config.consumer_timeout_ms),
             ),
         );
         Broker {
@@ -102,6 +113,7 @@ impl Broker {
             durability: None,
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
+            channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
         }
@@ -126,7 +138,8 @@ impl Broker {
                 name.clone(),
                 Arc::new(
                     VirtualHost::new(name, Some(Arc::clone(&durability)))
-                        .with_queue_memory_bytes(config.queue_memory_bytes),
+                        .with_queue_memory_bytes(config.queue_memory_bytes)
+                        .with_consumer_timeout_ms(config.consumer_timeout_ms),
                 ),
             );
         }
@@ -164,6 +177,7 @@ impl Broker {
                 q.arguments,
             );
             queue.memory_bytes_max = config.queue_memory_bytes;
+            queue.resolve_consumer_timeout(config.consumer_timeout_ms);
             let recovered = open_store(
                 &durability,
                 &q.vhost,
@@ -206,6 +220,7 @@ impl Broker {
             durability: Some(durability),
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
+            channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
         }
@@ -303,7 +318,8 @@ impl Broker {
             name.to_string(),
             Arc::new(
                 VirtualHost::new(name, durability)
-                    .with_queue_memory_bytes(self.config.queue_memory_bytes),
+                    .with_queue_memory_bytes(self.config.queue_memory_bytes)
+                    .with_consumer_timeout_ms(self.config.consumer_timeout_ms),
             ),
         );
         Ok(())
@@ -374,6 +390,12 @@ impl Broker {
     /// Removes a closed connection from the registry.
     pub fn unregister_connection(&self, id: u64) {
         self.lock_connections().remove(&id);
+    }
+
+    /// The open channels of every connection (sessions register theirs; the housekeeper
+    /// reads them for the consumer timeout).
+    pub fn channel_registry(&self) -> &ChannelRegistry {
+        &self.channels
     }
 
     /// Every registered connection, by id.

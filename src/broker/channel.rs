@@ -4,13 +4,21 @@
 //! delivers to one of the channel's consumers. Delivery tags are assigned and the delivery
 //! is written to the outbound buffer under the same lock, so a client always sees tags in
 //! increasing order (AMQP 0-9-1 §1.8.3.13: tags are channel-scoped and increase).
+//!
+//! Consumer timeout: each tracked delivery has a deadline (delivered at + its queue's
+//! [`Queue::consumer_timeout_ms`]); the earliest is kept in an atomic the housekeeper reads
+//! without the lock. [`Channel::take_timed_out`] takes what is past it, and the tags it
+//! took are remembered (at most [`TIMED_OUT_TAGS_MAX`]) so a late ack of one is ignored
+//! rather than a channel error (docs/lifecycle.md, "Consumer timeout").
 
 use crate::broker::consumer::Consumer;
+use crate::broker::expiry::now_ms;
 use crate::broker::queue::{Queue, QueuedMessage};
 use crate::broker::sink::ClientSink;
 use crate::error::BrokerError;
-use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use crate::limits::TIMED_OUT_TAGS_MAX;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A delivery the client has not acknowledged yet.
@@ -24,6 +32,29 @@ pub struct Unacked {
     pub entry: QueuedMessage,
     /// The consumer it went to; `None` for `basic.get`.
     pub consumer: Option<Arc<Consumer>>,
+    /// When it times out, ms since the Unix epoch: delivered at + its queue's consumer
+    /// timeout; `None` when that timeout is 0 (off).
+    pub deadline_ms: Option<u64>,
+}
+
+/// What [`Channel::take_timed_out`] took from a channel.
+#[derive(Debug, Default)]
+pub struct TimedOut {
+    /// The consumers that had a delivery past its deadline, now marked cancelled (no
+    /// delivery is offered to them any more). The caller detaches them from their queues
+    /// and tells their clients.
+    pub consumers: Vec<Arc<Consumer>>,
+    /// Every unacked delivery of those consumers, and the `basic.get` deliveries past their
+    /// deadline, in tag order: to requeue.
+    pub deliveries: Vec<Unacked>,
+}
+
+/// The deadline of a delivery from `queue` made now (`None`: its timeout is off).
+fn deadline_for(queue: &Queue) -> Option<u64> {
+    match queue.consumer_timeout_ms {
+        0 => None,
+        ms => Some(now_ms().saturating_add(ms)),
+    }
 }
 
 /// Outcome of offering a message to a consumer.
@@ -51,6 +82,9 @@ struct AckState {
     channel_prefetch: u16,
     /// `basic.qos global=false`: limit given to consumers created from now on.
     consumer_prefetch: u16,
+    /// Tags of deliveries the consumer timeout took and that were not acked late yet
+    /// (at most [`TIMED_OUT_TAGS_MAX`], the lowest forgotten first).
+    timed_out: BTreeSet<u64>,
 }
 
 /// One open channel of a connection, as the core sees it.
@@ -62,6 +96,10 @@ pub struct Channel {
     /// Where deliveries and other pushes for this channel go.
     pub sink: Arc<dyn ClientSink>,
     state: Mutex<AckState>,
+    /// The earliest deadline of an unacked delivery, ms since the Unix epoch (`u64::MAX`:
+    /// none). Lowered under the lock when a delivery is recorded; may stay too early after
+    /// acks until [`Channel::take_timed_out`] recomputes it. Read without the lock.
+    earliest_deadline_ms: AtomicU64,
 }
 
 impl std::fmt::Debug for Channel {
@@ -84,7 +122,72 @@ impl Channel {
                 next_tag: 1,
                 ..Default::default()
             }),
+            earliest_deadline_ms: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Records a delivery awaiting its ack (lock held), lowering the earliest deadline.
+    fn track(&self, st: &mut AckState, unacked: Unacked) {
+        if let Some(d) = unacked.deadline_ms {
+            if d < self.earliest_deadline_ms.load(Ordering::Relaxed) {
+                self.earliest_deadline_ms.store(d, Ordering::Relaxed);
+            }
+        }
+        st.unacked.push_back(unacked);
+    }
+
+    /// Whether a delivery may be past its deadline at `now_ms` (one atomic load, no lock;
+    /// a true answer may be stale, [`Channel::take_timed_out`] checks under the lock).
+    pub fn may_have_timed_out(&self, now_ms: u64) -> bool {
+        self.earliest_deadline_ms.load(Ordering::Relaxed) <= now_ms
+    }
+
+    /// Takes the deliveries the consumer timeout ends at `now_ms` (ms since the Unix
+    /// epoch): for each consumer with a delivery past its deadline, the consumer is marked
+    /// cancelled and all of its unacked deliveries are taken; a `basic.get` delivery past
+    /// its deadline is taken alone. Their tags are remembered so a late ack of one is
+    /// ignored ([`Channel::take`]). Recomputes the earliest deadline of what stays.
+    pub fn take_timed_out(&self, now_ms: u64) -> TimedOut {
+        let mut st = self.lock();
+        let due = |u: &Unacked| u.deadline_ms.is_some_and(|d| d <= now_ms);
+        let mut out = TimedOut::default();
+        if !st.closed && st.unacked.iter().any(due) {
+            for c in st
+                .unacked
+                .iter()
+                .filter(|u| due(u))
+                .filter_map(|u| u.consumer.as_ref())
+            {
+                if !out.consumers.iter().any(|x| Arc::ptr_eq(x, c)) {
+                    // Under the channel lock: `offer` sees it and delivers nothing more.
+                    c.cancelled.store(true, Ordering::Relaxed);
+                    out.consumers.push(Arc::clone(c));
+                }
+            }
+            let consumers = &out.consumers;
+            let (taken, kept): (Vec<Unacked>, Vec<Unacked>) =
+                st.unacked.drain(..).partition(|u| match &u.consumer {
+                    Some(c) => consumers.iter().any(|x| Arc::ptr_eq(x, c)),
+                    None => due(u),
+                });
+            st.unacked = kept.into();
+            for u in &taken {
+                st.timed_out.insert(u.tag);
+            }
+            while st.timed_out.len() > TIMED_OUT_TAGS_MAX {
+                st.timed_out.pop_first();
+            }
+            Self::release(&mut st, &taken);
+            out.deliveries = taken;
+        }
+        let earliest = st
+            .unacked
+            .iter()
+            .filter_map(|u| u.deadline_ms)
+            .min()
+            .unwrap_or(u64::MAX);
+        self.earliest_deadline_ms.store(earliest, Ordering::Relaxed);
+        out
     }
 
     fn lock(&self) -> MutexGuard<'_, AckState> {
@@ -144,12 +247,14 @@ impl Channel {
         if !consumer.no_ack {
             consumer.unacked.fetch_add(1, Ordering::Relaxed);
             st.consumer_unacked += 1;
-            st.unacked.push_back(Unacked {
+            let unacked = Unacked {
                 tag,
                 queue: Arc::clone(queue),
                 entry: entry.clone(),
                 consumer: Some(Arc::clone(consumer)),
-            });
+                deadline_ms: deadline_for(queue),
+            };
+            self.track(&mut st, unacked);
         }
         self.sink.deliver(
             self.number,
@@ -182,12 +287,14 @@ impl Channel {
         st.next_tag += 1;
         emit(tag);
         if !no_ack {
-            st.unacked.push_back(Unacked {
+            let unacked = Unacked {
                 tag,
                 queue: Arc::clone(queue),
                 entry: entry.clone(),
                 consumer: None,
-            });
+                deadline_ms: deadline_for(queue),
+            };
+            self.track(&mut st, unacked);
         }
         Some(tag)
     }
@@ -195,29 +302,54 @@ impl Channel {
     /// Removes and returns the deliveries an ack, nack or reject refers to: the one with
     /// `tag`, or with `multiple` every one up to and including it (tag 0: all).
     ///
+    /// A `tag` the consumer timeout took (and still remembers, see [`TIMED_OUT_TAGS_MAX`])
+    /// is a late ack: it is logged and ignored, once; with `multiple` the outstanding
+    /// deliveries below it are still returned (docs/lifecycle.md, "Consumer timeout").
+    /// A `multiple` ack also forgets the timed-out tags it covers.
+    ///
     /// # Errors
     /// 406 PRECONDITION_FAILED "unknown delivery tag N" when nothing matches (AMQP 0-9-1
     /// §1.8.3.13; RabbitMQ's text).
     pub fn take(&self, tag: u64, multiple: bool) -> Result<Vec<Unacked>, BrokerError> {
         let mut st = self.lock();
         let taken: Vec<Unacked> = if multiple && tag == 0 {
+            st.timed_out.clear();
             st.unacked.drain(..).collect()
         } else {
-            // The tag itself must be outstanding, with or without `multiple` (RabbitMQ's
-            // collect_acks): acking "up to 5" after 5 was settled is a client bug, not a
-            // licence to settle 1–4.
-            let Ok(i) = st.unacked.binary_search_by_key(&tag, |u| u.tag) else {
+            // The tag itself must be outstanding (or have timed out), with or without
+            // `multiple` (RabbitMQ's collect_acks): acking "up to 5" after 5 was settled is
+            // a client bug, not a licence to settle 1–4.
+            let found = st.unacked.binary_search_by_key(&tag, |u| u.tag);
+            let late = found.is_err() && st.timed_out.contains(&tag);
+            if found.is_err() && !late {
                 return Err(BrokerError::precondition(format!(
                     "unknown delivery tag {tag}"
                 )));
-            };
-            if multiple {
-                st.unacked.drain(..=i).collect()
-            } else {
-                st.unacked.remove(i).into_iter().collect()
+            }
+            if multiple && !st.timed_out.is_empty() {
+                st.timed_out = st.timed_out.split_off(&tag.saturating_add(1));
+            } else if late {
+                st.timed_out.remove(&tag);
+            }
+            if late {
+                log::warn!(
+                    "late ack of delivery tag {tag} on channel {} (connection {}) ignored: it \
+                     timed out and was requeued",
+                    self.number,
+                    self.connection_id
+                );
+            }
+            match found {
+                Ok(i) if multiple => st.unacked.drain(..=i).collect(),
+                Ok(i) => st.unacked.remove(i).into_iter().collect(),
+                Err(below) if multiple => st.unacked.drain(..below).collect(),
+                Err(_) => Vec::new(),
             }
         };
         Self::release(&mut st, &taken);
+        if st.unacked.is_empty() {
+            self.earliest_deadline_ms.store(u64::MAX, Ordering::Relaxed);
+        }
         Ok(taken)
     }
 
@@ -227,6 +359,7 @@ impl Channel {
         st.closed = true;
         let taken: Vec<Unacked> = st.unacked.drain(..).collect();
         Self::release(&mut st, &taken);
+        self.earliest_deadline_ms.store(u64::MAX, Ordering::Relaxed);
         taken
     }
 
@@ -236,6 +369,7 @@ impl Channel {
         let mut st = self.lock();
         let taken: Vec<Unacked> = st.unacked.drain(..).collect();
         Self::release(&mut st, &taken);
+        self.earliest_deadline_ms.store(u64::MAX, Ordering::Relaxed);
         taken
     }
 
@@ -246,5 +380,179 @@ impl Channel {
                 st.consumer_unacked = st.consumer_unacked.saturating_sub(1);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::message::Message;
+    use crate::error::ReplyCode;
+    use crate::types::{BasicProperties, FieldTable};
+
+    /// Counts deliveries and server cancels.
+    #[derive(Default)]
+    struct Recorder {
+        delivered: Mutex<Vec<u64>>,
+    }
+
+    impl ClientSink for Recorder {
+        fn deliver(&self, _: u16, _: &str, tag: u64, _: bool, _: &Message) {
+            self.delivered.lock().unwrap().push(tag);
+        }
+        fn cancel(&self, _: u16, _: &str) {}
+        fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
+        fn confirm(&self, _: u16, _: u64, _: bool, _: bool) {}
+        fn is_saturated(&self) -> bool {
+            false
+        }
+        fn force_close(&self, _: ReplyCode, _: &str) {}
+    }
+
+    /// Later than any deadline a delivery made now can have.
+    const LATER: u64 = u64::MAX - 1;
+
+    fn queue(timeout_ms: u64) -> Arc<Queue> {
+        let mut q = Queue::new("q".into(), false, false, false, None, FieldTable::new());
+        q.consumer_timeout_ms = timeout_ms;
+        Arc::new(q)
+    }
+
+    fn entry(seq: u64) -> QueuedMessage {
+        QueuedMessage {
+            seq,
+            msg: Arc::new(Message::new(
+                "",
+                "q",
+                BasicProperties::default(),
+                b"m".to_vec(),
+            )),
+            redelivered: false,
+            record: None,
+            delivery_count: 1,
+            deadline_ms: None,
+        }
+    }
+
+    fn channel() -> Channel {
+        Channel::new(7, 1, Arc::new(Recorder::default()))
+    }
+
+    /// A `basic.get` delivery from `q` awaiting its ack; returns its tag.
+    fn get(ch: &Channel, q: &Arc<Queue>, seq: u64) -> u64 {
+        ch.record_get(q, &entry(seq), false, |_| {})
+            .expect("open channel")
+    }
+
+    fn tags(taken: &[Unacked]) -> Vec<u64> {
+        taken.iter().map(|u| u.tag).collect()
+    }
+
+    fn unknown(result: Result<Vec<Unacked>, BrokerError>) -> String {
+        let e = result.expect_err("406");
+        assert_eq!(e.code, ReplyCode::PreconditionFailed);
+        e.text
+    }
+
+    #[test]
+    fn a_late_ack_of_a_timed_out_tag_is_ignored_once() {
+        let ch = channel();
+        let q = queue(1000);
+        let tag = get(&ch, &q, 1);
+        assert!(!ch.may_have_timed_out(now_ms()), "not due yet");
+        assert!(ch.take_timed_out(now_ms()).deliveries.is_empty());
+        assert!(ch.may_have_timed_out(LATER));
+        let timed_out = ch.take_timed_out(LATER);
+        assert_eq!(tags(&timed_out.deliveries), vec![tag]);
+        assert!(timed_out.consumers.is_empty(), "a get has no consumer");
+        assert!(!ch.may_have_timed_out(LATER), "nothing left to time out");
+
+        assert!(ch.take(tag, false).unwrap().is_empty(), "late ack ignored");
+        let text = unknown(ch.take(tag, false));
+        assert_eq!(text, format!("unknown delivery tag {tag}"), "acked twice");
+        assert_eq!(unknown(ch.take(99, false)), "unknown delivery tag 99");
+    }
+
+    #[test]
+    fn a_queue_without_timeout_never_times_out() {
+        let ch = channel();
+        let tag = get(&ch, &queue(0), 1);
+        assert!(!ch.may_have_timed_out(LATER));
+        assert!(ch.take_timed_out(LATER).deliveries.is_empty());
+        assert_eq!(tags(&ch.take(tag, false).unwrap()), vec![tag]);
+    }
+
+    #[test]
+    fn a_late_multiple_ack_settles_the_outstanding_deliveries_below_it() {
+        let ch = channel();
+        let (off, short) = (queue(0), queue(1));
+        let first = get(&ch, &off, 1);
+        let timed = get(&ch, &short, 2);
+        let last = get(&ch, &off, 3);
+        assert_eq!(tags(&ch.take_timed_out(LATER).deliveries), vec![timed]);
+
+        assert_eq!(tags(&ch.take(timed, true).unwrap()), vec![first]);
+        assert_eq!(tags(&ch.take(last, false).unwrap()), vec![last]);
+        // The multiple ack covered the timed-out tag: acking it again is a client bug.
+        unknown(ch.take(timed, false));
+    }
+
+    #[test]
+    fn a_multiple_ack_over_a_timed_out_tag_forgets_it() {
+        let ch = channel();
+        let (off, short) = (queue(0), queue(1));
+        let timed = get(&ch, &short, 1);
+        let outstanding = get(&ch, &off, 2);
+        ch.take_timed_out(LATER);
+        assert_eq!(
+            tags(&ch.take(outstanding, true).unwrap()),
+            vec![outstanding]
+        );
+        unknown(ch.take(timed, false));
+    }
+
+    #[test]
+    fn the_timed_out_tags_remembered_are_bounded_oldest_forgotten_first() {
+        let ch = channel();
+        let q = queue(1);
+        let n = TIMED_OUT_TAGS_MAX as u64 + 1;
+        for seq in 1..=n {
+            get(&ch, &q, seq);
+        }
+        assert_eq!(ch.take_timed_out(LATER).deliveries.len(), n as usize);
+        assert_eq!(unknown(ch.take(1, false)), "unknown delivery tag 1");
+        assert!(ch.take(2, false).unwrap().is_empty());
+        assert!(ch.take(n, false).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_timed_out_consumer_loses_all_its_deliveries_and_gets_no_more() {
+        let ch = Arc::new(channel());
+        let q = queue(1000);
+        let consumer = Arc::new(Consumer::new(
+            "c".into(),
+            Arc::clone(&q.name),
+            Arc::clone(&ch),
+            false,
+            false,
+            0,
+            FieldTable::new(),
+        ));
+        for seq in 1..=2 {
+            let offered = ch.offer(&consumer, &q, &entry(seq));
+            assert_eq!(offered, Offer::Delivered { tracked: true });
+        }
+        let got = get(&ch, &queue(0), 3);
+        let timed_out = ch.take_timed_out(LATER);
+        assert_eq!(tags(&timed_out.deliveries), vec![1, 2]);
+        assert_eq!(timed_out.consumers.len(), 1);
+        assert!(consumer.is_cancelled());
+        assert_eq!(consumer.unacked(), 0);
+        assert_eq!(ch.offer(&consumer, &q, &entry(4)), Offer::Closed);
+        assert_eq!(
+            tags(&ch.take(got, false).unwrap()),
+            vec![got],
+            "the get stays"
+        );
     }
 }

@@ -25,7 +25,8 @@ pub struct Consumer {
     pub arguments: FieldTable,
     /// Unacked deliveries of this consumer; changed only under its channel's state lock.
     pub(crate) unacked: AtomicU32,
-    /// Set when the server cancelled it (its queue was deleted).
+    /// Set when the server cancelled it: its queue was deleted, or a delivery to it was not
+    /// acked within the consumer timeout (changed then under its channel's state lock).
     pub(crate) cancelled: AtomicBool,
 }
 

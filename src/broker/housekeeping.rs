@@ -1,12 +1,15 @@
 //! The broker's timed work, done every [`HOUSEKEEPING_INTERVAL_MS`] by one thread: expiring
-//! messages whose TTL passed (and dead-lettering them, reason `expired`) and deleting
-//! queues unused for their `x-expires` (docs/lifecycle.md).
+//! messages whose TTL passed (and dead-lettering them, reason `expired`), deleting
+//! queues unused for their `x-expires`, and ending deliveries past their consumer timeout
+//! ([`crate::broker::consumer_timeout`]) (docs/lifecycle.md).
 //!
-//! Each round reads one atomic per queue to find the queues with work, so an idle broker
-//! with many queues costs little. The thread holds no lock between queues; dead-lettering
-//! runs after the source queue's lock is released (ARCHITECTURE.md §4).
+//! Each round reads one atomic per queue and one per open channel to find the ones with
+//! work, so an idle broker with many queues and channels costs little. The thread holds no
+//! lock between queues; dead-lettering runs after the source queue's lock is released
+//! (ARCHITECTURE.md §4).
 
 use crate::broker::broker::Broker;
+use crate::broker::consumer_timeout;
 use crate::broker::dead_lettering::{self, jobs};
 use crate::broker::expiry::now_ms;
 use crate::broker::queue::Queue;
@@ -18,7 +21,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Time between two housekeeping rounds, in ms: how late past its deadline a message that
-/// is not at the head may expire, or an unused queue be deleted.
+/// is not at the head may expire, an unused queue be deleted, or an unacked delivery time
+/// out.
 pub const HOUSEKEEPING_INTERVAL_MS: u64 = 50;
 
 /// One housekeeping round at `now_ms` (ms since the Unix epoch).
@@ -38,6 +42,7 @@ pub fn run_once(broker: &Broker, now_ms: u64) {
             }
         }
     }
+    consumer_timeout::run_once(broker, now_ms);
 }
 
 /// Takes the messages of `q` whose TTL passed and dead-letters them when the queue has a

@@ -9,6 +9,7 @@ pub mod broker;
 pub mod channel;
 pub mod confirm;
 pub mod consumer;
+pub mod consumer_timeout;
 pub mod dead_letter;
 pub mod dead_lettering;
 pub mod exchange;

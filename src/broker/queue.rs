@@ -30,7 +30,7 @@ use crate::broker::queue_args::{effective_ttl_ms, LifecycleArgs};
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::ready::{Body, Ready, ReadyList};
 use crate::error::BrokerError;
-use crate::limits::QUEUE_MEMORY_BYTES_DEFAULT;
+use crate::limits::{CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
 use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::{FieldTable, FieldValue};
@@ -207,6 +207,11 @@ pub struct Queue {
     /// `x-message-ttl`, `x-expires`, `x-max-priority`, `x-consumer-timeout`,
     /// `x-delivery-limit`, read from the arguments.
     pub lifecycle: LifecycleArgs,
+    /// Time a delivery from this queue may stay unacked before its consumer is cancelled
+    /// and it is requeued, in ms (0 = never): `x-consumer-timeout` when declared, else the
+    /// server's `--consumer-timeout-ms` ([`Queue::resolve_consumer_timeout`], called
+    /// before the queue is shared; docs/lifecycle.md, "Consumer timeout").
+    pub consumer_timeout_ms: u64,
     /// The earliest moment the housekeeper has work here, ms since the Unix epoch
     /// (`u64::MAX`: none; 0: expired messages are waiting). Read without the lock.
     next_deadline_ms: AtomicU64,
@@ -271,12 +276,24 @@ impl Queue {
             memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
             length_limit: LengthLimit::from_arguments(&arguments).unwrap_or_default(),
             dead_letter: DeadLetter::from_arguments(&arguments).unwrap_or_default(),
+            consumer_timeout_ms: lifecycle
+                .consumer_timeout_ms
+                .unwrap_or(CONSUMER_TIMEOUT_MS_DEFAULT),
             lifecycle,
             arguments,
             next_deadline_ms: AtomicU64::new(u64::MAX),
             last_used_ms: AtomicU64::new(now_ms()),
             state: Mutex::new(state),
         }
+    }
+
+    /// Sets [`Queue::consumer_timeout_ms`]: the queue's `x-consumer-timeout` when it has
+    /// one, else `server_default_ms` (`--consumer-timeout-ms`; 0 = never).
+    pub fn resolve_consumer_timeout(&mut self, server_default_ms: u64) {
+        self.consumer_timeout_ms = self
+            .lifecycle
+            .consumer_timeout_ms
+            .unwrap_or(server_default_ms);
     }
 
     fn lock(&self) -> MutexGuard<'_, QueueState> {
@@ -727,13 +744,23 @@ impl Queue {
 
     /// Detaches the consumer with `tag` on channel (`connection_id`, `channel`).
     pub fn remove_consumer(&self, tag: &str, connection_id: u64, channel: u16) -> ConsumerRemoved {
+        self.remove_consumer_where(|c| {
+            &*c.tag == tag
+                && c.channel.connection_id == connection_id
+                && c.channel.number == channel
+        })
+    }
+
+    /// Detaches exactly `consumer` (not another one that reuses its tag on its channel);
+    /// `NotFound` when it was already detached (cancelled by its client, queue deleted).
+    pub fn detach_consumer(&self, consumer: &Arc<Consumer>) -> ConsumerRemoved {
+        self.remove_consumer_where(|c| Arc::ptr_eq(c, consumer))
+    }
+
+    fn remove_consumer_where(&self, matches: impl Fn(&Arc<Consumer>) -> bool) -> ConsumerRemoved {
         let mut st = self.lock();
         let before = st.consumers.len();
-        st.consumers.retain(|c| {
-            !(&*c.tag == tag
-                && c.channel.connection_id == connection_id
-                && c.channel.number == channel)
-        });
+        st.consumers.retain(|c| !matches(c));
         if st.consumers.len() == before {
             return ConsumerRemoved::NotFound;
         }

@@ -64,6 +64,16 @@ pub struct Session {
     channel_max: u16,
 }
 
+impl Drop for Session {
+    /// A session dropped without [`Session::close`] (an adapter bug) still leaves the
+    /// channel registry: its channels are not closed or requeued, only forgotten.
+    fn drop(&mut self) {
+        for cs in self.channels.values() {
+            self.broker.channel_registry().unregister(&cs.shared);
+        }
+    }
+}
+
 fn channel_not_open(n: u16) -> BrokerError {
     BrokerError::new(ReplyCode::ChannelError, format!("channel {n} is not open"))
 }
@@ -141,6 +151,9 @@ impl Session {
             ));
         }
         let shared = Arc::new(Channel::new(self.id, n, Arc::clone(&self.sink)));
+        self.broker
+            .channel_registry()
+            .register(&shared, &self.vhost);
         self.channels.insert(
             n,
             ChannelSession {
@@ -166,6 +179,7 @@ impl Session {
         self.channel_count
             .store(self.channels.len(), Ordering::Relaxed);
         let unacked = cs.shared.close();
+        self.broker.channel_registry().unregister(&cs.shared);
         for c in cs.consumers.values() {
             self.detach_consumer(c);
         }

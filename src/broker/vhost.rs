@@ -91,6 +91,9 @@ pub struct VirtualHost {
     unroutable_returned: AtomicU64,
     /// Memory budget of each queue declared here (`Queue::memory_bytes_max`).
     queue_memory_bytes: usize,
+    /// Consumer timeout of the queues declared here without `x-consumer-timeout`, in ms
+    /// (`Queue::consumer_timeout_ms`; 0 = never).
+    consumer_timeout_ms: u64,
 }
 
 fn inequivalent(
@@ -144,7 +147,7 @@ fn check_equivalent(
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
-const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 2] = ["x-consumer-timeout", "x-single-active-consumer"];
+const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 1] = ["x-single-active-consumer"];
 
 fn unsupported_argument(name: &str) -> BrokerError {
     BrokerError::precondition(format!(
@@ -206,12 +209,20 @@ impl VirtualHost {
             unroutable_dropped: AtomicU64::new(0),
             unroutable_returned: AtomicU64::new(0),
             queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,
+            consumer_timeout_ms: crate::limits::CONSUMER_TIMEOUT_MS_DEFAULT,
         }
     }
 
     /// Sets the memory budget of the queues declared from now on (`--queue-memory-bytes`).
     pub fn with_queue_memory_bytes(mut self, bytes: usize) -> VirtualHost {
         self.queue_memory_bytes = bytes;
+        self
+    }
+
+    /// Sets the consumer timeout, in ms, of the queues declared from now on without
+    /// `x-consumer-timeout` (`--consumer-timeout-ms`; 0 = never).
+    pub fn with_consumer_timeout_ms(mut self, ms: u64) -> VirtualHost {
+        self.consumer_timeout_ms = ms;
         self
     }
 
@@ -661,6 +672,7 @@ impl VirtualHost {
             spec.arguments.clone(),
         );
         q.memory_bytes_max = self.queue_memory_bytes;
+        q.resolve_consumer_timeout(self.consumer_timeout_ms);
         if let Some((id, storage)) = stored {
             q.storage_id = Some(id);
             q.storage = Some(storage);
