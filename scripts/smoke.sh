@@ -165,6 +165,29 @@ run 0 list queues --json
 case "$out" in *'"smoke.orders"'*) fail "queue still listed after delete: $out" ;; *) pass ;; esac
 run 0 delete exchange smoke.topic
 
+# --- message lifecycle: dead-lettering, TTL, priorities ---------------------------------------
+run 0 declare queue smoke.dlq
+run 0 declare queue smoke.work --arg x-dead-letter-exchange= --arg x-dead-letter-routing-key=smoke.dlq --arg x-max-priority=9
+run 0 publish "" smoke.work "poison"
+run 0 get smoke.work --reject;                  expect_out "poison"
+run 0 get smoke.dlq --json
+expect_out_has '"body":"poison"'
+expect_out_has '"x-first-death-reason":"rejected"'
+run 0 publish "" smoke.work "low" --property priority=1
+run 0 publish "" smoke.work "short-lived" --property expiration=100
+run 0 publish "" smoke.work "high" --property priority=9
+sleep 0.5
+run 0 get smoke.work --count 5;                 expect_out $'high\nlow'
+run 0 get smoke.dlq --json
+expect_out_has '"body":"short-lived"'
+expect_out_has '"x-first-death-reason":"expired"'
+run 1 declare queue smoke.bad --arg x-max-priority=300
+expect_err_has "x-max-priority"
+run 1 publish "" smoke.work "bad" --property expiration=soon --confirm
+expect_err_has "invalid expiration 'soon'"
+run 0 delete queue smoke.work
+run 0 delete queue smoke.dlq
+
 # --- durability: a clean restart, then a kill -9 --------------------------------------------
 run 0 declare queue smoke.durable --durable;    expect_out "smoke.durable"
 run 0 declare queue smoke.transient;            expect_out "smoke.transient"

@@ -131,9 +131,11 @@ fn delivery_counts_survive_a_restart() {
     let server = ServerProcess::start(&data, &[]);
     let conn = Connection::connect(&server.addr_string()).unwrap();
     let ch = conn.open_channel().unwrap();
-    // Two deliveries before the restart: the third return is past the limit.
+    // Two deliveries before the restart: the first delivery after it still says so, and
+    // the third return is past the limit.
     let third = nack_requeue(&ch, "work");
     assert!(third.redelivered);
+    assert_eq!(delivery_count(&third), Some(2));
     assert!(ch.basic_get("work", true).unwrap().is_none());
     assert!(
         ch.basic_get("dlq", true).unwrap().is_some(),

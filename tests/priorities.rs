@@ -119,7 +119,6 @@ fn invalid_max_priorities_are_refused_with_406() {
     let server = TestServer::start();
     let conn = Connection::connect(&server.addr_string()).unwrap();
     for value in [
-        FieldValue::I64(0),
         FieldValue::I64(256),
         FieldValue::I64(-1),
         FieldValue::string("10"),
@@ -139,10 +138,12 @@ fn invalid_max_priorities_are_refused_with_406() {
         assert_eq!(err.reply_code(), Some(406), "{value:?}: {err}");
         assert!(err.to_string().contains("x-max-priority"), "{err}");
     }
-    // The limits themselves are fine.
+    // The limits themselves are fine; 0 is a queue with one priority, as in RabbitMQ.
     let ch = conn.open_channel().unwrap();
-    declare(&ch, "p1", false, Some(FieldValue::I64(1)));
+    declare(&ch, "p0", false, Some(FieldValue::I64(0)));
     declare(&ch, "p255", false, Some(FieldValue::I64(255)));
+    publish(&ch, "p0", &[("a", Some(1)), ("b", Some(9))], false);
+    assert_eq!(drain(&ch, "p0"), ["a", "b"]);
 }
 
 #[test]

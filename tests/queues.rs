@@ -154,17 +154,17 @@ fn redeclaring_with_another_auto_delete_flag_is_refused_with_406() {
 
 #[test]
 fn redeclaring_with_other_arguments_is_refused_with_406() {
-    // RelayMQ compares every argument, custom ones too (RabbitMQ compares only the
-    // arguments it gives a meaning to, such as x-max-length).
+    // The arguments with a meaning are compared (as RabbitMQ); custom ones are not (the
+    // redeclare test below).
     let mut args = FieldTable::new();
-    args.insert("app-tier".into(), FieldValue::I64(10));
+    args.insert("x-max-length".into(), FieldValue::I64(10));
     let with_args = QueueDeclareOptions {
         arguments: args.clone(),
         ..plain()
     };
     assert_redeclare_refused(plain(), with_args.clone(), 406);
     assert_redeclare_refused(with_args.clone(), plain(), 406);
-    args.insert("app-tier".into(), FieldValue::I64(11));
+    args.insert("x-max-length".into(), FieldValue::I64(11));
     let other_value = QueueDeclareOptions {
         arguments: args,
         ..plain()
@@ -622,4 +622,45 @@ fn a_non_ascii_queue_name_works() {
     // A different normalisation or case is a different queue.
     assert!(lookup(&conn, "ОЧЕРЕДЬ.キュー.🐇.ß").is_none());
     assert_eq!(ch.queue_delete(name, false, false).unwrap(), 1);
+}
+
+#[test]
+fn redeclare_compares_the_arguments_with_a_meaning_by_value_with_rabbitmqs_text() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let with = |pairs: &[(&str, FieldValue)]| QueueDeclareOptions {
+        arguments: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        ..QueueDeclareOptions::default()
+    };
+    let ch = conn.open_channel().unwrap();
+    ch.queue_declare("q", with(&[("x-message-ttl", FieldValue::I64(60000))]))
+        .unwrap();
+    // The same value in another integer width is the same argument; an argument without a
+    // meaning is not compared (RabbitMQ).
+    ch.queue_declare(
+        "q",
+        with(&[
+            ("x-message-ttl", FieldValue::I32(60000)),
+            ("x-app-note", FieldValue::string("anything")),
+        ]),
+    )
+    .unwrap();
+    let text = channel_closed(ch.queue_declare("q", with(&[])), 406);
+    assert_eq!(
+        text,
+        "inequivalent arg 'x-message-ttl' for queue 'q' in vhost '/': received none but \
+         current is the value '60000' of type 'long'"
+    );
+    let ch = conn.open_channel().unwrap();
+    let text = channel_closed(
+        ch.queue_declare("q", with(&[("x-message-ttl", FieldValue::I64(5))])),
+        406,
+    );
+    assert!(
+        text.contains("received the value '5' of type 'long' but current is the value '60000'"),
+        "{text}"
+    );
 }

@@ -386,3 +386,46 @@ fn deadlines_of_stored_messages_survive_a_restart() {
     conn.close().unwrap();
     assert!(server.terminate().success());
 }
+
+#[test]
+fn thousands_expiring_in_the_same_round_are_all_dead_lettered() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "dlq", false, &[]);
+    let mut args = dlx_to("dlq");
+    args.push(("x-message-ttl", FieldValue::I64(200)));
+    declare(&ch, "work", false, &args);
+    const N: u32 = 3000;
+    for i in 0..N {
+        publish(&ch, "work", &format!("m{i}"), None, i % 2 == 0);
+    }
+    wait_for_count(&ch, "work", 0);
+    wait_for_count(&ch, "dlq", N);
+}
+
+#[test]
+fn a_message_returned_by_a_closing_consumer_keeps_its_deadline() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "dlq", false, &[]);
+    declare(&ch, "work", false, &dlx_to("dlq"));
+    // The consumer is waiting, so the message goes straight to it at publish.
+    let consumer_conn = Connection::connect(&server.addr_string()).unwrap();
+    let cch = consumer_conn.open_channel().unwrap();
+    let consumer = cch
+        .basic_consume("work", ConsumeOptions::default())
+        .unwrap();
+    publish(&ch, "work", "held", Some("300"), false);
+    match consumer.recv_timeout(PATIENCE).unwrap() {
+        ConsumerEvent::Delivery(d) => assert_eq!(d.body, b"held"),
+        other => panic!("{other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // The consumer goes away without acking, past the deadline: the message comes back
+    // expired, so it is dead-lettered instead of being delivered again.
+    consumer_conn.close().unwrap();
+    wait_for_count(&ch, "dlq", 1);
+    assert!(ch.basic_get("work", true).unwrap().is_none());
+}

@@ -12,51 +12,60 @@ use crate::broker::queue::{Enqueued, Leaving, Queue, QueuedMessage};
 use crate::broker::vhost::VirtualHost;
 use crate::storage::RecordRef;
 use crate::types::FieldValue;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Republishes messages their queues gave up on to the queues' dead-letter exchanges
 /// (RabbitMQ semantics), then settles each one's record in the queue it left, so it is in
 /// its targets before it leaves its source (at-least-once). A missing exchange drops the
-/// message (logged). A target that drops messages in turn (length limit) dead-letters them
-/// too; a message that would come back to a queue it already died in for an automatic
-/// reason, with no rejection in its history, is dropped there instead (RabbitMQ's cycle
-/// rule), and the whole cascade is bounded by [`DEAD_LETTER_STEPS_MAX`] (what is left is
-/// dropped).
+/// message (logged once per queue and call). A target that drops messages in turn (length
+/// limit) dead-letters them too; a message that would come back to a queue it already died
+/// in for an automatic reason, with no rejection in its history, is dropped there instead
+/// (RabbitMQ's cycle rule), and a chain of such knock-on dead-letterings is cut after
+/// [`DEAD_LETTER_DEPTH_MAX`] links. However many messages are given, each is handled.
 pub fn run(vhost: &VirtualHost, jobs_in: Vec<DeadLetterJob>) {
     let mut work: VecDeque<DeadLetterJob> = jobs_in.into();
-    let mut steps = 0;
+    let mut no_exchange: HashMap<(Arc<str>, String), usize> = HashMap::new();
+    let mut cut = 0usize;
     while let Some(job) = work.pop_front() {
-        steps += 1;
-        if steps > DEAD_LETTER_STEPS_MAX {
-            log::warn!(
-                "dead-lettering cascade stopped after {DEAD_LETTER_STEPS_MAX} steps; {} \
-                 messages dropped",
-                work.len() + 1
-            );
-            job.settle();
-            for rest in work.drain(..) {
-                rest.settle();
-            }
-            return;
+        if job.depth > DEAD_LETTER_DEPTH_MAX {
+            cut += 1;
+        } else {
+            route(vhost, &job, &mut work, &mut no_exchange);
         }
-        route(vhost, &job, &mut work);
         job.settle();
+    }
+    for ((queue, exchange), n) in no_exchange {
+        log::warn!(
+            "queue '{queue}' in vhost '{}': dead-letter exchange '{exchange}' does not \
+             exist; {n} message(s) dropped",
+            vhost.name
+        );
+    }
+    if cut > 0 {
+        log::warn!(
+            "vhost '{}': {cut} dead letter(s) dropped: a chain of dead-letterings through \
+             full queues went past {DEAD_LETTER_DEPTH_MAX} links",
+            vhost.name
+        );
     }
 }
 
 /// Enqueues one dead letter in the queues its dead-letter exchange routes it to; adds the
-/// jobs that causes (targets over their length limit) to `work`.
-fn route(vhost: &VirtualHost, job: &DeadLetterJob, work: &mut VecDeque<DeadLetterJob>) {
+/// jobs that causes (targets over their length limit) to `work`, one link deeper.
+fn route(
+    vhost: &VirtualHost,
+    job: &DeadLetterJob,
+    work: &mut VecDeque<DeadLetterJob>,
+    no_exchange: &mut HashMap<(Arc<str>, String), usize>,
+) {
     let Some(to) = &job.source.dead_letter else {
         return;
     };
     let Some(exchange) = vhost.exchange(&to.exchange) else {
-        log::warn!(
-            "queue '{}': dead-letter exchange '{}' does not exist; message dropped",
-            job.source.name,
-            to.exchange
-        );
+        *no_exchange
+            .entry((Arc::clone(&job.source.name), to.exchange.clone()))
+            .or_default() += 1;
         return;
     };
     let (dead, _key) = to.message(&job.msg, &job.source.name, job.reason);
@@ -72,13 +81,21 @@ fn route(vhost: &VirtualHost, job: &DeadLetterJob, work: &mut VecDeque<DeadLette
             );
             continue;
         }
+        let knock_on = |mut jobs: Vec<DeadLetterJob>| {
+            for j in &mut jobs {
+                j.depth = job.depth + 1;
+            }
+            jobs
+        };
         match target.enqueue(Arc::clone(&dead)) {
-            Enqueued::Accepted { dropped, .. } => work.extend(jobs(&target, dropped, "maxlen")),
-            Enqueued::RefusedToDeadLetter(_) => work.extend(jobs(
+            Enqueued::Accepted { dropped, .. } => {
+                work.extend(knock_on(jobs(&target, dropped, "maxlen")))
+            }
+            Enqueued::RefusedToDeadLetter(_) => work.extend(knock_on(jobs(
                 &target,
                 vec![Leaving::unstored(Arc::clone(&dead))],
                 "maxlen",
-            )),
+            ))),
             Enqueued::Refused(text) => {
                 log::warn!(
                     "queue '{}': dead-lettered message refused: {text}",
@@ -113,9 +130,10 @@ pub fn requeue(taken: Vec<Unacked>) -> Vec<DeadLetterJob> {
     dead
 }
 
-/// Dead-letterings one step may cause at most, so a misconfigured cascade of queues cannot
-/// run away (RabbitMQ's cycle rule stops the usual loops first).
-const DEAD_LETTER_STEPS_MAX: usize = 1000;
+/// Links a chain of knock-on dead-letterings may have (a dead letter pushing a message out
+/// of a full queue, which is dead-lettered in turn, ...), so a misconfigured cascade of
+/// queues cannot run away; RabbitMQ's cycle rule stops the usual loops first.
+pub const DEAD_LETTER_DEPTH_MAX: u32 = 100;
 
 /// A message to dead-letter: from which queue, why, and its record there.
 pub struct DeadLetterJob {
@@ -127,6 +145,8 @@ pub struct DeadLetterJob {
     pub record: Option<RecordRef>,
     /// The `x-death` reason: `rejected`, `expired`, `maxlen` or `delivery_limit`.
     pub reason: &'static str,
+    /// Knock-on links before this one (0: the queue gave it up itself).
+    pub depth: u32,
 }
 
 impl DeadLetterJob {
@@ -152,6 +172,7 @@ pub fn jobs(queue: &Arc<Queue>, leaving: Vec<Leaving>, reason: &'static str) -> 
             msg: l.msg,
             record: l.record,
             reason,
+            depth: 0,
         })
         .collect()
 }

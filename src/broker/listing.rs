@@ -98,6 +98,8 @@ pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
                 ("deliver_get", n(st.delivered)),
                 ("ack", n(st.acked)),
                 ("redeliver", n(st.redelivered)),
+                ("expired", n(st.expired)),
+                ("dropped", n(st.dropped)),
                 ("messages_persistent", n(stored.records_valid)),
                 ("disk_bytes", n(stored.bytes_on_disk)),
                 ("storage_failed", FieldValue::Bool(storage_failed)),

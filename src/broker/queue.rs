@@ -121,7 +121,8 @@ pub struct QueueStats {
     pub ready_paged: usize,
     /// Paged-out messages dropped because their record could not be read back.
     pub unreadable: u64,
-    /// Messages dropped from the head by a length limit (`x-overflow drop-head`).
+    /// Messages dropped by a length limit (`x-overflow drop-head`) or past their delivery
+    /// limit (dead-lettered or not).
     pub dropped: u64,
     /// Messages removed because their TTL passed.
     pub expired: u64,
@@ -167,6 +168,10 @@ struct QueueState {
     /// ready), waiting for the housekeeper to dead-letter and settle them.
     expired_aside: Vec<Ready>,
     next_seq: u64,
+    /// The message being enqueued and its deadline, while `enqueue` dispatches it: it is
+    /// not in the expiry index yet (a consumer ready now takes even a TTL-0 message), but
+    /// a delivery of it must carry its deadline back if it is requeued.
+    fresh: Option<(u64, u64)>,
     consumers: Vec<Arc<Consumer>>,
     /// Index of the consumer to offer the next message to first.
     round_robin: usize,
@@ -374,12 +379,15 @@ impl Queue {
         };
         st.stats.add_ready(&entry);
         st.ready.push_back(level, entry);
+        // A consumer ready now takes even a message whose TTL is 0 (RabbitMQ): the deadline
+        // enters the index after this dispatch; one nobody took may be due at once.
+        let deadline = ttl.map(|ttl| now.saturating_add(ttl));
+        st.fresh = deadline.map(|d| (seq, d));
         self.dispatch_locked(&mut st);
-        // The deadline applies from here: a consumer ready now takes even a message whose
-        // TTL is 0 (RabbitMQ); one nobody took is due at once.
-        if let Some(ttl) = ttl {
+        st.fresh = None;
+        if let Some(d) = deadline {
             if st.ready.get_mut(level, seq).is_some() {
-                st.expiry.insert(seq, level, now.saturating_add(ttl));
+                st.expiry.insert(seq, level, d);
             }
         }
         let mut dropped = Vec::new();
@@ -424,7 +432,7 @@ impl Queue {
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
                     let body = if fits {
                         let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
-                        Body::Loaded(Arc::new(msg), record)
+                        Body::Loaded(self.with_count_header(Arc::new(msg), count), record)
                     } else {
                         Body::Paged(record, size)
                     };
@@ -477,10 +485,11 @@ impl Queue {
             let Body::Paged(record, size) = front.body else {
                 return true;
             };
+            let count = front.delivery_count;
             match self.read_checked(record, size) {
                 Ok(msg) => {
                     if let Some(front) = st.ready.front_mut() {
-                        front.body = Body::Loaded(msg, record);
+                        front.body = Body::Loaded(self.with_count_header(msg, count), record);
                     }
                     st.stats.ready_paged -= 1;
                     st.stats.ready_memory_bytes += size;
@@ -493,6 +502,17 @@ impl Queue {
                     st.stats.unreadable += 1;
                 }
             }
+        }
+    }
+
+    /// A message read back from the store as it was before it left memory: under a
+    /// delivery limit, a message delivered before carries `x-delivery-count` (the store
+    /// keeps the count, not the header).
+    fn with_count_header(&self, msg: Arc<Message>, count: u32) -> Arc<Message> {
+        if self.lifecycle.delivery_limit.is_some() && count > 0 {
+            with_delivery_count(&msg, count)
+        } else {
+            msg
         }
     }
 
@@ -647,7 +667,10 @@ impl Queue {
                 break;
             };
             front.delivery_count = front.delivery_count.saturating_add(1);
-            front.deadline_ms = st.expiry.remove(front.seq);
+            front.deadline_ms = st.expiry.remove(front.seq).or(match st.fresh {
+                Some((seq, d)) if seq == front.seq => Some(d),
+                _ => None,
+            });
             let mut taken = None;
             for i in 0..n {
                 let idx = (st.round_robin + i) % n;

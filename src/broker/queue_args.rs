@@ -19,7 +19,8 @@ pub struct LifecycleArgs {
     pub message_ttl_ms: Option<u64>,
     /// `x-expires`: ms the queue may stay unused before it is deleted.
     pub expires_ms: Option<u64>,
-    /// `x-max-priority`: highest message priority honoured (1–255).
+    /// `x-max-priority`: highest message priority honoured (0–255; 0 is accepted, as in
+    /// RabbitMQ, and makes a queue with one level).
     pub max_priority: Option<u8>,
     /// `x-consumer-timeout`: ms a delivery may stay unacked (0 = never times out).
     pub consumer_timeout_ms: Option<u64>,
@@ -33,7 +34,7 @@ impl LifecycleArgs {
     /// # Errors
     /// 406 PRECONDITION_FAILED naming the first argument of the wrong type or out of range.
     pub fn from_arguments(arguments: &FieldTable) -> Result<LifecycleArgs, BrokerError> {
-        let max_priority = integer(arguments, "x-max-priority", 1, i64::from(PRIORITY_MAX))?;
+        let max_priority = integer(arguments, "x-max-priority", 0, i64::from(PRIORITY_MAX))?;
         let delivery_limit = integer(arguments, "x-delivery-limit", 0, i64::from(u32::MAX))?;
         Ok(LifecycleArgs {
             message_ttl_ms: ms(arguments, "x-message-ttl", 0)?,
@@ -162,10 +163,10 @@ mod tests {
         assert!(text.contains("'x-expires'"), "{text}");
         let text = error(&[("x-max-priority", FieldValue::I64(256))]);
         assert!(
-            text.contains("'x-max-priority'") && text.contains("1..255"),
+            text.contains("'x-max-priority'") && text.contains("0..255"),
             "{text}"
         );
-        let text = error(&[("x-max-priority", FieldValue::I64(0))]);
+        let text = error(&[("x-max-priority", FieldValue::I64(-1))]);
         assert!(text.contains("'x-max-priority'"), "{text}");
         let text = error(&[("x-consumer-timeout", FieldValue::Bool(true))]);
         assert!(text.contains("'x-consumer-timeout'"), "{text}");
@@ -189,7 +190,30 @@ mod tests {
         assert_eq!(e.text, "invalid expiration 'soon': no_integer");
         let e = expiration_ms(&with_expiration("-5")).unwrap_err();
         assert_eq!(e.text, "invalid expiration '-5': {value_negative,-5}");
-        assert!(expiration_ms(&with_expiration("4294967296")).is_err());
+        assert_eq!(expiration_ms(&with_expiration("+5")).unwrap(), Some(5));
+        assert_eq!(expiration_ms(&with_expiration("-0")).unwrap(), Some(0));
+        assert_eq!(
+            expiration_ms(&with_expiration("4294967295")).unwrap(),
+            Some(4_294_967_295)
+        );
+        for (text, why) in [
+            (" 5", "no_integer"),
+            ("", "no_integer"),
+            ("1e3", "{leftover_string,\"e3\"}"),
+            ("5 ", "{leftover_string,\" \"}"),
+            ("4294967296", "{value_too_large,4294967296}"),
+            (
+                "99999999999999999999999",
+                "{value_too_large,99999999999999999999999}",
+            ),
+        ] {
+            let e = expiration_ms(&with_expiration(text)).unwrap_err();
+            assert_eq!(
+                e.text,
+                format!("invalid expiration '{text}': {why}"),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -502,7 +502,8 @@ impl Session {
         if let Some(tracker) = &cs.confirms {
             cs.publish_seq += 1;
             if let Some(text) = &refused {
-                log::warn!("nacking publish {} on channel {ch}: {text}", cs.publish_seq);
+                // The publisher hears of it (the nack); a full queue would flood the log.
+                log::debug!("nacking publish {} on channel {ch}: {text}", cs.publish_seq);
                 tracker.confirm(cs.publish_seq, None, false);
             } else {
                 cs.confirm_pending = Some(cs.publish_seq);

@@ -18,7 +18,7 @@ use crate::error::{BrokerError, ReplyCode};
 use crate::storage::durability::Durability;
 use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
 use crate::storage::{QueueStore, StorageError};
-use crate::types::FieldTable;
+use crate::types::{FieldTable, FieldValue};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -110,7 +110,8 @@ fn inequivalent(
 }
 
 /// Checks a redeclare against what exists, in RabbitMQ's order (type, flags, arguments),
-/// naming the first difference.
+/// naming the first difference. Arguments compared are `compared` (a queue's: those with
+/// a meaning, as RabbitMQ), or all of them (`None`).
 ///
 /// # Errors
 /// 406 PRECONDITION_FAILED `inequivalent arg 'X' for …` (RabbitMQ's text).
@@ -121,7 +122,7 @@ fn check_equivalent(
     kind: Option<(&str, &str)>,
     got: &[(&str, bool)],
     current: &[(&str, bool)],
-    arguments: (&FieldTable, &FieldTable),
+    arguments: (&FieldTable, &FieldTable, Option<&[&str]>),
 ) -> Result<(), BrokerError> {
     if let Some((g, c)) = kind.filter(|(g, c)| g != c) {
         return Err(inequivalent("type", what, name, vhost, g, c));
@@ -131,18 +132,91 @@ fn check_equivalent(
             return Err(inequivalent(arg, what, name, vhost, g, c));
         }
     }
-    if arguments.0 != arguments.1 {
-        return Err(inequivalent(
-            "arguments",
-            what,
-            name,
-            vhost,
-            format!("{:?}", arguments.0),
-            format!("{:?}", arguments.1),
-        ));
+    let (got, current, compared) = arguments;
+    let keys: Vec<&str> = match compared {
+        Some(keys) => keys.to_vec(),
+        None => {
+            let mut all: Vec<&str> = got.keys().chain(current.keys()).map(|k| &**k).collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        }
+    };
+    for key in keys {
+        let (g, c) = (got.get(key), current.get(key));
+        if !same_argument(g, c) {
+            return Err(BrokerError::precondition(format!(
+                "inequivalent arg '{key}' for {what} '{name}' in vhost '{vhost}': received {} \
+                 but current is {}",
+                describe_argument(g),
+                describe_argument(c)
+            )));
+        }
     }
     Ok(())
 }
+
+/// Whether two values of an argument are the same; integers of different AMQP widths with
+/// the same value are (RabbitMQ compares integer arguments by value).
+fn same_argument(a: Option<&FieldValue>, b: Option<&FieldValue>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => match (a.as_i64(), b.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
+        (a, b) => a == b,
+    }
+}
+
+/// An argument value as RabbitMQ shows it in an inequivalence error: `none`, or
+/// `the value '…' of type '…'` with RabbitMQ's type names.
+fn describe_argument(v: Option<&FieldValue>) -> String {
+    let Some(v) = v else {
+        return "none".to_string();
+    };
+    let kind = match v {
+        FieldValue::Bool(_) => "bool",
+        FieldValue::I8(_) => "byte",
+        FieldValue::U8(_) => "unsignedbyte",
+        FieldValue::I16(_) => "short",
+        FieldValue::U16(_) => "unsignedshort",
+        FieldValue::I32(_) => "signedint",
+        FieldValue::U32(_) => "unsignedint",
+        FieldValue::I64(_) => "long",
+        FieldValue::F32(_) => "float",
+        FieldValue::F64(_) => "double",
+        FieldValue::Decimal(..) => "decimal",
+        FieldValue::LongString(_) => "longstr",
+        FieldValue::Bytes(_) => "binary",
+        FieldValue::Array(_) => "array",
+        FieldValue::Timestamp(_) => "timestamp",
+        FieldValue::Table(_) => "table",
+        FieldValue::Void => "void",
+    };
+    let text = match v.to_json() {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
+    };
+    format!("the value '{text}' of type '{kind}'")
+}
+
+/// The queue arguments a redeclare must match: those RelayMQ gives a meaning. Others are
+/// kept as first declared and not compared, as RabbitMQ does.
+const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 13] = [
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-message-ttl",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-overflow",
+    "x-delivery-limit",
+    "x-consumer-timeout",
+    "x-max-priority",
+    "x-queue-type",
+    "x-queue-mode",
+    "x-single-active-consumer",
+];
 
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
@@ -169,7 +243,7 @@ fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
     if let Some(t) = arguments.get("x-queue-type") {
         if t.as_str() != Some("classic") {
             return Err(BrokerError::precondition(format!(
-                "invalid arg 'x-queue-type' {:?}: only 'classic' queues are supported",
+                "invalid arg 'x-queue-type': {}: only 'classic' queues are supported",
                 t.to_json()
             )));
         }
@@ -386,7 +460,7 @@ impl VirtualHost {
                 Some((kind.as_str(), e.kind.as_str())),
                 &got,
                 &current,
-                (&spec.arguments, &e.arguments),
+                (&spec.arguments, &e.arguments, None),
             );
         }
         if spec.durable {
@@ -627,7 +701,11 @@ impl VirtualHost {
                 None,
                 &[("durable", spec.durable), ("auto_delete", spec.auto_delete)],
                 &[("durable", q.durable), ("auto_delete", q.auto_delete)],
-                (&spec.arguments, &q.arguments),
+                (
+                    &spec.arguments,
+                    &q.arguments,
+                    Some(&EQUIVALENT_QUEUE_ARGUMENTS),
+                ),
             )?;
             return Ok(declared(&q));
         }

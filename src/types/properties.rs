@@ -64,26 +64,48 @@ impl BasicProperties {
         self.delivery_mode == Some(DELIVERY_MODE_PERSISTENT)
     }
 
-    /// The message's own TTL in ms: its `expiration`, a decimal number of ms up to
-    /// [`EXPIRY_MS_MAX`](crate::limits::EXPIRY_MS_MAX) (RabbitMQ's rule; AMQP 0-9-1 leaves
-    /// the format to the server).
+    /// The message's own TTL in ms: its `expiration`, an optionally signed decimal integer
+    /// of ms up to [`EXPIRY_MS_MAX`](crate::limits::EXPIRY_MS_MAX), nothing before or after
+    /// it (RabbitMQ's rule, Erlang's `string:to_integer`; AMQP 0-9-1 leaves the format to
+    /// the server).
     ///
     /// # Errors
     /// RabbitMQ's reason when it is not such a number: `no_integer`,
-    /// `{value_negative,N}` or `{value_too_large,N}`.
+    /// `{leftover_string,"…"}`, `{value_negative,N}` or `{value_too_large,N}`.
     pub fn expiration_ms(&self) -> Result<Option<u64>, String> {
         let Some(text) = self.expiration.as_deref() else {
             return Ok(None);
         };
-        let n: i64 = text.trim().parse().map_err(|_| "no_integer".to_string())?;
-        if n < 0 {
-            return Err(format!("{{value_negative,{n}}}"));
+        let (negative, rest) = match text.as_bytes().first() {
+            Some(b'-') => (true, &text[1..]),
+            Some(b'+') => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err("no_integer".into());
         }
-        let n = n as u64;
-        if n > crate::limits::EXPIRY_MS_MAX {
-            return Err(format!("{{value_too_large,{n}}}"));
+        let (number, leftover) = rest.split_at(digits);
+        if !leftover.is_empty() {
+            return Err(format!("{{leftover_string,{leftover:?}}}"));
         }
-        Ok(Some(n))
+        let shown = format!(
+            "{}{}",
+            if negative { "-" } else { "" },
+            number.trim_start_matches('0')
+        );
+        let shown = if shown.is_empty() || shown == "-" {
+            "0".to_string()
+        } else {
+            shown
+        };
+        if negative && number.bytes().any(|b| b != b'0') {
+            return Err(format!("{{value_negative,{shown}}}"));
+        }
+        match number.parse::<u64>() {
+            Ok(n) if n <= crate::limits::EXPIRY_MS_MAX => Ok(Some(n)),
+            _ => Err(format!("{{value_too_large,{shown}}}")),
+        }
     }
 
     /// Whether no property is set.

@@ -37,7 +37,9 @@ commands:
       properties: content_type content_encoding correlation_id reply_to expiration message_id
                   timestamp type user_id app_id priority delivery_mode
   consume QUEUE [--count N] [--no-ack] [--prefetch N] [--timeout SECONDS] [--json]
-  get QUEUE [--count N] [--requeue] [--json]
+  get QUEUE [--count N] [--requeue | --reject] [--json]
+      acks what it prints; --requeue puts it back; --reject rejects it without requeue
+      (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
   list vhosts|exchanges|queues|bindings|consumers|connections [--json]
   status [--json]
 
@@ -104,6 +106,9 @@ pub struct GetArgs {
     pub count: u64,
     /// Put the messages back (nack with requeue) instead of acking them.
     pub requeue: bool,
+    /// Reject each message without requeue (dead-letters it when its queue has a
+    /// dead-letter exchange) instead of acking it.
+    pub reject: bool,
     /// One JSON object per message.
     pub json: bool,
 }
@@ -215,6 +220,7 @@ const FLAG_OPTIONS: &[&str] = &[
     "lines",
     "no-ack",
     "requeue",
+    "reject",
     "json",
 ];
 
@@ -399,10 +405,17 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
         }
         "get" => {
             let [queue] = raw.positionals("get", ["QUEUE"])?;
+            let (requeue, reject) = (raw.flag("requeue"), raw.flag("reject"));
+            if requeue && reject {
+                return Err(CliError::Usage(
+                    "get: --requeue and --reject cannot be combined".into(),
+                ));
+            }
             Command::Get(GetArgs {
                 queue,
                 count: count(&mut raw)?.unwrap_or(1),
-                requeue: raw.flag("requeue"),
+                requeue,
+                reject,
                 json: raw.flag("json"),
             })
         }
@@ -846,7 +859,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match cmd(&["get", "q", "--requeue"]) {
-            Command::Get(g) => assert_eq!((g.count, g.requeue), (1, true)),
+            Command::Get(g) => assert_eq!((g.count, g.requeue, g.reject), (1, true, false)),
             other => panic!("{other:?}"),
         }
     }
@@ -896,6 +909,7 @@ mod tests {
         assert!(usage_error(&["consume", "q", "--count", "0"]).contains("at least 1"));
         assert!(usage_error(&["consume", "q", "--timeout", "-1"]).contains("positive"));
         assert!(usage_error(&["get"]).contains("QUEUE"));
+        assert!(usage_error(&["get", "q", "--requeue", "--reject"]).contains("cannot be combined"));
         assert!(usage_error(&["status", "--json=yes"]).contains("json"));
     }
 }

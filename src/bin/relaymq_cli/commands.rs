@@ -355,7 +355,7 @@ fn defer_ack(count: Option<u64>, prefetch: u16, printed: u64) -> bool {
 
 /// `get`: up to `--count` `basic.get`s; acks each message after printing it, or with
 /// `--requeue` nacks them all (requeue) at the end, so the same message is not fetched
-/// twice.
+/// twice, or with `--reject` rejects each without requeue.
 fn get(conn: &Connection, a: GetArgs) -> Result<(), CliError> {
     let ch = conn.open_channel()?;
     let mut out = io::stdout().lock();
@@ -381,6 +381,8 @@ fn get(conn: &Connection, a: GetArgs) -> Result<(), CliError> {
         }
         if a.requeue {
             last_held = Some(m.delivery_tag);
+        } else if a.reject {
+            ch.basic_reject(m.delivery_tag, false)?;
         } else {
             ch.basic_ack(m.delivery_tag, false)?;
         }
