@@ -172,7 +172,8 @@ fn log_cancelled(channel: &Channel, vhost: &VirtualHost, c: &Consumer, mine: &[&
     log::warn!(
         "consumer '{}' on channel {} (connection {}) cancelled: delivery tag {} from queue \
          '{}' in vhost '{}' was not acked within the consumer timeout of {} ms; its {} \
-         unacked deliveries were requeued (the channel stays open)",
+         unacked deliveries were requeued, or dead-lettered past their delivery limit (the \
+         channel stays open)",
         c.tag,
         channel.number,
         channel.connection_id,

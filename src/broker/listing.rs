@@ -100,6 +100,7 @@ pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
                 ("redeliver", n(st.redelivered)),
                 ("expired", n(st.expired)),
                 ("dropped", n(st.dropped)),
+                ("refused", n(st.refused)),
                 ("messages_persistent", n(stored.records_valid)),
                 ("disk_bytes", n(stored.bytes_on_disk)),
                 ("storage_failed", FieldValue::Bool(storage_failed)),

@@ -113,7 +113,7 @@ pub struct QueueStats {
     pub delivered: u64,
     /// Messages acknowledged.
     pub acked: u64,
-    /// Messages requeued for redelivery.
+    /// Deliveries (pushed or got) of messages delivered before (RabbitMQ's `redeliver`).
     pub redelivered: u64,
     /// Body bytes of ready messages held in memory (the rest are paged out).
     pub ready_memory_bytes: usize,
@@ -126,6 +126,8 @@ pub struct QueueStats {
     pub dropped: u64,
     /// Messages removed because their TTL passed.
     pub expired: u64,
+    /// Publishes a full queue refused (`x-overflow reject-publish` / `reject-publish-dlx`).
+    pub refused: u64,
 }
 
 impl QueueStats {
@@ -334,6 +336,7 @@ impl Queue {
         if limit.overflow != Overflow::DropHead
             && limit.exceeded(st.ready.len() + 1, st.stats.ready_bytes + msg.body_size())
         {
+            st.stats.refused += 1;
             let text = format!(
                 "queue '{}' is full (x-overflow {})",
                 self.name,
@@ -693,6 +696,7 @@ impl Queue {
             st.round_robin = (idx + 1) % n;
             let delivered_record = Self::pop_head(st).and_then(|e| e.record());
             st.stats.delivered += 1;
+            st.stats.redelivered += u64::from(front.redelivered);
             if tracked {
                 st.stats.unacked += 1;
             }
@@ -824,7 +828,7 @@ impl Queue {
                     st.stats.dropped += 1;
                     if self.dead_letter.is_some() {
                         over_limit.push(Leaving {
-                            msg: entry.msg,
+                            msg: with_delivery_count(&entry.msg, entry.delivery_count),
                             record: entry.record,
                         });
                     } else {
@@ -834,7 +838,6 @@ impl Queue {
                 }
                 entry.msg = with_delivery_count(&entry.msg, entry.delivery_count);
             }
-            st.stats.redelivered += 1;
             entry.redelivered = true;
             let level = st.ready.level_of_message(&entry.msg);
             let (seq, deadline) = (entry.seq, entry.deadline_ms);
@@ -922,6 +925,7 @@ impl Queue {
         };
         Self::pop_head(st)?;
         st.stats.delivered += 1;
+        st.stats.redelivered += u64::from(entry.redelivered);
         if tracked {
             st.stats.unacked += 1;
         }
@@ -1497,5 +1501,18 @@ mod tests {
         assert_eq!(valid(&q), 1);
         q.settle_records(over[0].record.as_slice());
         assert_eq!(valid(&q), 0);
+    }
+
+    #[test]
+    fn redeliver_counts_deliveries_of_redelivered_messages_not_requeues() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 10);
+        publish(&q, 0, false);
+        let taken = q.get(|_, _| Some(1), true).unwrap().1;
+        q.requeue(vec![taken]);
+        assert_eq!(q.stats().redelivered, 0);
+        let again = get(&q).unwrap();
+        assert!(again.redelivered);
+        assert_eq!((q.stats().redelivered, q.stats().delivered), (1, 2));
     }
 }

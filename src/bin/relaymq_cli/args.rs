@@ -43,7 +43,8 @@ commands:
   list vhosts|exchanges|queues|bindings|consumers|connections [--json]
   status [--json]
 
-values: K=V gives an integer for a decimal integer, a boolean for true/false, else a string;
+values: K=V gives an integer for a decimal integer that fits in 64 bits (a longer one stays
+        a string), a boolean for true/false, else a string;
         K:=JSON gives any JSON value (n:='\"10\"' is the string 10).
 exit codes: 0 ok, 1 refused by the server, 2 usage, 3 cannot connect or authenticate,
             4 timeout, 5 a message was nacked or returned (--confirm, --mandatory)";

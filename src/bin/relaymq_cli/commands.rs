@@ -332,7 +332,7 @@ fn consume(conn: &Connection, a: ConsumeArgs) -> Result<(), CliError> {
             None => Ok(()),
         },
         Ended::ServerCancelled => Err(CliError::Other(anyhow::anyhow!(
-            "consumer {} was cancelled by the server (queue deleted?)",
+            "consumer {} was cancelled by the server (queue deleted, or a delivery not acked within the consumer timeout)",
             consumer.tag()
         ))),
         Ended::Output(e) => Err(CliError::Other(
