@@ -285,10 +285,10 @@ fn reject_publish_dlx_nacks_and_dead_letters_what_does_not_fit() {
     let conn = Connection::connect(&server.addr_string()).unwrap();
     let ch = conn.open_channel().unwrap();
     queue(&ch, "spill", false, &[]);
-    limited_dlx(&ch, "full", 2, "reject-publish-dlx", "spill");
+    limited_dlx(&ch, "full", 3, "reject-publish-dlx", "spill");
     ch.confirm_select().unwrap();
     let mut acked = Vec::new();
-    for i in 1..=4 {
+    for i in 1..=5 {
         ch.basic_publish(
             "",
             "full",
@@ -302,14 +302,14 @@ fn reject_publish_dlx_nacks_and_dead_letters_what_does_not_fit() {
                 .unwrap(),
         );
     }
-    assert_eq!(acked, [true, true, false, false]);
+    assert_eq!(acked, [true, true, true, false, false]);
     let kept: Vec<String> = drain(&ch, "full").into_iter().map(|(b, _)| b).collect();
-    assert_eq!(kept, ["1", "2"]);
+    assert_eq!(kept, ["1", "2", "3"]);
     assert_eq!(
         drain(&ch, "spill"),
         [
-            ("3".to_string(), "maxlen".to_string()),
-            ("4".into(), "maxlen".into())
+            ("4".to_string(), "maxlen".to_string()),
+            ("5".into(), "maxlen".into())
         ]
     );
 }

@@ -143,8 +143,9 @@ fn a_message_expires_behind_an_unacked_head_and_is_never_delivered() {
     let ch = conn.open_channel().unwrap();
     declare(&ch, "dlq", false, &[]);
     declare(&ch, "work", false, &dlx_to("dlq"));
+    let published = Instant::now();
     publish(&ch, "work", "first", None, false);
-    publish(&ch, "work", "second", Some("300"), false);
+    publish(&ch, "work", "second", Some("1000"), false);
     // A consumer with prefetch 1 holds the first, unacked: the second waits behind it.
     let consumer_conn = Connection::connect(&server.addr_string()).unwrap();
     let cch = consumer_conn.open_channel().unwrap();
@@ -157,7 +158,10 @@ fn a_message_expires_behind_an_unacked_head_and_is_never_delivered() {
         other => panic!("{other:?}"),
     };
     assert_eq!(first.body, b"first");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(count(&ch, "dlq"), 0, "expired before its second");
     wait_for_count(&ch, "dlq", 1);
+    assert!(published.elapsed() >= Duration::from_millis(1000));
     // Acking the first frees the consumer, but the second is gone: nothing more comes.
     cch.basic_ack(first.delivery_tag, false).unwrap();
     assert!(consumer
