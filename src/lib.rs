@@ -13,6 +13,7 @@
 //! - [`broker`]: the protocol-independent core: vhosts, exchanges, queues, bindings, the
 //!   router, consumers and channels' ack state.
 //! - [`protocol`]: the native wire protocol, pure encode/decode (`docs/protocol.md`).
+//! - [`amqp`]: the AMQP 0-9-1 wire codec (frames, methods, content), pure encode/decode.
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
 //!
@@ -20,6 +21,7 @@
 
 #![deny(missing_docs)]
 
+pub mod amqp;
 pub mod broker;
 pub mod client;
 pub mod error;
