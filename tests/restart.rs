@@ -170,6 +170,8 @@ fn a_second_server_on_the_same_data_directory_refuses_to_start() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
         .arg("--listen")
         .arg("127.0.0.1:0")
+        .arg("--amqp-listen")
+        .arg("off")
         .arg("--data-dir")
         .arg(&data)
         .output()

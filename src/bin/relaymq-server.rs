@@ -14,10 +14,12 @@ USAGE: relaymq-server [OPTIONS]
 
 OPTIONS:
   --listen ADDR              native protocol address [default: 127.0.0.1:5673]
+  --amqp-listen ADDR|off     AMQP 0-9-1 address, or off [default: 127.0.0.1:5672]
   --data-dir DIR             data directory [default: ./data]
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          error|warn|info|debug|trace [default: info]
-  --ready-file PATH          write {\"listen\": \"HOST:PORT\"} here once serving
+  --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
+                             here once serving
   --default-user NAME        the user clients log in as [default: guest]
   --default-pass PASSWORD    its password [default: guest]
   --max-message-bytes N      largest message body accepted [default: 16777216]
@@ -97,6 +99,16 @@ fn parse_args() -> Result<Args> {
                 config.listen = v.parse().with_context(|| {
                     format!("--listen: '{v}' is not an address like 127.0.0.1:5673")
                 })?;
+            }
+            Long("amqp-listen") => {
+                let v: String = parser.value()?.parse()?;
+                config.amqp_listen = if v == "off" {
+                    None
+                } else {
+                    Some(v.parse().with_context(|| {
+                        format!("--amqp-listen: '{v}' is not an address like 127.0.0.1:5672 or off")
+                    })?)
+                };
             }
             Long("data-dir") => config.data_dir = PathBuf::from(parser.value()?),
             Long("workers") => {

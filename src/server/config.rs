@@ -12,16 +12,24 @@ use std::path::PathBuf;
 /// Default native-protocol listen address (loopback only, port 5673).
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:5673";
 
+/// Default AMQP 0-9-1 listen address: loopback, port 5672, the port every AMQP client
+/// assumes (IANA's `amqp`).
+pub const AMQP_LISTEN_DEFAULT: &str = "127.0.0.1:5672";
+
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     /// Address of the native-protocol listener (port 0 picks a free port).
     pub listen: SocketAddr,
+    /// Address of the AMQP 0-9-1 listener (`--amqp-listen`; `None` = off; port 0 picks a
+    /// free port).
+    pub amqp_listen: Option<SocketAddr>,
     /// Data directory (created if missing).
     pub data_dir: PathBuf,
     /// Worker threads executing requests.
     pub workers: usize,
-    /// Where to write `{"listen": "HOST:PORT"}` once the server serves.
+    /// Where to write `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` once the server
+    /// serves (`amqp_listen` only when that listener is on).
     pub ready_file: Option<PathBuf>,
     /// Largest frame the server offers, in bytes.
     pub frame_max: u32,
@@ -43,6 +51,7 @@ impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 5673)),
+            amqp_listen: Some(SocketAddr::from(([127, 0, 0, 1], 5672))),
             data_dir: PathBuf::from("./data"),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             ready_file: None,
@@ -71,6 +80,16 @@ pub fn negotiate<T: Copy + Ord + Default>(client: T, server: T) -> T {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_addresses_match_their_constants() {
+        let c = ServerConfig::default();
+        assert_eq!(c.listen.to_string(), LISTEN_DEFAULT);
+        assert_eq!(
+            c.amqp_listen.map(|a| a.to_string()).as_deref(),
+            Some(AMQP_LISTEN_DEFAULT)
+        );
+    }
 
     #[test]
     fn zero_means_no_preference() {

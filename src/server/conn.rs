@@ -4,10 +4,12 @@
 //! At most one worker runs a connection at a time (`scheduled`), so its requests execute
 //! in arrival order (ARCHITECTURE.md §2.2).
 
+use crate::amqp::AmqpMethod;
 use crate::error::ReplyCode;
 use crate::protocol::Method;
-use crate::server::handler::Handler;
+use crate::server::handlers::ConnHandler;
 use crate::server::outbound::Outbound;
+use crate::types::BasicProperties;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -57,8 +59,46 @@ pub enum Event {
     Shutdown,
     /// The outbound buffer drained below the low-water mark after deliveries were held back.
     Drained,
+    /// An AMQP 0-9-1 client sent a valid protocol header: start the handshake.
+    AmqpHeader,
+    /// A decoded AMQP 0-9-1 method, with its content for `basic.publish`.
+    Amqp {
+        /// Channel it arrived on.
+        channel: u16,
+        /// The method.
+        method: AmqpMethod,
+        /// Its content (properties and body), for a method that carries one.
+        content: Option<Content>,
+    },
+    /// An AMQP 0-9-1 content too large to accept; its frames are being discarded. The
+    /// channel is closed with 406 (RabbitMQ: `PRECONDITION_FAILED - message size … is
+    /// larger than configured max size …`).
+    AmqpOversized {
+        /// Channel it arrived on.
+        channel: u16,
+        /// Declared body size in bytes.
+        size: u64,
+    },
     /// The socket is gone: clean up.
     Closed,
+}
+
+/// The content of an AMQP 0-9-1 method (`basic.publish`): properties and body.
+#[derive(Debug)]
+pub struct Content {
+    /// Message properties from the content header.
+    pub properties: BasicProperties,
+    /// Body bytes (every body frame joined).
+    pub body: Vec<u8>,
+}
+
+/// Which protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// RelayMQ's native protocol (docs/protocol.md).
+    Native,
+    /// AMQP 0-9-1 with RabbitMQ's extensions (docs/amqp.md).
+    Amqp,
 }
 
 /// Mailbox slots kept allocated once it drains; a larger backlog's memory is released.
@@ -76,6 +116,8 @@ pub struct Conn {
     pub id: u64,
     /// Client address.
     pub peer: SocketAddr,
+    /// The protocol it speaks (fixed by the listener that accepted it).
+    pub protocol: Protocol,
     /// Encoded bytes waiting for the socket.
     pub outbound: Arc<Outbound>,
     /// Negotiated frame size in bytes (the handshake limit until `open-ok`).
@@ -90,7 +132,7 @@ pub struct Conn {
     scheduled: AtomicBool,
     pool: Sender<Arc<Conn>>,
     /// The protocol state; only the worker that scheduled the connection locks it.
-    pub handler: Mutex<Handler>,
+    pub handler: Mutex<ConnHandler>,
 }
 
 impl Conn {
@@ -98,14 +140,16 @@ impl Conn {
     pub fn new(
         id: u64,
         peer: SocketAddr,
+        protocol: Protocol,
         outbound: Arc<Outbound>,
         frame_max: u32,
         pool: Sender<Arc<Conn>>,
-        handler: Handler,
+        handler: ConnHandler,
     ) -> Conn {
         Conn {
             id,
             peer,
+            protocol,
             outbound,
             frame_max: AtomicU32::new(frame_max),
             heartbeat_s: AtomicU16::new(0),

@@ -117,6 +117,8 @@ impl Handler {
                 0,
                 0,
             ),
+            // AMQP events never reach a native connection.
+            Event::AmqpHeader | Event::Amqp { .. } | Event::AmqpOversized { .. } => {}
             Event::Drained => {
                 if let Some(s) = self.session() {
                     s.redispatch();

@@ -3,6 +3,7 @@
 //! decoding it, hands decoded methods to the connection's mailbox, writes outbound
 //! buffers, runs heartbeat and handshake timers, and carries out the graceful shutdown.
 
+use crate::amqp;
 use crate::broker::Broker;
 use crate::error::ReplyCode;
 use crate::limits::{
@@ -12,9 +13,12 @@ use crate::limits::{
 use crate::protocol::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
 use crate::protocol::method::method_name;
 use crate::protocol::{FrameAssembler, Method, PROTOCOL_HEADER};
+use crate::server::amqp_handler::AmqpHandler;
+use crate::server::amqp_input::AmqpInput;
 use crate::server::config::ServerConfig;
-use crate::server::conn::{Conn, Event};
+use crate::server::conn::{Conn, Event, Protocol};
 use crate::server::handler::Handler;
+use crate::server::handlers::ConnHandler;
 use crate::server::notifier::Notifier;
 use crate::server::outbound::Outbound;
 use crossbeam_channel::Sender;
@@ -30,6 +34,7 @@ use std::time::{Duration, Instant};
 /// Token of the shared waker.
 pub const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
+const AMQP_LISTENER: Token = Token(usize::MAX - 2);
 
 /// How long a closing connection keeps draining input after its write side is shut, so
 /// the peer reads our `close` before the socket goes (closing with unread input would
@@ -54,7 +59,7 @@ struct IoConn {
     socket: TcpStream,
     /// Bytes read but not yet parsed (at most one partial frame plus one read).
     pending: Vec<u8>,
-    assembler: FrameAssembler,
+    input: Input,
     header_done: bool,
     /// Input is no longer parsed (protocol error or closing); reads are discarded.
     input_closed: bool,
@@ -73,10 +78,19 @@ struct IoConn {
     peer_done: bool,
 }
 
+/// How a connection's bytes become events: by protocol.
+enum Input {
+    /// Native frames, joined when split ([`FrameAssembler`]).
+    Native(FrameAssembler),
+    /// AMQP 0-9-1 frames, content joined to its method ([`AmqpInput`]).
+    Amqp(AmqpInput),
+}
+
 /// The I/O thread's state.
 pub struct IoLoop {
     poll: Poll,
     listener: Option<TcpListener>,
+    amqp_listener: Option<TcpListener>,
     conns: HashMap<u64, IoConn>,
     notifier: Arc<Notifier>,
     broker: Arc<Broker>,
@@ -99,6 +113,7 @@ impl IoLoop {
     pub fn new(
         poll: Poll,
         mut listener: TcpListener,
+        mut amqp_listener: Option<TcpListener>,
         notifier: Arc<Notifier>,
         broker: Arc<Broker>,
         config: Arc<ServerConfig>,
@@ -107,9 +122,14 @@ impl IoLoop {
     ) -> io::Result<IoLoop> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        if let Some(l) = &mut amqp_listener {
+            poll.registry()
+                .register(l, AMQP_LISTENER, Interest::READABLE)?;
+        }
         Ok(IoLoop {
             poll,
             listener: Some(listener),
+            amqp_listener,
             conns: HashMap::new(),
             notifier,
             broker,
@@ -145,7 +165,8 @@ impl IoLoop {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
-                    LISTENER => self.accept(),
+                    LISTENER => self.accept(Protocol::Native),
+                    AMQP_LISTENER => self.accept(Protocol::Amqp),
                     Token(t) => {
                         let id = t as u64;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -198,9 +219,13 @@ impl IoLoop {
         }
     }
 
-    fn accept(&mut self) {
+    fn accept(&mut self, protocol: Protocol) {
         loop {
-            let Some(listener) = &self.listener else {
+            let listener = match protocol {
+                Protocol::Native => &self.listener,
+                Protocol::Amqp => &self.amqp_listener,
+            };
+            let Some(listener) = listener else {
                 return;
             };
             match listener.accept() {
@@ -235,19 +260,29 @@ impl IoLoop {
                     let config = Arc::clone(&self.config);
                     let local = socket.local_addr().unwrap_or(peer);
                     let conn = Arc::new_cyclic(|weak| {
-                        let handler = Handler::new(
-                            broker,
-                            config,
-                            weak.clone(),
-                            id,
-                            peer,
-                            local,
-                            Arc::clone(&outbound),
-                            frame_max,
-                        );
-                        Conn::new(id, peer, outbound, frame_max, pool, handler)
+                        let handler = match protocol {
+                            Protocol::Native => ConnHandler::Native(Handler::new(
+                                broker,
+                                config,
+                                weak.clone(),
+                                id,
+                                peer,
+                                local,
+                                Arc::clone(&outbound),
+                                frame_max,
+                            )),
+                            Protocol::Amqp => ConnHandler::Amqp(Box::new(AmqpHandler::new(
+                                broker,
+                                config,
+                                weak.clone(),
+                                id,
+                                (peer, local),
+                                Arc::clone(&outbound),
+                            ))),
+                        };
+                        Conn::new(id, peer, protocol, outbound, frame_max, pool, handler)
                     });
-                    log::debug!("connection {id} accepted from {peer}");
+                    log::debug!("connection {id} accepted from {peer} ({protocol:?})");
                     let now = Instant::now();
                     let payload_max = self.config.broker.message_bytes_max + PAYLOAD_OVERHEAD_BYTES;
                     self.conns.insert(
@@ -256,7 +291,12 @@ impl IoLoop {
                             conn,
                             socket,
                             pending: Vec::new(),
-                            assembler: FrameAssembler::new(payload_max),
+                            input: match protocol {
+                                Protocol::Native => Input::Native(FrameAssembler::new(payload_max)),
+                                Protocol::Amqp => Input::Amqp(AmqpInput::new(
+                                    self.config.broker.message_bytes_max,
+                                )),
+                            },
                             header_done: false,
                             input_closed: false,
                             paused: false,
@@ -319,7 +359,8 @@ impl IoLoop {
     fn tick(&mut self) {
         if self.accept_retry {
             self.accept_retry = false;
-            self.accept();
+            self.accept(Protocol::Native);
+            self.accept(Protocol::Amqp);
         }
         let now = Instant::now();
         let mut to_close = Vec::new();
@@ -379,7 +420,10 @@ impl IoLoop {
             if now.duration_since(io.last_write) >= Duration::from_secs(hb)
                 && conn.outbound.queued() == 0
             {
-                conn.outbound.write_with(frame::write_heartbeat);
+                match conn.protocol {
+                    Protocol::Native => conn.outbound.write_with(frame::write_heartbeat),
+                    Protocol::Amqp => conn.outbound.write_with(amqp::write_heartbeat),
+                }
             }
         }
         for (id, reason) in to_close {
@@ -407,6 +451,9 @@ impl IoLoop {
     fn shut_down(mut self, events: &mut Events, marked: &mut Vec<u64>) -> io::Result<()> {
         log::info!("shutting down: no longer accepting connections");
         if let Some(mut l) = self.listener.take() {
+            let _ = self.poll.registry().deregister(&mut l);
+        }
+        if let Some(mut l) = self.amqp_listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
         for io in self.conns.values_mut() {
@@ -451,7 +498,9 @@ impl IoLoop {
             }
             let ready: Vec<(u64, bool, bool)> = events
                 .iter()
-                .filter(|e| e.token() != WAKER && e.token() != LISTENER)
+                .filter(|e| {
+                    e.token() != WAKER && e.token() != LISTENER && e.token() != AMQP_LISTENER
+                })
                 .map(|e| {
                     (
                         e.token().0 as u64,
@@ -549,6 +598,9 @@ fn absorb(io: &mut IoConn, data: &[u8]) {
 
 /// Cuts and decodes whole frames from `data`; returns the bytes consumed.
 fn parse(io: &mut IoConn, data: &[u8]) -> usize {
+    if io.conn.protocol == Protocol::Amqp {
+        return parse_amqp(io, data);
+    }
     let mut at = 0;
     if !io.header_done {
         if data.len() < PROTOCOL_HEADER.len() {
@@ -598,11 +650,85 @@ fn parse(io: &mut IoConn, data: &[u8]) -> usize {
     }
 }
 
+/// Cuts and decodes whole AMQP 0-9-1 frames from `data`; returns the bytes consumed.
+fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
+    let mut at = 0;
+    if !io.header_done {
+        if data.len() < amqp::PROTOCOL_HEADER.len() {
+            // A wrong first byte need not wait for eight.
+            if !amqp::PROTOCOL_HEADER.starts_with(data) {
+                return bad_amqp_header(io, data);
+            }
+            return 0;
+        }
+        if data[..amqp::PROTOCOL_HEADER.len()] != amqp::PROTOCOL_HEADER {
+            return bad_amqp_header(io, data);
+        }
+        io.header_done = true;
+        at = amqp::PROTOCOL_HEADER.len();
+        io.conn.push(Event::AmqpHeader, 0);
+    }
+    while !io.input_closed {
+        let frame_max = io.conn.frame_max.load(Ordering::Acquire);
+        match amqp::check(&data[at..], frame_max) {
+            Ok(None) => break,
+            Ok(Some((header, n))) => {
+                let frame = &data[at..at + n];
+                at += n;
+                let Input::Amqp(input) = &mut io.input else {
+                    break;
+                };
+                match input.frame(&header, header.payload(frame)) {
+                    Ok(None) => {}
+                    Ok(Some((event, cost))) => io.conn.push(event, cost),
+                    Err(v) => {
+                        let text = if v.class_method == (0, 0) {
+                            v.text
+                        } else {
+                            format!(
+                                "{} (class {}, method {})",
+                                v.text, v.class_method.0, v.class_method.1
+                            )
+                        };
+                        protocol_error(io, v.code, text);
+                    }
+                }
+            }
+            Err(e) => protocol_error(io, e.code, e.text),
+        }
+    }
+    if io.input_closed {
+        data.len()
+    } else {
+        at
+    }
+}
+
+/// A client on the AMQP port sent another protocol header: answer with ours and close
+/// (AMQP 0-9-1 §4.2.2).
+fn bad_amqp_header(io: &mut IoConn, data: &[u8]) -> usize {
+    let got = &data[..data.len().min(amqp::PROTOCOL_HEADER.len())];
+    log::warn!(
+        "connection {} ({}): bad AMQP protocol header {got:02x?}; answering with AMQP 0-9-1's and closing",
+        io.conn.id,
+        io.conn.peer,
+    );
+    io.conn
+        .outbound
+        .write_with(|b| b.extend_from_slice(&amqp::PROTOCOL_HEADER));
+    io.conn.outbound.close_after_flush();
+    io.input_closed = true;
+    data.len()
+}
+
 fn on_frame(io: &mut IoConn, header: &FrameHeader, payload: &[u8]) {
     if header.frame_type == FrameType::Heartbeat {
         return;
     }
-    match io.assembler.push(header, payload) {
+    let Input::Native(assembler) = &mut io.input else {
+        return;
+    };
+    match assembler.push(header, payload) {
         Ok(None) => {}
         Ok(Some(Payload::Whole(ch, p))) => decode(io, ch, p),
         Ok(Some(Payload::Joined(ch, p))) => decode(io, ch, &p),

@@ -4,9 +4,13 @@
 //! [`start`] binds the listener and runs the I/O thread in the background; the returned
 //! [`ServerHandle`] gives the bound address and a graceful [`ServerHandle::shutdown`].
 
+pub mod amqp_handler;
+pub mod amqp_input;
+pub mod amqp_sink;
 pub mod config;
 pub mod conn;
 pub mod handler;
+pub mod handlers;
 pub mod io_loop;
 pub mod notifier;
 pub mod outbound;
@@ -32,6 +36,7 @@ use std::thread::JoinHandle;
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
+    amqp_addr: Option<SocketAddr>,
     broker: Arc<Broker>,
     shutdown: Arc<AtomicBool>,
     notifier: Arc<Notifier>,
@@ -44,6 +49,11 @@ impl ServerHandle {
     /// The address the native listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address the AMQP 0-9-1 listener is bound to (`None`: it is off).
+    pub fn amqp_addr(&self) -> Option<SocketAddr> {
+        self.amqp_addr
     }
 
     /// Asks for a graceful shutdown (returns at once; see [`ServerHandle::join`]).
@@ -148,6 +158,16 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
     })?;
     let addr = listener.local_addr()?;
+    let amqp_listener = match config.amqp_listen {
+        Some(a) => Some(mio::net::TcpListener::bind(a).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot listen on {a} (AMQP 0-9-1): {e}"))
+        })?),
+        None => None,
+    };
+    let amqp_addr = match &amqp_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
     let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX);
     let workers = worker::start(config.workers, rx, Arc::clone(&notifier))?;
     let shutdown = Arc::new(AtomicBool::new(false));
@@ -155,6 +175,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     let io_loop = IoLoop::new(
         poll,
         listener,
+        amqp_listener,
         Arc::clone(&notifier),
         Arc::clone(&broker),
         Arc::clone(&config),
@@ -168,8 +189,11 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         "listening on {addr} (native protocol), {} workers",
         config.workers
     );
+    if let Some(a) = amqp_addr {
+        log::info!("listening on {a} (AMQP 0-9-1)");
+    }
     if let Some(path) = &config.ready_file {
-        write_ready_file(path, addr).map_err(|e| {
+        write_ready_file(path, addr, amqp_addr).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("cannot write ready file {}: {e}", path.display()),
@@ -178,6 +202,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     }
     Ok(ServerHandle {
         addr,
+        amqp_addr,
         broker,
         shutdown,
         notifier,
@@ -187,9 +212,14 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     })
 }
 
-/// Writes `{"listen": "HOST:PORT"}` atomically (temp file + rename).
-fn write_ready_file(path: &Path, addr: SocketAddr) -> io::Result<()> {
-    let body = serde_json::json!({ "listen": addr.to_string() }).to_string();
+/// Writes `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` atomically (temp file +
+/// rename); `amqp_listen` only when the AMQP listener is on.
+fn write_ready_file(path: &Path, addr: SocketAddr, amqp: Option<SocketAddr>) -> io::Result<()> {
+    let mut body = serde_json::json!({ "listen": addr.to_string() });
+    if let Some(a) = amqp {
+        body["amqp_listen"] = serde_json::Value::String(a.to_string());
+    }
+    let body = body.to_string();
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, body)?;
     std::fs::rename(&tmp, path)

@@ -25,6 +25,7 @@ impl TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
+            amqp_listen: Some("127.0.0.1:0".parse().unwrap()),
             data_dir: dir.path().join("data"),
             workers: 2,
             ..ServerConfig::default()
@@ -193,6 +194,8 @@ impl ServerProcess {
         let _ = std::fs::remove_file(&ready);
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
             .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--amqp-listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(data_dir)

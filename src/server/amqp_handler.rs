@@ -1,0 +1,848 @@
+//! The AMQP 0-9-1 adapter: the connection handshake (start, SASL PLAIN/AMQPLAIN, tune,
+//! open), then every channel method translated into the same [`Session`] calls the native
+//! protocol uses, with replies and errors as RabbitMQ sends them (docs/amqp.md).
+//!
+//! Errors: a channel error sends `channel.close` (reply code, RabbitMQ's `NAME - text`,
+//! the failing method's class and method ids) and ignores the channel until the client's
+//! `channel.close-ok`; a connection error sends `connection.close` and closes the socket
+//! once it is flushed (AMQP 0-9-1 §1.4.2.2 and §2.3.1).
+
+use crate::amqp::{write_method, AmqpMethod};
+use crate::broker::{Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
+use crate::error::{BrokerError, ReplyCode};
+use crate::server::amqp_sink::AmqpSink;
+use crate::server::config::ServerConfig;
+use crate::server::conn::{Conn, Content, Event};
+use crate::server::outbound::Outbound;
+use crate::types::codec::Reader;
+use crate::types::field_table::decode_table;
+use crate::types::{FieldTable, FieldValue};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::SystemTime;
+
+/// Smallest frame size a client may ask for, in bytes (AMQP 0-9-1 `frame-min-size`).
+pub const AMQP_FRAME_MIN_BYTES: u32 = 4096;
+
+/// The SASL mechanisms offered in `connection.start`.
+const MECHANISMS: &[u8] = b"PLAIN AMQPLAIN";
+
+/// Class and method ids of the handshake methods, for `connection.close`.
+const START_OK: (u16, u16) = (10, 11);
+const TUNE_OK: (u16, u16) = (10, 31);
+const OPEN: (u16, u16) = (10, 40);
+const PUBLISH: (u16, u16) = (60, 40);
+
+enum State {
+    /// Waiting for the client's protocol header.
+    AwaitHeader,
+    /// `connection.start` sent.
+    AwaitStartOk,
+    /// `connection.tune` sent; the user is authenticated.
+    AwaitTuneOk { user: String },
+    /// `connection.tune-ok` received.
+    AwaitOpen { user: String },
+    /// Open and serving.
+    Open(Box<Session>),
+    /// `connection.close` sent or received; everything else is ignored.
+    Closing,
+}
+
+/// Protocol state of one AMQP 0-9-1 connection; run by one worker at a time.
+pub struct AmqpHandler {
+    broker: Arc<Broker>,
+    config: Arc<ServerConfig>,
+    conn: Weak<Conn>,
+    id: u64,
+    peer: SocketAddr,
+    local: SocketAddr,
+    outbound: Arc<Outbound>,
+    state: State,
+    frame_max: u32,
+    heartbeat_s: u16,
+    channel_max: u16,
+    client_name: String,
+    /// Channels the server closed and that await the client's `close-ok`.
+    closing_channels: HashSet<u16>,
+}
+
+/// RabbitMQ's reply text: the reply code's name, " - ", the reason.
+fn reply_text(code: ReplyCode, text: &str) -> String {
+    format!("{} - {text}", code.name())
+}
+
+impl AmqpHandler {
+    /// A handler for a connection whose protocol header has not arrived yet; `peer` and
+    /// `local` are the socket's two addresses.
+    pub fn new(
+        broker: Arc<Broker>,
+        config: Arc<ServerConfig>,
+        conn: Weak<Conn>,
+        id: u64,
+        (peer, local): (SocketAddr, SocketAddr),
+        outbound: Arc<Outbound>,
+    ) -> AmqpHandler {
+        AmqpHandler {
+            frame_max: config.frame_max,
+            heartbeat_s: config.heartbeat_s,
+            channel_max: config.channel_max,
+            broker,
+            config,
+            conn,
+            id,
+            peer,
+            local,
+            outbound,
+            state: State::AwaitHeader,
+            client_name: String::new(),
+            closing_channels: HashSet::new(),
+        }
+    }
+
+    fn send(&self, channel: u16, method: &AmqpMethod) {
+        self.outbound
+            .write_with(|buf| write_method(buf, channel, method));
+    }
+
+    /// Executes one event.
+    pub fn handle(&mut self, event: Event) {
+        match event {
+            Event::AmqpHeader => self.start(),
+            Event::Amqp {
+                channel,
+                method,
+                content,
+            } => self.method(channel, method, content),
+            Event::AmqpOversized { channel, size } => {
+                let max = self.broker.config.message_bytes_max;
+                let err = BrokerError::precondition(format!(
+                    "message size {size} is larger than configured max size {max}"
+                ));
+                if self.closing_channels.contains(&channel) {
+                    return;
+                }
+                self.fail(channel, PUBLISH, err);
+            }
+            Event::ProtocolError { code, text } => {
+                log::warn!("connection {} ({}): {text}", self.id, self.peer);
+                self.close_connection(code, &text, (0, 0));
+            }
+            Event::ForceClose { code, text } => self.close_connection(code, &text, (0, 0)),
+            Event::Shutdown => self.close_connection(
+                ReplyCode::ConnectionForced,
+                "broker forced connection closure with reason 'shutdown'",
+                (0, 0),
+            ),
+            Event::Drained => {
+                if let State::Open(s) = &self.state {
+                    s.redispatch();
+                }
+            }
+            Event::Closed => {
+                if let State::Open(session) = &mut self.state {
+                    log::info!(
+                        "connection {} ({}) closed by the client",
+                        self.id,
+                        self.peer
+                    );
+                    session.close();
+                }
+                self.state = State::Closing;
+            }
+            // Native-protocol events never reach an AMQP connection.
+            Event::Method { .. } | Event::Oversized { .. } => {}
+        }
+    }
+
+    /// Closes the connection after an internal error (541), releasing its session.
+    pub fn abort(&mut self) {
+        self.close_connection(ReplyCode::InternalError, "internal error", (0, 0));
+    }
+
+    /// Sends `connection.close`, releases the session and closes the socket once flushed.
+    fn close_connection(&mut self, code: ReplyCode, text: &str, (class_id, method_id): (u16, u16)) {
+        let old = std::mem::replace(&mut self.state, State::Closing);
+        if let State::Closing = old {
+            return;
+        }
+        if let State::Open(mut session) = old {
+            session.close();
+        }
+        if code == ReplyCode::ConnectionForced {
+            log::info!("closing connection {} ({}): {text}", self.id, self.peer);
+        } else {
+            log::warn!(
+                "closing connection {} ({}): {code}: {text}",
+                self.id,
+                self.peer
+            );
+        }
+        self.send(
+            0,
+            &AmqpMethod::ConnectionClose {
+                reply_code: code.as_u16(),
+                reply_text: reply_text(code, text),
+                class_id,
+                method_id,
+            },
+        );
+        self.outbound.close_after_flush();
+    }
+
+    /// Reports a failed method: a channel error closes the channel, a connection error the
+    /// connection (AMQP 0-9-1 §1.4.2: which codes are which).
+    fn fail(&mut self, channel: u16, ids: (u16, u16), err: BrokerError) {
+        if err.code.is_connection_error() || channel == 0 {
+            self.close_connection(err.code, &err.text, ids);
+            return;
+        }
+        log::debug!("connection {} channel {channel}: {err}", self.id);
+        if let State::Open(session) = &mut self.state {
+            session.close_channel(channel);
+        }
+        self.closing_channels.insert(channel);
+        self.send(
+            channel,
+            &AmqpMethod::ChannelClose {
+                reply_code: err.code.as_u16(),
+                reply_text: reply_text(err.code, &err.text),
+                class_id: ids.0,
+                method_id: ids.1,
+            },
+        );
+    }
+
+    /// The client's protocol header was right: offer `connection.start`.
+    fn start(&mut self) {
+        if !matches!(self.state, State::AwaitHeader) {
+            return;
+        }
+        let mut capabilities = FieldTable::new();
+        for cap in [
+            "publisher_confirms",
+            "exchange_exchange_bindings",
+            "basic.nack",
+            "consumer_cancel_notify",
+            "connection.blocked",
+            "per_consumer_qos",
+            "authentication_failure_close",
+        ] {
+            capabilities.insert(cap.into(), FieldValue::Bool(true));
+        }
+        let mut props = FieldTable::new();
+        props.insert("product".into(), FieldValue::string("RelayMQ"));
+        props.insert(
+            "version".into(),
+            FieldValue::string(env!("CARGO_PKG_VERSION")),
+        );
+        props.insert("platform".into(), FieldValue::string("Rust"));
+        props.insert(
+            "information".into(),
+            FieldValue::string("https://github.com/ (RelayMQ, a RabbitMQ-family broker)"),
+        );
+        props.insert("capabilities".into(), FieldValue::Table(capabilities));
+        self.send(
+            0,
+            &AmqpMethod::ConnectionStart {
+                version_major: 0,
+                version_minor: 9,
+                server_properties: props,
+                mechanisms: MECHANISMS.to_vec(),
+                locales: b"en_US".to_vec(),
+            },
+        );
+        self.state = State::AwaitStartOk;
+    }
+
+    fn method(&mut self, channel: u16, method: AmqpMethod, content: Option<Content>) {
+        match &self.state {
+            State::Closing => {
+                // Everything else is ignored until the socket closes (§1.4.2.2).
+                if let AmqpMethod::ConnectionClose { .. } = method {
+                    self.send(0, &AmqpMethod::ConnectionCloseOk {})
+                }
+            }
+            State::AwaitHeader => {}
+            State::AwaitStartOk | State::AwaitTuneOk { .. } | State::AwaitOpen { .. } => {
+                self.handshake(channel, method)
+            }
+            State::Open(_) if channel == 0 => self.connection_method(method),
+            State::Open(_) => self.channel_method(channel, method, content),
+        }
+    }
+
+    fn handshake(&mut self, channel: u16, method: AmqpMethod) {
+        let ids = method.class_method_id();
+        if channel != 0 {
+            let text = format!(
+                "{} on channel {channel} during the handshake",
+                method.name()
+            );
+            self.close_connection(ReplyCode::CommandInvalid, &text, ids);
+            return;
+        }
+        let state = std::mem::replace(&mut self.state, State::Closing);
+        match (state, method) {
+            (
+                State::AwaitStartOk,
+                AmqpMethod::ConnectionStartOk {
+                    client_properties,
+                    mechanism,
+                    response,
+                    ..
+                },
+            ) => self.start_ok(&client_properties, &mechanism, &response),
+            (
+                State::AwaitTuneOk { user },
+                AmqpMethod::ConnectionTuneOk {
+                    channel_max,
+                    frame_max,
+                    heartbeat,
+                },
+            ) => self.tune_ok(user, channel_max, frame_max, heartbeat),
+            (State::AwaitOpen { user }, AmqpMethod::ConnectionOpen { virtual_host }) => {
+                self.open(user, virtual_host)
+            }
+            (state, AmqpMethod::ConnectionClose { .. }) => {
+                drop(state);
+                self.send(0, &AmqpMethod::ConnectionCloseOk {});
+                self.outbound.close_after_flush();
+            }
+            (state, other) => {
+                self.state = state;
+                let text = format!("{} is not expected during the handshake", other.name());
+                self.close_connection(ReplyCode::CommandInvalid, &text, ids);
+            }
+        }
+    }
+
+    fn start_ok(&mut self, client_properties: &FieldTable, mechanism: &str, response: &[u8]) {
+        self.client_name = client_properties
+            .get("connection_name")
+            .or_else(|| client_properties.get("product"))
+            .and_then(FieldValue::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let credentials = match mechanism {
+            "PLAIN" => plain(response),
+            "AMQPLAIN" => amqplain(response),
+            other => {
+                let text = format!("unknown authentication mechanism '{other}'");
+                self.state = State::AwaitStartOk;
+                self.close_connection(ReplyCode::CommandInvalid, &text, START_OK);
+                return;
+            }
+        };
+        let Some((user, password)) = credentials else {
+            self.state = State::AwaitStartOk;
+            self.close_connection(
+                ReplyCode::AccessRefused,
+                &format!("malformed {mechanism} response"),
+                START_OK,
+            );
+            return;
+        };
+        if let Err(e) = self.broker.authenticate(&user, &password, &self.peer) {
+            log::warn!(
+                "connection {} ({}): login refused for user '{user}': {}",
+                self.id,
+                self.peer,
+                e.text
+            );
+            self.state = State::AwaitStartOk;
+            // authentication_failure_close: RabbitMQ's text, details only in the log.
+            self.close_connection(
+                ReplyCode::AccessRefused,
+                &format!(
+                    "Login was refused using authentication mechanism {mechanism}. For details \
+                     see the broker logfile."
+                ),
+                START_OK,
+            );
+            return;
+        }
+        self.send(
+            0,
+            &AmqpMethod::ConnectionTune {
+                channel_max: self.config.channel_max,
+                frame_max: self.config.frame_max,
+                heartbeat: self.config.heartbeat_s,
+            },
+        );
+        self.state = State::AwaitTuneOk { user };
+    }
+
+    fn tune_ok(&mut self, user: String, channel_max: u16, frame_max: u32, heartbeat: u16) {
+        let server_frame_max = self.config.frame_max;
+        let refuse = if frame_max != 0 && frame_max < AMQP_FRAME_MIN_BYTES {
+            Some(format!(
+                "frame_max={frame_max} < {AMQP_FRAME_MIN_BYTES} min size"
+            ))
+        } else if server_frame_max != 0 && frame_max > server_frame_max {
+            Some(format!(
+                "frame_max={frame_max} > {server_frame_max} max size"
+            ))
+        } else if channel_max > self.config.channel_max && self.config.channel_max != 0 {
+            Some(format!(
+                "channel_max={channel_max} > {} max size",
+                self.config.channel_max
+            ))
+        } else {
+            None
+        };
+        if let Some(text) = refuse {
+            self.state = State::AwaitTuneOk { user };
+            self.close_connection(ReplyCode::NotAllowed, &text, TUNE_OK);
+            return;
+        }
+        self.frame_max = if frame_max == 0 {
+            server_frame_max
+        } else {
+            frame_max
+        };
+        self.channel_max = if channel_max == 0 {
+            self.config.channel_max
+        } else {
+            channel_max
+        };
+        // The client's tune-ok value is the one both sides use (AMQP 0-9-1 §1.4.2.6).
+        self.heartbeat_s = heartbeat;
+        if let Some(conn) = self.conn.upgrade() {
+            conn.frame_max.store(self.frame_max, Ordering::Release);
+            conn.heartbeat_s.store(heartbeat, Ordering::Release);
+        }
+        self.state = State::AwaitOpen { user };
+    }
+
+    fn open(&mut self, user: String, vhost: String) {
+        let vh = match self.broker.vhost_for_open(&vhost) {
+            Ok(v) => v,
+            Err(e) => {
+                self.state = State::AwaitOpen { user };
+                self.close_connection(e.code, &e.text, OPEN);
+                return;
+            }
+        };
+        let Some(conn) = self.conn.upgrade() else {
+            return;
+        };
+        let sink = Arc::new(AmqpSink::new(
+            Arc::clone(&self.outbound),
+            self.frame_max,
+            Weak::clone(&self.conn),
+        ));
+        let channels = Arc::new(AtomicUsize::new(0));
+        self.broker.register_connection(ConnectionInfo {
+            id: self.id,
+            peer: self.peer,
+            local: self.local,
+            frame_max: self.frame_max,
+            heartbeat_s: self.heartbeat_s,
+            user: user.clone(),
+            vhost: vhost.clone(),
+            client_name: self.client_name.clone(),
+            connected_at: SystemTime::now(),
+            channels: Arc::clone(&channels),
+            sink: sink.clone(),
+        });
+        let session = Session::new(
+            Arc::clone(&self.broker),
+            self.id,
+            vh,
+            sink,
+            self.channel_max,
+            channels,
+        );
+        self.state = State::Open(Box::new(session));
+        log::info!(
+            "connection {} ({}) opened over AMQP 0-9-1: user '{user}', vhost '{vhost}', client \
+             '{}', frame_max {}, heartbeat {} s",
+            self.id,
+            self.peer,
+            self.client_name,
+            self.frame_max,
+            self.heartbeat_s
+        );
+        self.send(0, &AmqpMethod::ConnectionOpenOk {});
+        conn.opened.store(true, Ordering::Release);
+    }
+
+    fn connection_method(&mut self, method: AmqpMethod) {
+        match method {
+            AmqpMethod::ConnectionClose { .. } => {
+                if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
+                {
+                    session.close();
+                }
+                log::info!(
+                    "connection {} ({}) closed by the client",
+                    self.id,
+                    self.peer
+                );
+                self.send(0, &AmqpMethod::ConnectionCloseOk {});
+                self.outbound.close_after_flush();
+            }
+            AmqpMethod::ConnectionCloseOk {} => {}
+            // RabbitMQ accepts a new secret (OAuth token refresh); with one configured
+            // user there is nothing to refresh.
+            AmqpMethod::ConnectionUpdateSecret { .. } => {
+                self.send(0, &AmqpMethod::ConnectionUpdateSecretOk {})
+            }
+            other => {
+                let ids = other.class_method_id();
+                let text = format!("{} is not allowed on channel 0", other.name());
+                self.close_connection(ReplyCode::CommandInvalid, &text, ids);
+            }
+        }
+    }
+
+    fn channel_method(&mut self, ch: u16, method: AmqpMethod, content: Option<Content>) {
+        if self.closing_channels.contains(&ch) {
+            match method {
+                AmqpMethod::ChannelClose { .. } => {
+                    self.closing_channels.remove(&ch);
+                    self.send(ch, &AmqpMethod::ChannelCloseOk {});
+                }
+                AmqpMethod::ChannelCloseOk {} => {
+                    self.closing_channels.remove(&ch);
+                }
+                _ => {}
+            }
+            return;
+        }
+        let ids = method.class_method_id();
+        let outbound = Arc::clone(&self.outbound);
+        let State::Open(session) = &mut self.state else {
+            return;
+        };
+        let result = run_channel_method(session, &outbound, self.frame_max, ch, method, content);
+        match result {
+            Ok(Some(reply)) => self.send(ch, &reply),
+            Ok(None) => {}
+            Err(e) => self.fail(ch, ids, e),
+        }
+    }
+}
+
+/// Executes one channel method on the session; returns the reply to send, if any.
+fn run_channel_method(
+    session: &mut Session,
+    outbound: &Arc<Outbound>,
+    frame_max: u32,
+    ch: u16,
+    method: AmqpMethod,
+    content: Option<Content>,
+) -> Result<Option<AmqpMethod>, BrokerError> {
+    use AmqpMethod as M;
+    let reply = |no_wait: bool, m: AmqpMethod| if no_wait { None } else { Some(m) };
+    match method {
+        M::ChannelOpen {} => session.open_channel(ch).map(|_| Some(M::ChannelOpenOk {})),
+        M::ChannelClose { .. } => {
+            session.close_channel(ch);
+            Ok(Some(M::ChannelCloseOk {}))
+        }
+        M::ChannelCloseOk {} => Ok(None),
+        _ if !session.has_channel(ch) => Err(BrokerError::new(
+            ReplyCode::ChannelError,
+            format!("expected 'channel.open' on channel {ch}"),
+        )),
+        M::ChannelFlow { active: true } => Ok(Some(M::ChannelFlowOk { active: true })),
+        M::ChannelFlow { active: false } => {
+            Err(BrokerError::new(ReplyCode::NotImplemented, "active=false"))
+        }
+        M::ExchangeDeclare {
+            exchange,
+            kind,
+            passive,
+            durable,
+            auto_delete,
+            internal,
+            no_wait,
+            arguments,
+        } => session
+            .exchange_declare(
+                ch,
+                &ExchangeSpec {
+                    name: exchange,
+                    kind,
+                    passive,
+                    durable,
+                    auto_delete,
+                    internal,
+                    arguments,
+                },
+            )
+            .map(|_| reply(no_wait, M::ExchangeDeclareOk {})),
+        M::ExchangeDelete {
+            exchange,
+            if_unused,
+            no_wait,
+        } => session
+            .exchange_delete(ch, &exchange, if_unused)
+            .map(|_| reply(no_wait, M::ExchangeDeleteOk {})),
+        M::ExchangeBind {
+            destination,
+            source,
+            routing_key,
+            no_wait,
+            arguments,
+        } => session
+            .exchange_bind(ch, &destination, &source, &routing_key, &arguments)
+            .map(|_| reply(no_wait, M::ExchangeBindOk {})),
+        M::ExchangeUnbind {
+            destination,
+            source,
+            routing_key,
+            no_wait,
+            arguments,
+        } => session
+            .exchange_unbind(ch, &destination, &source, &routing_key, &arguments)
+            .map(|_| reply(no_wait, M::ExchangeUnbindOk {})),
+        M::QueueDeclare {
+            queue,
+            passive,
+            durable,
+            exclusive,
+            auto_delete,
+            no_wait,
+            arguments,
+        } => session
+            .queue_declare(
+                ch,
+                &QueueSpec {
+                    name: queue,
+                    passive,
+                    durable,
+                    exclusive,
+                    auto_delete,
+                    arguments,
+                },
+            )
+            .map(|d| {
+                reply(
+                    no_wait,
+                    M::QueueDeclareOk {
+                        queue: d.name,
+                        message_count: d.message_count,
+                        consumer_count: d.consumer_count,
+                    },
+                )
+            }),
+        M::QueueBind {
+            queue,
+            exchange,
+            routing_key,
+            no_wait,
+            arguments,
+        } => session
+            .queue_bind(ch, &queue, &exchange, &routing_key, &arguments)
+            .map(|_| reply(no_wait, M::QueueBindOk {})),
+        M::QueueUnbind {
+            queue,
+            exchange,
+            routing_key,
+            arguments,
+        } => session
+            .queue_unbind(ch, &queue, &exchange, &routing_key, &arguments)
+            .map(|_| Some(M::QueueUnbindOk {})),
+        M::QueuePurge { queue, no_wait } => session
+            .queue_purge(ch, &queue)
+            .map(|n| reply(no_wait, M::QueuePurgeOk { message_count: n })),
+        M::QueueDelete {
+            queue,
+            if_unused,
+            if_empty,
+            no_wait,
+        } => session
+            .queue_delete(ch, &queue, if_unused, if_empty)
+            .map(|n| reply(no_wait, M::QueueDeleteOk { message_count: n })),
+        M::BasicQos {
+            prefetch_size,
+            prefetch_count,
+            global,
+        } => {
+            if prefetch_size != 0 {
+                return Err(BrokerError::new(
+                    ReplyCode::NotImplemented,
+                    format!("prefetch_size!=0 ({prefetch_size})"),
+                ));
+            }
+            session
+                .basic_qos(ch, prefetch_count, global)
+                .map(|_| Some(M::BasicQosOk {}))
+        }
+        M::BasicConsume {
+            queue,
+            consumer_tag,
+            no_ack,
+            exclusive,
+            no_wait,
+            arguments,
+            ..
+        } => session
+            .basic_consume(
+                ch,
+                &queue,
+                &consumer_tag,
+                no_ack,
+                exclusive,
+                &arguments,
+                |tag| {
+                    if !no_wait {
+                        let m = M::BasicConsumeOk {
+                            consumer_tag: tag.to_string(),
+                        };
+                        outbound.write_with(|buf| write_method(buf, ch, &m));
+                    }
+                },
+            )
+            .map(|_| None),
+        M::BasicCancel {
+            consumer_tag,
+            no_wait,
+        } => session
+            .basic_cancel(ch, &consumer_tag)
+            .map(|_| reply(no_wait, M::BasicCancelOk { consumer_tag })),
+        M::BasicPublish {
+            exchange,
+            routing_key,
+            mandatory,
+            immediate,
+        } => {
+            if immediate {
+                return Err(BrokerError::new(
+                    ReplyCode::NotImplemented,
+                    "immediate=true",
+                ));
+            }
+            let Some(content) = content else {
+                return Err(BrokerError::new(
+                    ReplyCode::UnexpectedFrame,
+                    "basic.publish without content",
+                ));
+            };
+            let result = session.basic_publish(
+                ch,
+                &exchange,
+                &routing_key,
+                mandatory,
+                content.properties,
+                content.body,
+            );
+            session.flush_confirms(ch);
+            result.map(|_| None)
+        }
+        M::BasicGet { queue, no_ack } => session
+            .basic_get(ch, &queue, no_ack, |g| {
+                let m = M::BasicGetOk {
+                    delivery_tag: g.delivery_tag,
+                    redelivered: g.redelivered,
+                    exchange: g.message.exchange.to_string(),
+                    routing_key: g.message.routing_key.to_string(),
+                    message_count: g.message_count,
+                };
+                outbound.write_with(|buf| {
+                    write_method(buf, ch, &m);
+                    crate::amqp::write_content(
+                        buf,
+                        ch,
+                        crate::amqp::BASIC_CLASS_ID,
+                        g.message.properties(),
+                        &g.message.body,
+                        frame_max,
+                    );
+                });
+            })
+            .map(|got| if got { None } else { Some(M::BasicGetEmpty {}) }),
+        M::BasicAck {
+            delivery_tag,
+            multiple,
+        } => session.basic_ack(ch, delivery_tag, multiple).map(|_| None),
+        M::BasicNack {
+            delivery_tag,
+            multiple,
+            requeue,
+        } => session
+            .basic_nack(ch, delivery_tag, multiple, requeue)
+            .map(|_| None),
+        M::BasicReject {
+            delivery_tag,
+            requeue,
+        } => session
+            .basic_reject(ch, delivery_tag, requeue)
+            .map(|_| None),
+        M::BasicRecover { requeue } => session
+            .basic_recover(ch, requeue)
+            .map(|_| Some(M::BasicRecoverOk {})),
+        M::BasicRecoverAsync { requeue } => session.basic_recover(ch, requeue).map(|_| None),
+        M::ConfirmSelect { nowait } => session
+            .confirm_select(ch)
+            .map(|_| reply(nowait, M::ConfirmSelectOk {})),
+        M::TxSelect {} | M::TxCommit {} | M::TxRollback {} => Err(BrokerError::new(
+            ReplyCode::NotImplemented,
+            "transactions (tx.select) are not supported yet; use publisher confirms",
+        )),
+        other => Err(BrokerError::new(
+            ReplyCode::CommandInvalid,
+            format!("{} is not a client method on a channel", other.name()),
+        )),
+    }
+}
+
+/// User and password from a SASL PLAIN response: `authzid NUL user NUL password`.
+fn plain(response: &[u8]) -> Option<(String, String)> {
+    let mut parts = response.split(|b| *b == 0);
+    let _authzid = parts.next()?;
+    let user = std::str::from_utf8(parts.next()?).ok()?;
+    let password = std::str::from_utf8(parts.next()?).ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((user.to_string(), password.to_string()))
+}
+
+/// User and password from an AMQPLAIN response: a field table without its length prefix,
+/// holding `LOGIN` and `PASSWORD` (RabbitMQ's mechanism).
+fn amqplain(response: &[u8]) -> Option<(String, String)> {
+    let mut framed = Vec::with_capacity(response.len() + 4);
+    framed.extend_from_slice(&(u32::try_from(response.len()).ok()?).to_be_bytes());
+    framed.extend_from_slice(response);
+    let table = decode_table(&mut Reader::new(&framed)).ok()?;
+    let user = table.get("LOGIN")?.as_str()?.to_string();
+    let password = table.get("PASSWORD")?.as_str()?.to_string();
+    Some((user, password))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::field_table::encode_table;
+
+    #[test]
+    fn plain_and_amqplain_responses_give_user_and_password() {
+        assert_eq!(
+            plain(b"\0guest\0secret"),
+            Some(("guest".into(), "secret".into()))
+        );
+        assert_eq!(plain(b"guest"), None);
+        assert_eq!(plain(b"\0a\0b\0c"), None);
+        let mut t = FieldTable::new();
+        t.insert("LOGIN".into(), FieldValue::string("guest"));
+        t.insert("PASSWORD".into(), FieldValue::string("pw"));
+        let mut bytes = Vec::new();
+        encode_table(&mut bytes, &t);
+        // AMQPLAIN sends the table's entries without the 4-byte length.
+        assert_eq!(amqplain(&bytes[4..]), Some(("guest".into(), "pw".into())));
+        assert_eq!(amqplain(b"\x05LOGIN"), None);
+    }
+
+    #[test]
+    fn reply_texts_carry_the_code_name_as_rabbitmq() {
+        assert_eq!(
+            reply_text(ReplyCode::NotFound, "no queue 'q' in vhost '/'"),
+            "NOT_FOUND - no queue 'q' in vhost '/'"
+        );
+    }
+}

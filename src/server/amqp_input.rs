@@ -1,0 +1,388 @@
+//! Turning AMQP 0-9-1 frames into connection events on the I/O thread: methods are
+//! decoded, and a content-carrying method (`basic.publish`) is held until its content
+//! header and body frames have arrived (AMQP 0-9-1 §4.2.6).
+//!
+//! The frames of one content follow their method on the same channel with nothing else
+//! on that channel in between; other channels may interleave (§4.2.6). A body larger than
+//! the configured maximum is not buffered: its frames are counted and dropped, and the
+//! channel is closed with 406 as RabbitMQ does.
+
+use crate::amqp::{parse_content_header, AmqpMethod, FrameType, RawFrameHeader, BASIC_CLASS_ID};
+use crate::error::ReplyCode;
+use crate::server::conn::{Content, Event};
+use std::collections::HashMap;
+
+/// A protocol violation: the connection is closed with this code and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Reply code (501, 502, 503, 504, 505, 540).
+    pub code: ReplyCode,
+    /// Reason, for `connection.close` and the log.
+    pub text: String,
+    /// Class and method ids of the offending method, 0 when none.
+    pub class_method: (u16, u16),
+}
+
+impl Violation {
+    fn new(code: ReplyCode, text: impl Into<String>) -> Violation {
+        Violation {
+            code,
+            text: text.into(),
+            class_method: (0, 0),
+        }
+    }
+}
+
+/// A content being received on one channel.
+#[derive(Debug)]
+enum Pending {
+    /// The method arrived; its content header is next.
+    AwaitHeader(AmqpMethod),
+    /// Header arrived; body frames until `size` bytes.
+    Body {
+        method: AmqpMethod,
+        content: Box<Content>,
+        size: u64,
+    },
+    /// Too large: body frames are counted and dropped.
+    Discard { left: u64 },
+}
+
+/// Per-connection AMQP input state.
+#[derive(Debug)]
+pub struct AmqpInput {
+    pending: HashMap<u16, Pending>,
+    /// Largest body accepted, in bytes (`--max-message-bytes`).
+    body_bytes_max: usize,
+}
+
+impl AmqpInput {
+    /// Input state for a connection accepting bodies up to `body_bytes_max` bytes.
+    pub fn new(body_bytes_max: usize) -> AmqpInput {
+        AmqpInput {
+            pending: HashMap::new(),
+            body_bytes_max,
+        }
+    }
+
+    /// Handles one whole frame; returns the event it completes, if any.
+    ///
+    /// # Errors
+    /// A [`Violation`] when the frame breaks the protocol (a content frame without its
+    /// method, a method in the middle of a content, a heartbeat off channel 0, a method
+    /// that does not decode, …): the connection must be closed with its code.
+    pub fn frame(
+        &mut self,
+        header: &RawFrameHeader,
+        payload: &[u8],
+    ) -> Result<Option<(Event, usize)>, Violation> {
+        let ch = header.channel;
+        match header.frame_type {
+            FrameType::Heartbeat => {
+                if ch != 0 {
+                    return Err(Violation::new(
+                        ReplyCode::FrameError,
+                        format!("heartbeat frame on channel {ch}"),
+                    ));
+                }
+                Ok(None)
+            }
+            FrameType::Method => self.method(ch, payload),
+            FrameType::Header => self.content_header(ch, payload),
+            FrameType::Body => self.body(ch, payload),
+        }
+    }
+
+    fn method(&mut self, ch: u16, payload: &[u8]) -> Result<Option<(Event, usize)>, Violation> {
+        let method = AmqpMethod::decode(payload).map_err(|e| Violation {
+            code: e.code,
+            text: e.text,
+            class_method: (e.class_id, e.method_id),
+        })?;
+        if let Some(p) = self.pending.get(&ch) {
+            let expected = match p {
+                Pending::AwaitHeader(_) => "content header",
+                _ => "content body",
+            };
+            let (c, m) = method.class_method_id();
+            return Err(Violation {
+                code: ReplyCode::UnexpectedFrame,
+                text: format!(
+                    "expected {expected} for class {BASIC_CLASS_ID}, got method frame {} on \
+                     channel {ch} instead",
+                    method.name()
+                ),
+                class_method: (c, m),
+            });
+        }
+        if method.has_content() {
+            self.pending.insert(ch, Pending::AwaitHeader(method));
+            return Ok(None);
+        }
+        let cost = payload.len() + std::mem::size_of::<Event>();
+        Ok(Some((
+            Event::Amqp {
+                channel: ch,
+                method,
+                content: None,
+            },
+            cost,
+        )))
+    }
+
+    fn content_header(
+        &mut self,
+        ch: u16,
+        payload: &[u8],
+    ) -> Result<Option<(Event, usize)>, Violation> {
+        let Some(Pending::AwaitHeader(method)) = self.pending.remove(&ch) else {
+            return Err(Violation::new(
+                ReplyCode::UnexpectedFrame,
+                format!("unexpected content header frame on channel {ch}"),
+            ));
+        };
+        let h = parse_content_header(payload).map_err(|e| Violation::new(e.code, e.text))?;
+        let (class_id, _) = method.class_method_id();
+        if h.class_id != class_id {
+            return Err(Violation::new(
+                ReplyCode::UnexpectedFrame,
+                format!(
+                    "content header for class {} does not match its method's class {class_id}",
+                    h.class_id
+                ),
+            ));
+        }
+        if h.body_size > self.body_bytes_max as u64 {
+            if h.body_size > 0 {
+                self.pending
+                    .insert(ch, Pending::Discard { left: h.body_size });
+            }
+            return Ok(Some((
+                Event::AmqpOversized {
+                    channel: ch,
+                    size: h.body_size,
+                },
+                0,
+            )));
+        }
+        let content = Content {
+            properties: h.properties,
+            body: Vec::new(),
+        };
+        if h.body_size == 0 {
+            return Ok(Some(complete(ch, method, content)));
+        }
+        self.pending.insert(
+            ch,
+            Pending::Body {
+                method,
+                content: Box::new(content),
+                size: h.body_size,
+            },
+        );
+        Ok(None)
+    }
+
+    fn body(&mut self, ch: u16, payload: &[u8]) -> Result<Option<(Event, usize)>, Violation> {
+        let overrun = || {
+            Violation::new(
+                ReplyCode::FrameError,
+                format!("content body on channel {ch} is longer than its header declared"),
+            )
+        };
+        match self.pending.get_mut(&ch) {
+            Some(Pending::Discard { left }) => {
+                *left = left.checked_sub(payload.len() as u64).ok_or_else(overrun)?;
+                if *left == 0 {
+                    self.pending.remove(&ch);
+                }
+                Ok(None)
+            }
+            Some(Pending::Body { content, size, .. }) => {
+                let total = content.body.len() as u64 + payload.len() as u64;
+                if total > *size {
+                    return Err(overrun());
+                }
+                if content.body.is_empty() {
+                    // One allocation for the whole body (bounded by body_bytes_max).
+                    content.body.reserve_exact(*size as usize);
+                }
+                content.body.extend_from_slice(payload);
+                if total < *size {
+                    return Ok(None);
+                }
+                match self.pending.remove(&ch) {
+                    Some(Pending::Body {
+                        method, content, ..
+                    }) => Ok(Some(complete(ch, method, *content))),
+                    _ => Ok(None),
+                }
+            }
+            _ => Err(Violation::new(
+                ReplyCode::UnexpectedFrame,
+                format!("unexpected content body frame on channel {ch}"),
+            )),
+        }
+    }
+}
+
+fn complete(ch: u16, method: AmqpMethod, content: Content) -> (Event, usize) {
+    let cost = content.body.len() + std::mem::size_of::<Event>();
+    (
+        Event::Amqp {
+            channel: ch,
+            method,
+            content: Some(content),
+        },
+        cost,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amqp::{check, write_content, write_method};
+    use crate::types::BasicProperties;
+
+    const FRAME_MAX: u32 = 4096;
+
+    /// Feeds every frame in `bytes`; returns the events and the first violation.
+    fn feed(input: &mut AmqpInput, bytes: &[u8]) -> (Vec<Event>, Option<Violation>) {
+        let mut at = 0;
+        let mut events = Vec::new();
+        while let Some((h, n)) = check(&bytes[at..], FRAME_MAX).unwrap() {
+            let frame = &bytes[at..at + n];
+            match input.frame(&h, h.payload(frame)) {
+                Ok(Some((e, _))) => events.push(e),
+                Ok(None) => {}
+                Err(v) => return (events, Some(v)),
+            }
+            at += n;
+        }
+        (events, None)
+    }
+
+    fn publish() -> AmqpMethod {
+        AmqpMethod::BasicPublish {
+            exchange: String::new(),
+            routing_key: "q".into(),
+            mandatory: false,
+            immediate: false,
+        }
+    }
+
+    #[test]
+    fn a_publish_is_complete_once_its_body_arrived_across_frames() {
+        let mut input = AmqpInput::new(1 << 20);
+        let mut bytes = Vec::new();
+        write_method(&mut bytes, 1, &publish());
+        let props = BasicProperties {
+            content_type: Some("text/plain".into()),
+            ..BasicProperties::default()
+        };
+        let body = vec![7u8; 10_000];
+        write_content(&mut bytes, 1, BASIC_CLASS_ID, &props, &body, FRAME_MAX);
+        // Another channel's method may come between the content frames of channel 1: put
+        // one at the very end here (interleaving is checked per channel).
+        write_method(&mut bytes, 2, &AmqpMethod::ChannelOpen {});
+        let (events, violation) = feed(&mut input, &bytes);
+        assert_eq!(violation, None);
+        assert_eq!(events.len(), 2);
+        match &events[0] {
+            Event::Amqp {
+                channel: 1,
+                content: Some(c),
+                ..
+            } => {
+                assert_eq!(c.body, body);
+                assert_eq!(c.properties, props);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_empty_body_completes_at_the_header() {
+        let mut input = AmqpInput::new(1 << 20);
+        let mut bytes = Vec::new();
+        write_method(&mut bytes, 1, &publish());
+        write_content(
+            &mut bytes,
+            1,
+            BASIC_CLASS_ID,
+            &BasicProperties::default(),
+            &[],
+            FRAME_MAX,
+        );
+        let (events, violation) = feed(&mut input, &bytes);
+        assert_eq!(violation, None);
+        assert!(matches!(&events[..], [Event::Amqp { content: Some(c), .. }] if c.body.is_empty()));
+    }
+
+    #[test]
+    fn content_frames_out_of_place_are_unexpected_frames() {
+        // A body without a header (and without a method).
+        let mut input = AmqpInput::new(1 << 20);
+        let mut bytes = Vec::new();
+        write_content(
+            &mut bytes,
+            1,
+            BASIC_CLASS_ID,
+            &BasicProperties::default(),
+            b"x",
+            FRAME_MAX,
+        );
+        let (_, v) = feed(&mut input, &bytes);
+        assert_eq!(v.map(|v| v.code), Some(ReplyCode::UnexpectedFrame));
+        // A method where the content header should be.
+        let mut input = AmqpInput::new(1 << 20);
+        let mut bytes = Vec::new();
+        write_method(&mut bytes, 1, &publish());
+        write_method(&mut bytes, 1, &AmqpMethod::ChannelCloseOk {});
+        let (_, v) = feed(&mut input, &bytes);
+        let v = v.expect("violation");
+        assert_eq!(v.code, ReplyCode::UnexpectedFrame);
+        assert!(v.text.contains("expected content header"), "{}", v.text);
+    }
+
+    #[test]
+    fn an_oversized_body_is_reported_and_its_frames_dropped() {
+        let mut input = AmqpInput::new(100);
+        let mut bytes = Vec::new();
+        write_method(&mut bytes, 1, &publish());
+        write_content(
+            &mut bytes,
+            1,
+            BASIC_CLASS_ID,
+            &BasicProperties::default(),
+            &[1; 5000],
+            FRAME_MAX,
+        );
+        write_method(&mut bytes, 1, &AmqpMethod::ChannelCloseOk {});
+        let (events, v) = feed(&mut input, &bytes);
+        assert_eq!(v, None);
+        assert!(matches!(
+            events[0],
+            Event::AmqpOversized {
+                channel: 1,
+                size: 5000
+            }
+        ));
+        // After the dropped body the channel takes methods again.
+        assert!(matches!(events[1], Event::Amqp { channel: 1, .. }));
+    }
+
+    #[test]
+    fn a_heartbeat_off_channel_zero_is_a_frame_error() {
+        let mut input = AmqpInput::new(100);
+        let h = RawFrameHeader {
+            frame_type: FrameType::Heartbeat,
+            channel: 3,
+            size: 0,
+        };
+        assert_eq!(
+            input.frame(&h, &[]).unwrap_err().code,
+            ReplyCode::FrameError
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! The AMQP 0-9-1 [`ClientSink`]: encodes the core's pushes (deliveries, server cancels,
+//! returns, publisher confirms) as AMQP frames into a connection's outbound buffer.
+
+use crate::amqp::{write_content, write_method, AmqpMethod, BASIC_CLASS_ID};
+use crate::broker::{ClientSink, Message};
+use crate::error::ReplyCode;
+use crate::server::conn::{Conn, Event};
+use crate::server::outbound::Outbound;
+use std::sync::{Arc, Weak};
+
+/// Pushes for one AMQP 0-9-1 connection.
+pub struct AmqpSink {
+    outbound: Arc<Outbound>,
+    frame_max: u32,
+    conn: Weak<Conn>,
+}
+
+impl AmqpSink {
+    /// A sink writing frames of at most `frame_max` bytes (the negotiated size) into
+    /// `outbound`; force-closes go to `conn`'s mailbox.
+    pub fn new(outbound: Arc<Outbound>, frame_max: u32, conn: Weak<Conn>) -> AmqpSink {
+        AmqpSink {
+            outbound,
+            frame_max,
+            conn,
+        }
+    }
+
+    fn push(&self, channel: u16, method: &AmqpMethod) {
+        self.outbound
+            .write_with(|buf| write_method(buf, channel, method));
+    }
+
+    /// Writes a content-carrying method, its content header and body frames, in one go so
+    /// no other frame of the channel comes between them (AMQP 0-9-1 §4.2.6).
+    fn push_content(&self, channel: u16, method: &AmqpMethod, message: &Message) {
+        let frame_max = self.frame_max;
+        self.outbound.write_with(|buf| {
+            write_method(buf, channel, method);
+            write_content(
+                buf,
+                channel,
+                BASIC_CLASS_ID,
+                message.properties(),
+                &message.body,
+                frame_max,
+            );
+        });
+    }
+}
+
+impl ClientSink for AmqpSink {
+    fn deliver(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        redelivered: bool,
+        message: &Message,
+    ) {
+        let m = AmqpMethod::BasicDeliver {
+            consumer_tag: consumer_tag.to_string(),
+            delivery_tag,
+            redelivered,
+            exchange: message.exchange.to_string(),
+            routing_key: message.routing_key.to_string(),
+        };
+        self.push_content(channel, &m, message);
+    }
+
+    fn cancel(&self, channel: u16, consumer_tag: &str) {
+        // RabbitMQ's consumer_cancel_notify: the server's basic.cancel, no reply expected.
+        self.push(
+            channel,
+            &AmqpMethod::BasicCancel {
+                consumer_tag: consumer_tag.to_string(),
+                no_wait: true,
+            },
+        );
+    }
+
+    fn basic_return(
+        &self,
+        channel: u16,
+        reply_code: ReplyCode,
+        reply_text: &str,
+        message: &Message,
+    ) {
+        let m = AmqpMethod::BasicReturn {
+            reply_code: reply_code.as_u16(),
+            reply_text: reply_text.to_string(),
+            exchange: message.exchange.to_string(),
+            routing_key: message.routing_key.to_string(),
+        };
+        self.push_content(channel, &m, message);
+    }
+
+    fn confirm(&self, channel: u16, seq: u64, multiple: bool, ack: bool) {
+        let m = if ack {
+            AmqpMethod::BasicAck {
+                delivery_tag: seq,
+                multiple,
+            }
+        } else {
+            AmqpMethod::BasicNack {
+                delivery_tag: seq,
+                multiple,
+                requeue: false,
+            }
+        };
+        self.push(channel, &m);
+    }
+
+    fn is_saturated(&self) -> bool {
+        self.outbound.is_saturated()
+    }
+
+    fn force_close(&self, code: ReplyCode, text: &str) {
+        if let Some(conn) = self.conn.upgrade() {
+            conn.push(
+                Event::ForceClose {
+                    code,
+                    text: text.to_string(),
+                },
+                0,
+            );
+        }
+    }
+}

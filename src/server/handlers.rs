@@ -1,0 +1,32 @@
+//! The protocol handler of a connection: native or AMQP 0-9-1, chosen by the listener
+//! that accepted it.
+
+use crate::server::amqp_handler::AmqpHandler;
+use crate::server::conn::Event;
+use crate::server::handler::Handler;
+
+/// One connection's protocol state; run by one worker at a time.
+pub enum ConnHandler {
+    /// RelayMQ's native protocol.
+    Native(Handler),
+    /// AMQP 0-9-1.
+    Amqp(Box<AmqpHandler>),
+}
+
+impl ConnHandler {
+    /// Executes one event.
+    pub fn handle(&mut self, event: Event) {
+        match self {
+            ConnHandler::Native(h) => h.handle(event),
+            ConnHandler::Amqp(h) => h.handle(event),
+        }
+    }
+
+    /// Closes the connection after an internal error (541), releasing its session.
+    pub fn abort(&mut self) {
+        match self {
+            ConnHandler::Native(h) => h.abort(),
+            ConnHandler::Amqp(h) => h.abort(),
+        }
+    }
+}
