@@ -6,120 +6,15 @@
 
 mod common;
 
+use common::amqp_raw::{Raw, FRAME_MAX};
 use common::TestServer;
 use relaymq::amqp::{
     check, write_content, write_method, AmqpMethod, BASIC_CLASS_ID, PROTOCOL_HEADER,
 };
 use relaymq::client::Connection;
 use relaymq::types::{BasicProperties, FieldTable};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
-
-/// Frames this test client accepts, in bytes (the server's default frame size).
-const FRAME_MAX: u32 = 131_072;
-
-/// A raw AMQP 0-9-1 connection for sending exact bytes.
-struct Raw {
-    s: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Raw {
-    fn connect(addr: SocketAddr) -> Raw {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Raw { s, buf: Vec::new() }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        self.s.write_all(bytes).expect("write");
-    }
-
-    fn method(&mut self, channel: u16, m: &AmqpMethod) {
-        let mut out = Vec::new();
-        write_method(&mut out, channel, m);
-        self.send(&out);
-    }
-
-    /// The next method frame (content and heartbeat frames are skipped); `None` at EOF.
-    fn recv(&mut self) -> Option<(u16, AmqpMethod)> {
-        loop {
-            if let Some((h, n)) = check(&self.buf, FRAME_MAX).expect("server frames are valid") {
-                let frame: Vec<u8> = self.buf.drain(..n).collect();
-                if h.frame_type == relaymq::amqp::FrameType::Method {
-                    let m = AmqpMethod::decode(h.payload(&frame)).expect("decodes");
-                    return Some((h.channel, m));
-                }
-                continue;
-            }
-            let mut chunk = [0u8; 4096];
-            match self.s.read(&mut chunk) {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    }
-
-    /// Header, start-ok (PLAIN guest/guest), tune-ok, open "/": an open connection.
-    fn open(addr: SocketAddr) -> Raw {
-        let mut r = Raw::connect(addr);
-        r.send(&PROTOCOL_HEADER);
-        assert!(matches!(
-            r.recv(),
-            Some((0, AmqpMethod::ConnectionStart { .. }))
-        ));
-        r.method(
-            0,
-            &AmqpMethod::ConnectionStartOk {
-                client_properties: FieldTable::new(),
-                mechanism: "PLAIN".into(),
-                response: b"\0guest\0guest".to_vec(),
-                locale: "en_US".into(),
-            },
-        );
-        let Some((0, AmqpMethod::ConnectionTune { frame_max, .. })) = r.recv() else {
-            panic!("no tune");
-        };
-        r.method(
-            0,
-            &AmqpMethod::ConnectionTuneOk {
-                channel_max: 16,
-                frame_max,
-                heartbeat: 0,
-            },
-        );
-        r.method(
-            0,
-            &AmqpMethod::ConnectionOpen {
-                virtual_host: "/".into(),
-            },
-        );
-        assert!(matches!(
-            r.recv(),
-            Some((0, AmqpMethod::ConnectionOpenOk {}))
-        ));
-        r
-    }
-
-    /// Expects `connection.close` with `code`; returns its text.
-    fn expect_connection_close(&mut self, code: u16) -> String {
-        match self.recv() {
-            Some((
-                0,
-                AmqpMethod::ConnectionClose {
-                    reply_code,
-                    reply_text,
-                    ..
-                },
-            )) => {
-                assert_eq!(reply_code, code, "{reply_text}");
-                reply_text
-            }
-            other => panic!("expected connection.close {code}, got {other:?}"),
-        }
-    }
-}
+use std::io::Read;
+use std::net::SocketAddr;
 
 fn amqp_addr(server: &TestServer) -> SocketAddr {
     server.handle.amqp_addr().expect("AMQP listener on")

@@ -11,6 +11,7 @@ use crate::amqp::{write_method, AmqpMethod};
 use crate::broker::{Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::server::amqp_sink::AmqpSink;
+use crate::server::amqp_tx::{Transactions, TxOp};
 use crate::server::config::ServerConfig;
 use crate::server::conn::{Conn, Content, Event};
 use crate::server::outbound::Outbound;
@@ -66,6 +67,10 @@ pub struct AmqpHandler {
     client_name: String,
     /// Channels the server closed and that await the client's `close-ok`.
     closing_channels: HashSet<u16>,
+    /// Transactional channels and what their transactions hold.
+    tx: Transactions,
+    /// Channels in confirm mode (they cannot become transactional).
+    confirm_channels: HashSet<u16>,
 }
 
 /// RabbitMQ's reply text: the reply code's name, " - ", the reason.
@@ -98,6 +103,8 @@ impl AmqpHandler {
             state: State::AwaitHeader,
             client_name: String::new(),
             closing_channels: HashSet::new(),
+            tx: Transactions::default(),
+            confirm_channels: HashSet::new(),
         }
     }
 
@@ -202,6 +209,7 @@ impl AmqpHandler {
         if let State::Open(session) = &mut self.state {
             session.close_channel(channel);
         }
+        self.forget_channel(channel);
         self.closing_channels.insert(channel);
         self.send(
             channel,
@@ -513,6 +521,12 @@ impl AmqpHandler {
             return;
         }
         let ids = method.class_method_id();
+        if let AmqpMethod::ChannelClose { .. } = method {
+            self.forget_channel(ch);
+        }
+        let Some((method, content)) = self.transaction(ch, method, content) else {
+            return;
+        };
         let outbound = Arc::clone(&self.outbound);
         let State::Open(session) = &mut self.state else {
             return;
@@ -523,6 +537,158 @@ impl AmqpHandler {
             Ok(None) => {}
             Err(e) => self.fail(ch, ids, e),
         }
+    }
+}
+
+impl AmqpHandler {
+    /// A channel closed: its transaction and confirm mode go with it.
+    fn forget_channel(&mut self, ch: u16) {
+        self.tx.forget(ch);
+        self.confirm_channels.remove(&ch);
+    }
+
+    /// Handles what transactions change (`tx.*`, and publishes and acknowledgements on a
+    /// transactional channel, which are held until commit); returns the method to run
+    /// normally otherwise.
+    fn transaction(
+        &mut self,
+        ch: u16,
+        method: AmqpMethod,
+        content: Option<Content>,
+    ) -> Option<(AmqpMethod, Option<Content>)> {
+        use AmqpMethod as M;
+        let open = matches!(&self.state, State::Open(s) if s.has_channel(ch));
+        if !open {
+            return Some((method, content));
+        }
+        let ids = method.class_method_id();
+        let transactional = self.tx.is_transactional(ch);
+        let result: Result<Option<AmqpMethod>, BrokerError> = match method {
+            M::TxSelect {} => self
+                .tx
+                .select(ch, self.confirm_channels.contains(&ch))
+                .map(|_| Some(M::TxSelectOk {})),
+            M::TxRollback {} => self.tx.rollback(ch).map(|_| Some(M::TxRollbackOk {})),
+            M::TxCommit {} => self.commit(ch).map(|_| Some(M::TxCommitOk {})),
+            M::ConfirmSelect { .. } if transactional => Err(BrokerError::precondition(
+                "cannot switch from tx to confirm mode",
+            )),
+            M::ConfirmSelect { nowait } => {
+                self.confirm_channels.insert(ch);
+                return Some((M::ConfirmSelect { nowait }, content));
+            }
+            M::BasicPublish {
+                exchange,
+                routing_key,
+                mandatory,
+                immediate: false,
+            } if transactional => match content {
+                Some(content) => self
+                    .tx
+                    .hold(
+                        ch,
+                        TxOp::Publish {
+                            exchange,
+                            routing_key,
+                            mandatory,
+                            content: Box::new(content),
+                        },
+                    )
+                    .map(|_| None),
+                None => Err(BrokerError::new(
+                    ReplyCode::UnexpectedFrame,
+                    "basic.publish without content",
+                )),
+            },
+            M::BasicAck {
+                delivery_tag,
+                multiple,
+            } if transactional => self
+                .tx
+                .hold(
+                    ch,
+                    TxOp::Ack {
+                        delivery_tag,
+                        multiple,
+                    },
+                )
+                .map(|_| None),
+            M::BasicNack {
+                delivery_tag,
+                multiple,
+                requeue,
+            } if transactional => self
+                .tx
+                .hold(
+                    ch,
+                    TxOp::Nack {
+                        delivery_tag,
+                        multiple,
+                        requeue,
+                    },
+                )
+                .map(|_| None),
+            M::BasicReject {
+                delivery_tag,
+                requeue,
+            } if transactional => self
+                .tx
+                .hold(
+                    ch,
+                    TxOp::Nack {
+                        delivery_tag,
+                        multiple: false,
+                        requeue,
+                    },
+                )
+                .map(|_| None),
+            other => return Some((other, content)),
+        };
+        match result {
+            Ok(Some(reply)) => self.send(ch, &reply),
+            Ok(None) => {}
+            Err(e) => self.fail(ch, ids, e),
+        }
+        None
+    }
+
+    /// `tx.commit`: applies the held operations in order; the first that fails is the
+    /// commit's error (what came before it stays applied, as in RabbitMQ).
+    fn commit(&mut self, ch: u16) -> Result<(), BrokerError> {
+        let ops = self.tx.commit(ch)?;
+        let State::Open(session) = &mut self.state else {
+            return Ok(());
+        };
+        for op in ops {
+            match op {
+                TxOp::Publish {
+                    exchange,
+                    routing_key,
+                    mandatory,
+                    content,
+                } => {
+                    let content = *content;
+                    session.basic_publish(
+                        ch,
+                        &exchange,
+                        &routing_key,
+                        mandatory,
+                        content.properties,
+                        content.body,
+                    )?
+                }
+                TxOp::Ack {
+                    delivery_tag,
+                    multiple,
+                } => session.basic_ack(ch, delivery_tag, multiple)?,
+                TxOp::Nack {
+                    delivery_tag,
+                    multiple,
+                    requeue,
+                } => session.basic_nack(ch, delivery_tag, multiple, requeue)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -780,10 +946,6 @@ fn run_channel_method(
         M::ConfirmSelect { nowait } => session
             .confirm_select(ch)
             .map(|_| reply(nowait, M::ConfirmSelectOk {})),
-        M::TxSelect {} | M::TxCommit {} | M::TxRollback {} => Err(BrokerError::new(
-            ReplyCode::NotImplemented,
-            "transactions (tx.select) are not supported yet; use publisher confirms",
-        )),
         other => Err(BrokerError::new(
             ReplyCode::CommandInvalid,
             format!("{} is not a client method on a channel", other.name()),

@@ -7,6 +7,7 @@
 pub mod amqp_handler;
 pub mod amqp_input;
 pub mod amqp_sink;
+pub mod amqp_tx;
 pub mod config;
 pub mod conn;
 pub mod handler;

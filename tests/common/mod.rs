@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod amqp_raw;
+
 use relaymq::protocol::frame::{self, Payload, FRAME_HEADER_BYTES};
 use relaymq::protocol::{FrameAssembler, Method, PROTOCOL_HEADER};
 use relaymq::server::{self, ServerConfig, ServerHandle};

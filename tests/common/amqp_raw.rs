@@ -1,0 +1,112 @@
+//! A raw AMQP 0-9-1 client for tests that send exact frames, built on the project's codec.
+
+use relaymq::amqp::{check, write_method, AmqpMethod, PROTOCOL_HEADER};
+use relaymq::types::FieldTable;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Frames this test client accepts, in bytes (the server's default frame size).
+pub const FRAME_MAX: u32 = 131_072;
+
+/// A raw AMQP 0-9-1 connection for sending exact bytes.
+pub struct Raw {
+    pub s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw { s, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).expect("write");
+    }
+
+    pub fn method(&mut self, channel: u16, m: &AmqpMethod) {
+        let mut out = Vec::new();
+        write_method(&mut out, channel, m);
+        self.send(&out);
+    }
+
+    /// The next method frame (content and heartbeat frames are skipped); `None` at EOF.
+    pub fn recv(&mut self) -> Option<(u16, AmqpMethod)> {
+        loop {
+            if let Some((h, n)) = check(&self.buf, FRAME_MAX).expect("server frames are valid") {
+                let frame: Vec<u8> = self.buf.drain(..n).collect();
+                if h.frame_type == relaymq::amqp::FrameType::Method {
+                    let m = AmqpMethod::decode(h.payload(&frame)).expect("decodes");
+                    return Some((h.channel, m));
+                }
+                continue;
+            }
+            let mut chunk = [0u8; 4096];
+            match self.s.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// Header, start-ok (PLAIN guest/guest), tune-ok, open "/": an open connection.
+    pub fn open(addr: SocketAddr) -> Raw {
+        let mut r = Raw::connect(addr);
+        r.send(&PROTOCOL_HEADER);
+        assert!(matches!(
+            r.recv(),
+            Some((0, AmqpMethod::ConnectionStart { .. }))
+        ));
+        r.method(
+            0,
+            &AmqpMethod::ConnectionStartOk {
+                client_properties: FieldTable::new(),
+                mechanism: "PLAIN".into(),
+                response: b"\0guest\0guest".to_vec(),
+                locale: "en_US".into(),
+            },
+        );
+        let Some((0, AmqpMethod::ConnectionTune { frame_max, .. })) = r.recv() else {
+            panic!("no tune");
+        };
+        r.method(
+            0,
+            &AmqpMethod::ConnectionTuneOk {
+                channel_max: 16,
+                frame_max,
+                heartbeat: 0,
+            },
+        );
+        r.method(
+            0,
+            &AmqpMethod::ConnectionOpen {
+                virtual_host: "/".into(),
+            },
+        );
+        assert!(matches!(
+            r.recv(),
+            Some((0, AmqpMethod::ConnectionOpenOk {}))
+        ));
+        r
+    }
+
+    /// Expects `connection.close` with `code`; returns its text.
+    pub fn expect_connection_close(&mut self, code: u16) -> String {
+        match self.recv() {
+            Some((
+                0,
+                AmqpMethod::ConnectionClose {
+                    reply_code,
+                    reply_text,
+                    ..
+                },
+            )) => {
+                assert_eq!(reply_code, code, "{reply_text}");
+                reply_text
+            }
+            other => panic!("expected connection.close {code}, got {other:?}"),
+        }
+    }
+}
