@@ -32,6 +32,21 @@ impl Raw {
         self.send(&out);
     }
 
+    /// The next frame of any type: (type, channel, payload); `None` at EOF or timeout.
+    pub fn recv_frame(&mut self) -> Option<(relaymq::amqp::FrameType, u16, Vec<u8>)> {
+        loop {
+            if let Some((h, n)) = check(&self.buf, FRAME_MAX).expect("server frames are valid") {
+                let frame: Vec<u8> = self.buf.drain(..n).collect();
+                return Some((h.frame_type, h.channel, h.payload(&frame).to_vec()));
+            }
+            let mut chunk = [0u8; 4096];
+            match self.s.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
     /// The next method frame (content and heartbeat frames are skipped); `None` at EOF.
     pub fn recv(&mut self) -> Option<(u16, AmqpMethod)> {
         loop {

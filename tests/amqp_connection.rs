@@ -1,0 +1,206 @@
+//! The AMQP 0-9-1 connection handshake and heartbeats (issue 5, part 3): the server's
+//! properties and capabilities, SASL PLAIN and AMQPLAIN, refusals with RabbitMQ's codes and
+//! texts, tune limits, and heartbeats in both directions.
+
+mod common;
+
+use common::amqp_raw::Raw;
+use common::TestServer;
+use relaymq::amqp::{AmqpMethod, FrameType, PROTOCOL_HEADER};
+use relaymq::types::field_table::encode_table;
+use relaymq::types::{FieldTable, FieldValue};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+fn amqp_addr(server: &TestServer) -> SocketAddr {
+    server.handle.amqp_addr().expect("AMQP listener on")
+}
+
+/// Connects and sends the header; returns the connection and `connection.start`'s server
+/// properties and mechanisms.
+fn start(addr: SocketAddr) -> (Raw, FieldTable, Vec<u8>) {
+    let mut r = Raw::connect(addr);
+    r.send(&PROTOCOL_HEADER);
+    match r.recv() {
+        Some((
+            0,
+            AmqpMethod::ConnectionStart {
+                version_major: 0,
+                version_minor: 9,
+                server_properties,
+                mechanisms,
+                ..
+            },
+        )) => (r, server_properties, mechanisms),
+        other => panic!("expected connection.start 0-9, got {other:?}"),
+    }
+}
+
+fn start_ok(r: &mut Raw, mechanism: &str, response: Vec<u8>) {
+    r.method(
+        0,
+        &AmqpMethod::ConnectionStartOk {
+            client_properties: FieldTable::new(),
+            mechanism: mechanism.into(),
+            response,
+            locale: "en_US".into(),
+        },
+    );
+}
+
+#[test]
+fn start_advertises_rabbitmqs_capabilities_and_both_mechanisms() {
+    let server = TestServer::start();
+    let (_, props, mechanisms) = start(amqp_addr(&server));
+    assert_eq!(mechanisms, b"PLAIN AMQPLAIN");
+    assert_eq!(
+        props.get("product").and_then(FieldValue::as_str),
+        Some("RelayMQ")
+    );
+    let Some(FieldValue::Table(caps)) = props.get("capabilities") else {
+        panic!("no capabilities: {props:?}");
+    };
+    for cap in [
+        "publisher_confirms",
+        "exchange_exchange_bindings",
+        "basic.nack",
+        "consumer_cancel_notify",
+        "connection.blocked",
+        "per_consumer_qos",
+        "authentication_failure_close",
+    ] {
+        assert_eq!(caps.get(cap), Some(&FieldValue::Bool(true)), "{cap}");
+    }
+}
+
+#[test]
+fn amqplain_logs_in_and_a_wrong_password_is_refused_with_403() {
+    let server = TestServer::start();
+    let (mut r, _, _) = start(amqp_addr(&server));
+    let mut t = FieldTable::new();
+    t.insert("LOGIN".into(), FieldValue::string("guest"));
+    t.insert("PASSWORD".into(), FieldValue::string("guest"));
+    let mut table = Vec::new();
+    encode_table(&mut table, &t);
+    start_ok(&mut r, "AMQPLAIN", table[4..].to_vec());
+    assert!(matches!(
+        r.recv(),
+        Some((0, AmqpMethod::ConnectionTune { .. }))
+    ));
+
+    let (mut r, _, _) = start(amqp_addr(&server));
+    start_ok(&mut r, "PLAIN", b"\0guest\0wrong".to_vec());
+    match r.recv() {
+        Some((
+            0,
+            AmqpMethod::ConnectionClose {
+                reply_code: 403,
+                reply_text,
+                class_id: 10,
+                method_id: 11,
+            },
+        )) => assert_eq!(
+            reply_text,
+            "ACCESS_REFUSED - Login was refused using authentication mechanism PLAIN. For \
+             details see the broker logfile."
+        ),
+        other => panic!("expected connection.close 403, got {other:?}"),
+    }
+}
+
+#[test]
+fn tune_limits_and_an_unknown_vhost_are_refused() {
+    let server = TestServer::start();
+    let (mut r, _, _) = start(amqp_addr(&server));
+    start_ok(&mut r, "PLAIN", b"\0guest\0guest".to_vec());
+    assert!(matches!(
+        r.recv(),
+        Some((0, AmqpMethod::ConnectionTune { .. }))
+    ));
+    r.method(
+        0,
+        &AmqpMethod::ConnectionTuneOk {
+            channel_max: 0,
+            frame_max: 1024,
+            heartbeat: 0,
+        },
+    );
+    let text = r.expect_connection_close(530);
+    assert!(text.contains("frame_max=1024 < 4096 min size"), "{text}");
+
+    // A second connection asking for a vhost that does not exist.
+    let (mut r2, _, _) = start(amqp_addr(&server));
+    start_ok(&mut r2, "PLAIN", b"\0guest\0guest".to_vec());
+    assert!(matches!(
+        r2.recv(),
+        Some((0, AmqpMethod::ConnectionTune { .. }))
+    ));
+    r2.method(
+        0,
+        &AmqpMethod::ConnectionTuneOk {
+            channel_max: 0,
+            frame_max: 0,
+            heartbeat: 0,
+        },
+    );
+    r2.method(
+        0,
+        &AmqpMethod::ConnectionOpen {
+            virtual_host: "nowhere".into(),
+        },
+    );
+    let (code, text) = match r2.recv() {
+        Some((
+            0,
+            AmqpMethod::ConnectionClose {
+                reply_code,
+                reply_text,
+                ..
+            },
+        )) => (reply_code, reply_text),
+        other => panic!("{other:?}"),
+    };
+    assert!(code == 530 || code == 402, "{code} {text}");
+    assert!(text.contains("nowhere"), "{text}");
+}
+
+#[test]
+fn heartbeats_flow_both_ways_and_a_silent_client_is_dropped() {
+    let server = TestServer::start();
+    let (mut r, _, _) = start(amqp_addr(&server));
+    start_ok(&mut r, "PLAIN", b"\0guest\0guest".to_vec());
+    assert!(matches!(
+        r.recv(),
+        Some((0, AmqpMethod::ConnectionTune { .. }))
+    ));
+    r.method(
+        0,
+        &AmqpMethod::ConnectionTuneOk {
+            channel_max: 0,
+            frame_max: 0,
+            heartbeat: 1,
+        },
+    );
+    r.method(
+        0,
+        &AmqpMethod::ConnectionOpen {
+            virtual_host: "/".into(),
+        },
+    );
+    assert!(matches!(
+        r.recv(),
+        Some((0, AmqpMethod::ConnectionOpenOk {}))
+    ));
+    // The server sends heartbeats on an idle connection...
+    let started = Instant::now();
+    match r.recv_frame() {
+        Some((FrameType::Heartbeat, 0, payload)) => assert!(payload.is_empty()),
+        other => panic!("expected a heartbeat, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // ...and, hearing nothing back for two intervals, closes the connection.
+    while r.recv_frame().is_some() {
+        assert!(started.elapsed() < Duration::from_secs(10), "never dropped");
+    }
+    assert!(started.elapsed() >= Duration::from_millis(1900));
+}
