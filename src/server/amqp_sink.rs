@@ -4,7 +4,7 @@
 use crate::amqp::{write_content, write_method, AmqpMethod, BASIC_CLASS_ID};
 use crate::broker::{ClientSink, Message};
 use crate::error::ReplyCode;
-use crate::server::conn::{Conn, Event};
+use crate::server::conn::Conn;
 use crate::server::outbound::Outbound;
 use std::sync::{Arc, Weak};
 
@@ -116,14 +116,6 @@ impl ClientSink for AmqpSink {
     }
 
     fn force_close(&self, code: ReplyCode, text: &str) {
-        if let Some(conn) = self.conn.upgrade() {
-            conn.push(
-                Event::ForceClose {
-                    code,
-                    text: text.to_string(),
-                },
-                0,
-            );
-        }
+        crate::server::sink::force_close(&self.conn, code, text);
     }
 }

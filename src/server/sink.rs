@@ -118,14 +118,20 @@ impl ClientSink for NativeSink {
     }
 
     fn force_close(&self, code: ReplyCode, text: &str) {
-        if let Some(conn) = self.conn.upgrade() {
-            conn.push(
-                Event::ForceClose {
-                    code,
-                    text: text.to_string(),
-                },
-                0,
-            );
-        }
+        force_close(&self.conn, code, text);
+    }
+}
+
+/// Asks `conn`'s worker to close it with `code` and `text` (the core's
+/// [`ClientSink::force_close`], for either protocol).
+pub fn force_close(conn: &Weak<Conn>, code: ReplyCode, text: &str) {
+    if let Some(conn) = conn.upgrade() {
+        conn.push(
+            Event::ForceClose {
+                code,
+                text: text.to_string(),
+            },
+            0,
+        );
     }
 }
