@@ -609,7 +609,7 @@ fn parse(io: &mut IoConn, data: &[u8]) -> usize {
         if data[..PROTOCOL_HEADER.len()] != PROTOCOL_HEADER {
             let got = &data[..PROTOCOL_HEADER.len()];
             let hint = if got.starts_with(b"AMQP") {
-                " (an AMQP 0-9-1 client: this port speaks RelayMQ's native protocol; AMQP is not supported yet)"
+                " (an AMQP 0-9-1 client: this port speaks RelayMQ's native protocol; AMQP 0-9-1 is served on the --amqp-listen port, default 5672)"
             } else {
                 ""
             };
