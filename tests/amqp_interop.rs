@@ -128,6 +128,8 @@ fn pika(server: &TestServer, name: &str, args: &[&str]) -> Output {
     require_pika();
     let out = run_bounded(
         Command::new("python3")
+            // No __pycache__ in the source tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .arg("-u")
             .arg(script(name))
             .arg(amqp_port(server).to_string())
