@@ -429,7 +429,13 @@ impl AmqpHandler {
             Ok(v) => v,
             Err(e) => {
                 self.state = State::AwaitOpen { user };
-                self.close_connection(e.code, &e.text, OPEN);
+                if e.code == ReplyCode::InvalidPath {
+                    // RabbitMQ answers an unknown vhost with 530 over AMQP.
+                    let text = format!("vhost {vhost} not found");
+                    self.close_connection(ReplyCode::NotAllowed, &text, OPEN);
+                } else {
+                    self.close_connection(e.code, &e.text, OPEN);
+                }
                 return;
             }
         };
