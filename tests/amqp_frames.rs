@@ -183,3 +183,32 @@ fn garbage_after_the_handshake_never_takes_the_server_down() {
     }
     assert_still_serving(&server);
 }
+
+#[test]
+fn a_method_on_a_channel_closed_before_is_a_channel_error() {
+    let server = TestServer::start();
+    let mut r = Raw::open(amqp_addr(&server));
+    r.method(1, &AmqpMethod::ChannelOpen {});
+    assert!(matches!(r.recv(), Some((1, AmqpMethod::ChannelOpenOk {}))));
+    r.method(
+        1,
+        &AmqpMethod::ChannelClose {
+            reply_code: 200,
+            reply_text: String::new(),
+            class_id: 0,
+            method_id: 0,
+        },
+    );
+    assert!(matches!(r.recv(), Some((1, AmqpMethod::ChannelCloseOk {}))));
+    r.method(
+        1,
+        &AmqpMethod::BasicQos {
+            prefetch_size: 0,
+            prefetch_count: 1,
+            global: false,
+        },
+    );
+    let text = r.expect_connection_close(504);
+    assert!(text.starts_with("CHANNEL_ERROR - "), "{text}");
+    assert_still_serving(&server);
+}
