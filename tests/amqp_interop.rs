@@ -511,6 +511,7 @@ fn rich_properties() -> BasicProperties {
         kind: Some("example.event".into()),
         user_id: Some("guest".into()),
         app_id: Some("interop".into()),
+        cluster_id: None,
     }
 }
 

@@ -436,7 +436,11 @@ fn deleting_a_standard_exchange_is_refused_with_403() {
     let server = TestServer::start();
     let conn = connect(&server);
     let ch = conn.open_channel().unwrap();
-    channel_closed(ch.exchange_delete("amq.direct", false), 403);
+    let text = channel_closed(ch.exchange_delete("amq.direct", false), 403);
+    assert_eq!(
+        text,
+        "deletion of system exchange 'amq.direct' in vhost '/' not allowed"
+    );
     assert!(exists(&conn, "amq.direct"));
 }
 

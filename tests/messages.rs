@@ -155,6 +155,7 @@ fn every_property() -> BasicProperties {
         kind: Some("order.created".into()),
         user_id: Some("guest".into()),
         app_id: Some("relaymq-tests".into()),
+        cluster_id: None,
     }
 }
 

@@ -301,3 +301,31 @@ fn publishing_to_an_internal_exchange_is_refused_with_403() {
     );
     assert_eq!(ready_count(&conn, "behind"), 0);
 }
+
+#[test]
+fn a_user_id_that_is_not_the_authenticated_user_is_refused_with_406() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "u");
+    let as_user = |u: &str| BasicProperties {
+        user_id: Some(u.into()),
+        ..BasicProperties::default()
+    };
+    ch.basic_publish("", "u", false, &as_user("guest"), b"mine")
+        .unwrap();
+    ch.basic_publish("", "u", false, &as_user("bob"), b"forged")
+        .unwrap();
+    let err = ch.basic_get("u", true).unwrap_err();
+    assert_eq!(err.reply_code(), Some(406), "{err}");
+    assert!(
+        err.to_string()
+            .contains("user_id property set to 'bob' but authenticated user was 'guest'"),
+        "{err}"
+    );
+    assert_eq!(
+        ready_count(&conn, "u"),
+        1,
+        "only the valid one was published"
+    );
+}

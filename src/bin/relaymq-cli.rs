@@ -25,14 +25,21 @@ fn main() {
     std::process::exit(code);
 }
 
+use std::io::Write;
+
 fn run() -> Result<(), CliError> {
     match args::parse(std::env::args_os().skip(1), |k| std::env::var(k).ok())? {
+        // A closed pipe (`--help | head -1`) is not an error worth a panic.
         Invocation::Help => {
-            println!("{}", args::USAGE);
+            let _ = writeln!(std::io::stdout(), "{}", args::USAGE);
             Ok(())
         }
         Invocation::Version => {
-            println!("relaymq-cli {}", env!("CARGO_PKG_VERSION"));
+            let _ = writeln!(
+                std::io::stdout(),
+                "relaymq-cli {}",
+                env!("CARGO_PKG_VERSION")
+            );
             Ok(())
         }
         Invocation::Run(global, command) => commands::run(&global, command),

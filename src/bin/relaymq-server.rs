@@ -7,6 +7,8 @@ use anyhow::{bail, Context, Result};
 use relaymq::server::{self, ServerConfig};
 use std::path::PathBuf;
 
+use std::io::Write;
+
 const USAGE: &str = "\
 relaymq-server: the RelayMQ message broker
 
@@ -173,11 +175,16 @@ fn parse_args() -> Result<Args> {
             }
             Long("check") => check = true,
             Short('h') | Long("help") => {
-                print!("{USAGE}");
+                // A closed pipe (`--help | head -1`) is not worth a panic.
+                let _ = write!(std::io::stdout(), "{USAGE}");
                 std::process::exit(0);
             }
             Short('V') | Long("version") => {
-                println!("relaymq-server {}", env!("CARGO_PKG_VERSION"));
+                let _ = writeln!(
+                    std::io::stdout(),
+                    "relaymq-server {}",
+                    env!("CARGO_PKG_VERSION")
+                );
                 std::process::exit(0);
             }
             _ => return Err(arg.unexpected().into()),

@@ -18,6 +18,7 @@ static NO_PROPERTIES: BasicProperties = BasicProperties {
     kind: None,
     user_id: None,
     app_id: None,
+    cluster_id: None,
 };
 
 /// A published message. Held as `Arc<Message>`: a fanout to N queues shares one body.

@@ -62,6 +62,8 @@ pub struct Session {
     channels: HashMap<u16, ChannelSession>,
     channel_count: Arc<AtomicUsize>,
     channel_max: u16,
+    /// The authenticated user: a published `user_id` property must name it.
+    user: Option<String>,
 }
 
 impl Drop for Session {
@@ -97,7 +99,15 @@ impl Session {
             channels: HashMap::new(),
             channel_count,
             channel_max,
+            user: None,
         }
+    }
+
+    /// Sets the authenticated user. A publish whose `user_id` property names another user
+    /// is then refused (RabbitMQ's validated user-ID).
+    pub fn with_user(mut self, user: &str) -> Session {
+        self.user = Some(user.to_string());
+        self
     }
 
     /// The broker this session belongs to.
@@ -442,7 +452,8 @@ impl Session {
     /// sequence number; its ack is sent by [`Session::flush_confirms`].
     ///
     /// # Errors
-    /// 406 body over the maximum or an invalid `expiration`; 404 absent exchange; 403
+    /// 406 body over the maximum, an invalid `expiration`, or a `user_id` that is not the
+    /// authenticated user's; 404 absent exchange; 403
     /// internal exchange; 504 for a channel that is not open. The message is then not published and not confirmed.
     pub fn basic_publish(
         &mut self,
@@ -463,6 +474,13 @@ impl Session {
             )));
         }
         crate::broker::queue_args::expiration_ms(&properties)?;
+        if let (Some(claimed), Some(user)) = (&properties.user_id, &self.user) {
+            if claimed != user {
+                return Err(BrokerError::precondition(format!(
+                    "user_id property set to '{claimed}' but authenticated user was '{user}'"
+                )));
+            }
+        }
         let ex = self.vhost.exchange_for_publish(exchange)?;
         let msg = Arc::new(Message::new(exchange, routing_key, properties, body));
         let queues = self.vhost.route(&ex, &msg);

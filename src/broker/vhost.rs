@@ -504,7 +504,8 @@ impl VirtualHost {
         }
         if names::is_reserved(name) {
             return Err(BrokerError::access_refused(format!(
-                "exchange name '{name}' contains reserved prefix 'amq.*'"
+                "deletion of system exchange '{name}' in vhost '{}' not allowed",
+                self.name
             )));
         }
         let _changes = self.changes();
@@ -671,7 +672,22 @@ impl VirtualHost {
             let q = self.queue_for(&spec.name, connection_id)?;
             return Ok(declared(&q));
         }
-        check_queue_arguments(&spec.arguments)?;
+        check_queue_arguments(&spec.arguments).map_err(|mut e| {
+            // RabbitMQ names the queue and vhost: "invalid arg 'x-…' for queue 'q' in
+            // vhost '/': …".
+            if let Some(rest) = e.text.strip_prefix("invalid arg '") {
+                if let Some(end) = rest.find('\'') {
+                    let (arg, tail) = rest.split_at(end);
+                    e.text = format!(
+                        "invalid arg '{arg}' for queue '{}' in vhost '{}'{}",
+                        spec.name,
+                        self.name,
+                        &tail[1..]
+                    );
+                }
+            }
+            e
+        })?;
         let name = if spec.name.is_empty() {
             names::generate("amq.gen-")
         } else if names::is_reserved(&spec.name) {

@@ -127,6 +127,7 @@ fn full_props() -> BasicProperties {
         kind: Some("order.created".into()),
         user_id: Some("guest".into()),
         app_id: Some("app\0id".into()),
+        cluster_id: Some("c1".into()),
     }
 }
 

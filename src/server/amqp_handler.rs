@@ -248,7 +248,7 @@ impl AmqpHandler {
         props.insert("platform".into(), FieldValue::string("Rust"));
         props.insert(
             "information".into(),
-            FieldValue::string("https://github.com/ (RelayMQ, a RabbitMQ-family broker)"),
+            FieldValue::string("RelayMQ, a single-node broker in the RabbitMQ family"),
         );
         props.insert("capabilities".into(), FieldValue::Table(capabilities));
         self.send(
@@ -468,7 +468,8 @@ impl AmqpHandler {
             sink,
             self.channel_max,
             channels,
-        );
+        )
+        .with_user(&user);
         self.state = State::Open(Box::new(session));
         log::info!(
             "connection {} ({}) opened over AMQP 0-9-1: user '{user}', vhost '{vhost}', client \

@@ -300,7 +300,8 @@ impl Handler {
             sink,
             channel_max,
             channels,
-        );
+        )
+        .with_user(&user);
         self.state = State::Open(Box::new(session));
         log::info!(
             "connection {} ({}) opened: user '{user}', vhost '{vhost}', client '{client_name}', frame_max {frame_max}, heartbeat {heartbeat_s} s",

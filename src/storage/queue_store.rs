@@ -1557,6 +1557,7 @@ mod tests {
             kind: None,
             user_id: None,
             app_id: None,
+            cluster_id: None,
         };
         MessageData {
             timestamp_ms: 1,

@@ -626,6 +626,7 @@ mod tests {
             kind: Some("order.created".into()),
             user_id: Some("guest".into()),
             app_id: Some("shop".into()),
+            cluster_id: Some("c1".into()),
         }
     }
 

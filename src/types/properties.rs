@@ -22,7 +22,10 @@ const FLAG_TIMESTAMP: u16 = 1 << 6;
 const FLAG_TYPE: u16 = 1 << 5;
 const FLAG_USER_ID: u16 = 1 << 4;
 const FLAG_APP_ID: u16 = 1 << 3;
-const FLAGS_KNOWN: u16 = 0xFFF8;
+const FLAG_CLUSTER_ID: u16 = 1 << 2;
+/// Every property flag: bits 15 … 2 (bit 0 would announce a second flag word, which the
+/// `basic` class never needs).
+const FLAGS_KNOWN: u16 = 0xFFFC;
 
 /// Delivery mode 2: the message is persistent (survives a restart in a durable queue).
 pub const DELIVERY_MODE_PERSISTENT: u8 = 2;
@@ -56,6 +59,9 @@ pub struct BasicProperties {
     pub user_id: Option<String>,
     /// Creating application id.
     pub app_id: Option<String>,
+    /// Deprecated in AMQP 0-9-1 (`cluster-id`, "must be empty") but accepted and carried
+    /// unchanged, as RabbitMQ does, so a client that sets every property is not refused.
+    pub cluster_id: Option<String>,
 }
 
 impl BasicProperties {
@@ -162,6 +168,7 @@ impl BasicProperties {
         s(out, FLAG_TYPE, &self.kind);
         s(out, FLAG_USER_ID, &self.user_id);
         s(out, FLAG_APP_ID, &self.app_id);
+        s(out, FLAG_CLUSTER_ID, &self.cluster_id);
         out[flags_at..flags_at + 2].copy_from_slice(&flags.to_be_bytes());
     }
 
@@ -208,6 +215,7 @@ impl BasicProperties {
         p.kind = s(r, FLAG_TYPE, "type")?;
         p.user_id = s(r, FLAG_USER_ID, "user-id")?;
         p.app_id = s(r, FLAG_APP_ID, "app-id")?;
+        p.cluster_id = s(r, FLAG_CLUSTER_ID, "cluster-id")?;
         Ok(p)
     }
 
@@ -249,6 +257,7 @@ impl BasicProperties {
         s("type", &self.kind);
         s("user_id", &self.user_id);
         s("app_id", &self.app_id);
+        s("cluster_id", &self.cluster_id);
         if let Some(h) = &self.headers {
             m.insert(
                 "headers".into(),
@@ -290,6 +299,7 @@ mod tests {
             kind: Some("t".into()),
             user_id: Some("guest".into()),
             app_id: Some("app".into()),
+            cluster_id: Some("c1".into()),
         }
     }
 
