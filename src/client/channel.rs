@@ -565,6 +565,21 @@ impl Channel {
         self.shared.wait_for_confirms(self.id, timeout)
     }
 
+    /// Waits until at most `limit` publishes are unconfirmed (a bounded window of
+    /// publishes in flight); returns how many are unconfirmed, and `true` when no nack
+    /// arrived since the last wait. `limit` 0 is [`Channel::wait_for_confirms`].
+    ///
+    /// # Errors
+    /// As [`Channel::wait_for_confirms`].
+    pub fn wait_for_confirms_at_most(
+        &self,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<(usize, bool), ClientError> {
+        self.shared
+            .wait_for_confirms_at_most(self.id, limit, timeout)
+    }
+
     /// The receiver of messages returned by the server (mandatory and unroutable). Clones
     /// share one stream; returns accumulate until read.
     pub fn returns(&self) -> Receiver<ReturnedMessage> {

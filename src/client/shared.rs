@@ -310,6 +310,22 @@ impl Shared {
         channel: u16,
         timeout: Duration,
     ) -> Result<bool, ClientError> {
+        self.wait_for_confirms_at_most(channel, 0, timeout)
+            .map(|(_, all_acked)| all_acked)
+    }
+
+    /// Blocks until at most `limit` publishes of `channel` are unconfirmed; returns how
+    /// many are, and `true` when no nack arrived since the last wait (the nack flag is
+    /// cleared as by [`Shared::wait_for_confirms`]).
+    ///
+    /// # Errors
+    /// As [`Shared::wait_for_confirms`].
+    pub(crate) fn wait_for_confirms_at_most(
+        &self,
+        channel: u16,
+        limit: usize,
+        timeout: Duration,
+    ) -> Result<(usize, bool), ClientError> {
         let deadline = Instant::now() + timeout;
         let mut st = lock(&self.state);
         loop {
@@ -319,8 +335,8 @@ impl Shared {
                     ClientError::Usage("wait_for_confirms needs confirm_select first".into())
                 }));
             };
-            if c.outstanding.is_empty() {
-                return Ok(!std::mem::take(&mut c.nacked));
+            if c.outstanding.len() <= limit {
+                return Ok((c.outstanding.len(), !std::mem::take(&mut c.nacked)));
             }
             if let Some(e) = closed {
                 return Err(e);

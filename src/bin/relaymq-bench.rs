@@ -1,0 +1,59 @@
+//! `relaymq-bench`: a measuring instrument in the spirit of RabbitMQ's PerfTest.
+//!
+//! Producers and consumers on their own connections and threads (blocking client, no async
+//! runtime) move messages through `relaymq-bench.q.N` queues; bodies carry their send time,
+//! so consumers measure end-to-end latency. Prints throughput and latency every second and
+//! at the end (or one JSON object with `--json`), plus the local server's RSS. A lost or
+//! duplicated message fails the run (exit 1); a usage error exits 2.
+
+mod relaymq_bench;
+
+use relaymq_bench::args::{self, Invocation};
+use relaymq_bench::{run, BenchError};
+use std::io::Write;
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let opts = match args::parse(std::env::args_os().skip(1)) {
+        Ok(Invocation::Run(opts)) => *opts,
+        Ok(Invocation::Help) => {
+            // A closed pipe (`--help | head -1`) is not worth a panic.
+            let _ = write!(std::io::stdout(), "{}", args::USAGE);
+            std::process::exit(0);
+        }
+        Ok(Invocation::Version) => {
+            let _ = writeln!(
+                std::io::stdout(),
+                "relaymq-bench {}",
+                env!("CARGO_PKG_VERSION")
+            );
+            std::process::exit(0);
+        }
+        Err(e) => exit_with(&e),
+    };
+    let json = opts.json;
+    let (summary, failure) = match run::run(opts) {
+        Ok(s) => (Some(s), None),
+        Err((why, s)) => (s, Some(why)),
+    };
+    if let Some(s) = &summary {
+        let out = if json {
+            s.to_json().to_string()
+        } else {
+            s.to_text()
+        };
+        let _ = writeln!(std::io::stdout(), "{out}");
+    }
+    match failure {
+        None => std::process::exit(0),
+        Some(why) => exit_with(&BenchError::Run(format!("the run failed: {why}"))),
+    }
+}
+
+fn exit_with(e: &BenchError) -> ! {
+    eprintln!("error: {}", e.message());
+    if matches!(e, BenchError::Usage(_)) {
+        eprintln!("usage: relaymq-bench [OPTIONS] (try --help)");
+    }
+    std::process::exit(e.exit_code())
+}

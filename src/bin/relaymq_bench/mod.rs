@@ -1,0 +1,39 @@
+//! The modules of `relaymq-bench`: flags ([`args`]), the run itself ([`run`]), the figures
+//! it prints ([`report`]) and the local server's memory ([`rss`]).
+
+pub mod args;
+pub mod report;
+pub mod rss;
+pub mod run;
+
+/// Exit code of a run that failed (connection refused, message lost or duplicated...).
+pub const EXIT_RUN_FAILED: i32 = 1;
+
+/// Exit code of a usage error (bad flag, unsupported URI).
+pub const EXIT_USAGE: i32 = 2;
+
+/// What can end `relaymq-bench` early.
+#[derive(Debug)]
+pub enum BenchError {
+    /// The command line is wrong or asks for something not supported (exit 2).
+    Usage(String),
+    /// The run itself failed (exit 1).
+    Run(String),
+}
+
+impl BenchError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            BenchError::Usage(_) => EXIT_USAGE,
+            BenchError::Run(_) => EXIT_RUN_FAILED,
+        }
+    }
+
+    /// The message printed after `error: `.
+    pub fn message(&self) -> &str {
+        match self {
+            BenchError::Usage(m) | BenchError::Run(m) => m,
+        }
+    }
+}

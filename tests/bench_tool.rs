@@ -1,0 +1,274 @@
+//! `relaymq-bench` against an in-process server: tiny runs of several configurations
+//! with `--json` deliver exactly what the configuration implies and leave no queue
+//! behind; usage errors exit 2. Speed is never asserted.
+
+mod common;
+
+use common::TestServer;
+use relaymq::client::{Connection, QueueDeclareOptions};
+use std::process::{Command, Output};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_relaymq-bench");
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(BENCH)
+        .args(args)
+        .output()
+        .expect("relaymq-bench runs")
+}
+
+/// Runs a configuration with `--json` and returns the parsed object.
+fn run_json(server: &TestServer, args: &[&str]) -> serde_json::Value {
+    let uri = format!("relaymq://{}", server.addr_string());
+    let mut all = vec!["--uri", uri.as_str(), "--json"];
+    all.extend_from_slice(args);
+    let out = bench(&all);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{args:?}: exit {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: exactly one JSON line: {stdout}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+    for key in [
+        "published_per_s",
+        "confirmed_per_s",
+        "delivered_per_s",
+        "server_rss_bytes",
+        "messages_published",
+        "messages_delivered",
+        "seconds",
+    ] {
+        assert!(v.get(key).is_some(), "{args:?}: key {key} in {v}");
+    }
+    for key in ["p50", "p99", "p999", "max"] {
+        assert!(
+            v["latency_us"][key].is_number(),
+            "{args:?}: latency_us.{key}"
+        );
+    }
+    v
+}
+
+/// Asserts that no `relaymq-bench.q.N` queue (N < `queues`) is left.
+fn assert_queues_gone(server: &TestServer, queues: usize) {
+    let conn = Connection::connect(&server.addr_string()).expect("connect");
+    for i in 0..queues {
+        let ch = conn.open_channel().expect("channel");
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let r = ch.queue_declare(&format!("relaymq-bench.q.{i}"), passive);
+        assert_eq!(
+            r.err().and_then(|e| e.reply_code()),
+            Some(404),
+            "queue {i} was deleted"
+        );
+    }
+    conn.close().expect("close");
+}
+
+fn count(v: &serde_json::Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// Runs `args`, checks the published and delivered counts and that the queues are gone.
+fn check(server: &TestServer, args: &[&str], published: u64, delivered: u64, queues: usize) {
+    let v = run_json(server, args);
+    assert_eq!(count(&v, "messages_published"), published, "{args:?}: {v}");
+    assert_eq!(count(&v, "messages_delivered"), delivered, "{args:?}: {v}");
+    assert_queues_gone(server, queues);
+}
+
+#[test]
+fn default_configuration() {
+    let server = TestServer::start();
+    let v = run_json(&server, &["--count", "3000"]);
+    assert_eq!(count(&v, "messages_delivered"), 3000);
+    // The server runs in this test's process, which the tool finds by its port.
+    assert!(count(&v, "server_rss_bytes") > 0, "{v}");
+    assert_queues_gone(&server, 1);
+}
+
+#[test]
+fn persistent_with_confirms() {
+    let server = TestServer::start();
+    let v = run_json(
+        &server,
+        &["--count", "2000", "--persistent", "--confirm", "64"],
+    );
+    assert_eq!(count(&v, "messages_delivered"), 2000);
+    assert_eq!(count(&v, "messages_confirmed"), 2000);
+    assert_queues_gone(&server, 1);
+}
+
+#[test]
+fn multiple_acks_with_prefetch_and_several_clients() {
+    let server = TestServer::start();
+    check(
+        &server,
+        &["--count", "3000", "--multi-ack", "10", "--prefetch", "100"],
+        3000,
+        3000,
+        1,
+    );
+    check(
+        &server,
+        &[
+            "--count",
+            "3001",
+            "--producers",
+            "2",
+            "--consumers",
+            "4",
+            "--queues",
+            "2",
+            "--size",
+            "100",
+        ],
+        3001,
+        3001,
+        2,
+    );
+}
+
+#[test]
+fn no_ack() {
+    let server = TestServer::start();
+    check(&server, &["--count", "3000", "--no-ack"], 3000, 3000, 1);
+}
+
+#[test]
+fn fanout_delivers_to_every_queue() {
+    let server = TestServer::start();
+    check(
+        &server,
+        &[
+            "--count",
+            "2000",
+            "--exchange-type",
+            "fanout",
+            "--queues",
+            "3",
+            "--consumers",
+            "3",
+        ],
+        2000,
+        6000,
+        3,
+    );
+}
+
+#[test]
+fn topic_and_headers_with_dummy_bindings() {
+    let server = TestServer::start();
+    check(
+        &server,
+        &[
+            "--count",
+            "2000",
+            "--exchange-type",
+            "topic",
+            "--bindings",
+            "1000",
+            "--queues",
+            "2",
+            "--consumers",
+            "2",
+        ],
+        2000,
+        2000,
+        2,
+    );
+    check(
+        &server,
+        &[
+            "--count",
+            "1000",
+            "--exchange-type",
+            "headers",
+            "--bindings",
+            "10",
+            "--queues",
+            "2",
+            "--consumers",
+            "2",
+        ],
+        1000,
+        1000,
+        2,
+    );
+    check(
+        &server,
+        &["--count", "1000", "--exchange-type", "direct"],
+        1000,
+        1000,
+        1,
+    );
+}
+
+#[test]
+fn paced_rate() {
+    let server = TestServer::start();
+    check(&server, &["--rate", "2000", "--count", "500"], 500, 500, 1);
+}
+
+#[test]
+fn duration_run_publishes_and_delivers_the_same() {
+    let server = TestServer::start();
+    let v = run_json(&server, &["--duration", "1", "--rate", "1000"]);
+    let published = count(&v, "messages_published");
+    assert!(published > 0);
+    assert_eq!(count(&v, "messages_delivered"), published);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["--producers", "0"][..],
+        &["--size", "8"],
+        &["--duration", "1", "--count", "5"],
+        &["--exchange-type", "nope"],
+        &["--bindings", "5"],
+        &["--no-ack", "--multi-ack", "5"],
+        &["--frobnicate"],
+        &["--uri", "localhost:5673"],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn amqp_uris_are_not_supported_yet() {
+    let out = bench(&[
+        "--uri",
+        "amqp://guest:guest@127.0.0.1:5672/",
+        "--count",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not supported yet"), "{err}");
+}
+
+#[test]
+fn an_unreachable_server_fails_the_run() {
+    // A port nothing listens on: bind, take the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let uri = format!("relaymq://127.0.0.1:{port}");
+    let out = bench(&["--uri", &uri, "--count", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot connect"), "{err}");
+}
