@@ -174,25 +174,7 @@ fn describe_argument(v: Option<&FieldValue>) -> String {
     let Some(v) = v else {
         return "none".to_string();
     };
-    let kind = match v {
-        FieldValue::Bool(_) => "bool",
-        FieldValue::I8(_) => "byte",
-        FieldValue::U8(_) => "unsignedbyte",
-        FieldValue::I16(_) => "short",
-        FieldValue::U16(_) => "unsignedshort",
-        FieldValue::I32(_) => "signedint",
-        FieldValue::U32(_) => "unsignedint",
-        FieldValue::I64(_) => "long",
-        FieldValue::F32(_) => "float",
-        FieldValue::F64(_) => "double",
-        FieldValue::Decimal(..) => "decimal",
-        FieldValue::LongString(_) => "longstr",
-        FieldValue::Bytes(_) => "binary",
-        FieldValue::Array(_) => "array",
-        FieldValue::Timestamp(_) => "timestamp",
-        FieldValue::Table(_) => "table",
-        FieldValue::Void => "void",
-    };
+    let kind = v.rabbitmq_type_name();
     let text = match v.to_json() {
         serde_json::Value::String(s) => s,
         other => other.to_string(),

@@ -84,6 +84,30 @@ impl FieldValue {
         })
     }
 
+    /// RabbitMQ's name for the value's type, as its error messages show it (`long`,
+    /// `longstr`, `signedint`, …).
+    pub fn rabbitmq_type_name(&self) -> &'static str {
+        match self {
+            FieldValue::Bool(_) => "bool",
+            FieldValue::I8(_) => "byte",
+            FieldValue::U8(_) => "unsignedbyte",
+            FieldValue::I16(_) => "short",
+            FieldValue::U16(_) => "unsignedshort",
+            FieldValue::I32(_) => "signedint",
+            FieldValue::U32(_) => "unsignedint",
+            FieldValue::I64(_) => "long",
+            FieldValue::F32(_) => "float",
+            FieldValue::F64(_) => "double",
+            FieldValue::Decimal(..) => "decimal",
+            FieldValue::LongString(_) => "longstr",
+            FieldValue::Bytes(_) => "binary",
+            FieldValue::Array(_) => "array",
+            FieldValue::Timestamp(_) => "timestamp",
+            FieldValue::Table(_) => "table",
+            FieldValue::Void => "void",
+        }
+    }
+
     /// The value as JSON (strings as text, byte arrays and non-UTF-8 strings as arrays of
     /// numbers, decimals as numbers).
     pub fn to_json(&self) -> serde_json::Value {

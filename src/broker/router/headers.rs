@@ -111,29 +111,6 @@ fn float(v: &FieldValue) -> Option<f64> {
     }
 }
 
-/// RabbitMQ's name for a value's type, as its error messages show it.
-fn type_name(v: &FieldValue) -> &'static str {
-    match v {
-        FieldValue::Bool(_) => "bool",
-        FieldValue::I8(_) => "byte",
-        FieldValue::U8(_) => "unsignedbyte",
-        FieldValue::I16(_) => "short",
-        FieldValue::U16(_) => "unsignedshort",
-        FieldValue::I32(_) => "signedint",
-        FieldValue::U32(_) => "unsignedint",
-        FieldValue::I64(_) => "long",
-        FieldValue::F32(_) => "float",
-        FieldValue::F64(_) => "double",
-        FieldValue::Decimal(..) => "decimal",
-        FieldValue::LongString(_) => "longstr",
-        FieldValue::Bytes(_) => "binary",
-        FieldValue::Array(_) => "array",
-        FieldValue::Timestamp(_) => "timestamp",
-        FieldValue::Table(_) => "table",
-        FieldValue::Void => "void",
-    }
-}
-
 /// A value roughly as Erlang's `~tp` prints it in RabbitMQ's messages.
 fn erlang_term(v: &FieldValue) -> String {
     match v {
@@ -193,7 +170,7 @@ impl HeadersRouter {
             },
             Some(other) => Err(BrokerError::precondition(format!(
                 "Invalid x-match field type {} (value {}); expected longstr",
-                type_name(other),
+                FieldValue::rabbitmq_type_name(other),
                 erlang_term(other)
             ))),
         }
