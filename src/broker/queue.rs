@@ -718,7 +718,10 @@ impl Queue {
 
     /// Marks the queue used now (`x-expires` counts from the last use).
     pub fn touch(&self) {
-        self.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        // Only x-expires reads it: spare `basic.get` and consume a clock read otherwise.
+        if self.lifecycle.expires_ms.is_some() {
+            self.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        }
     }
 
     /// Whether the queue has `x-expires` and has been unused (no consumer, no get, not

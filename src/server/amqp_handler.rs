@@ -14,6 +14,7 @@ use crate::server::amqp_sink::AmqpSink;
 use crate::server::amqp_tx::{Transactions, TxOp};
 use crate::server::config::ServerConfig;
 use crate::server::conn::{Conn, Content, Event};
+use crate::server::handler::log_close;
 use crate::server::outbound::Outbound;
 use crate::types::codec::Reader;
 use crate::types::field_table::decode_table;
@@ -177,15 +178,7 @@ impl AmqpHandler {
         if let State::Open(mut session) = old {
             session.close();
         }
-        if code == ReplyCode::ConnectionForced {
-            log::info!("closing connection {} ({}): {text}", self.id, self.peer);
-        } else {
-            log::warn!(
-                "closing connection {} ({}): {code}: {text}",
-                self.id,
-                self.peer
-            );
-        }
+        log_close(self.id, self.peer, code, text);
         self.send(
             0,
             &AmqpMethod::ConnectionClose {

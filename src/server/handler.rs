@@ -44,6 +44,16 @@ pub struct Handler {
     closing_channels: HashSet<u16>,
 }
 
+/// Logs a connection the server closes: 320 (shutdown, vhost deletion) at info, every
+/// other code at warn (both protocols).
+pub fn log_close(id: u64, peer: SocketAddr, code: ReplyCode, text: &str) {
+    if code == ReplyCode::ConnectionForced {
+        log::info!("closing connection {id} ({peer}): {text}");
+    } else {
+        log::warn!("closing connection {id} ({peer}): {code}: {text}");
+    }
+}
+
 impl Handler {
     /// A handler for a connection that has not opened yet; `peer` and `local` are the
     /// socket's two addresses.
@@ -159,15 +169,7 @@ impl Handler {
         if let State::Open(mut session) = old {
             session.close();
         }
-        if code == ReplyCode::ConnectionForced {
-            log::info!("closing connection {} ({}): {text}", self.id, self.peer);
-        } else {
-            log::warn!(
-                "closing connection {} ({}): {code}: {text}",
-                self.id,
-                self.peer
-            );
-        }
+        log_close(self.id, self.peer, code, text);
         self.send(
             0,
             request_id,
