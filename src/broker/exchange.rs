@@ -63,8 +63,11 @@ impl Exchange {
         self.router.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Write access to the bindings.
+    /// Write access to the bindings (bumps the topology version: cached routes through
+    /// this exchange are recomputed).
     pub fn router_mut(&self) -> RwLockWriteGuard<'_, Router> {
-        self.router.write().unwrap_or_else(|e| e.into_inner())
+        let guard = self.router.write().unwrap_or_else(|e| e.into_inner());
+        crate::broker::topology::bump();
+        guard
     }
 }

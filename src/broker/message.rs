@@ -2,6 +2,7 @@
 //! every queue it was routed to.
 
 use crate::types::{BasicProperties, FieldTable};
+use std::sync::Arc;
 
 /// Properties of a message that has none; returned by [`Message::properties`].
 static NO_PROPERTIES: BasicProperties = BasicProperties {
@@ -28,9 +29,9 @@ static NO_PROPERTIES: BasicProperties = BasicProperties {
 #[derive(Debug, PartialEq)]
 pub struct Message {
     /// Exchange the message was published to ("" = default exchange).
-    pub exchange: Box<str>,
+    pub exchange: Arc<str>,
     /// Routing key it was published with.
-    pub routing_key: Box<str>,
+    pub routing_key: Arc<str>,
     properties: Option<Box<BasicProperties>>,
     /// Body bytes.
     pub body: Vec<u8>,
@@ -52,6 +53,27 @@ impl Message {
         Message {
             exchange: exchange.into(),
             routing_key: routing_key.into(),
+            properties,
+            body,
+        }
+    }
+
+    /// As [`Message::new`], sharing already interned exchange and routing key names (the
+    /// publish path's cached route), so no name is copied.
+    pub fn with_names(
+        exchange: Arc<str>,
+        routing_key: Arc<str>,
+        properties: BasicProperties,
+        body: Vec<u8>,
+    ) -> Message {
+        let properties = if properties.is_empty() {
+            None
+        } else {
+            Some(Box::new(properties))
+        };
+        Message {
+            exchange,
+            routing_key,
             properties,
             body,
         }

@@ -26,6 +26,7 @@ pub mod ready;
 pub mod router;
 pub mod session;
 pub mod sink;
+pub mod topology;
 pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, ConnectionInfo, DEFAULT_VHOST};

@@ -14,9 +14,11 @@ use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
 use crate::broker::message::Message;
 use crate::broker::names;
+use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
 use crate::broker::router::Destination;
 use crate::broker::sink::ClientSink;
+use crate::broker::topology::{self, RouteCache};
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::flusher::SyncWaiter;
@@ -64,6 +66,8 @@ pub struct Session {
     channel_max: u16,
     /// The authenticated user: a published `user_id` property must name it.
     user: Option<String>,
+    /// Recent publish routes, valid while the topology version is unchanged.
+    routes: RouteCache,
 }
 
 impl Drop for Session {
@@ -100,6 +104,7 @@ impl Session {
             channel_count,
             channel_max,
             user: None,
+            routes: RouteCache::default(),
         }
     }
 
@@ -481,14 +486,39 @@ impl Session {
                 )));
             }
         }
-        let ex = self.vhost.exchange_for_publish(exchange)?;
-        let msg = Arc::new(Message::new(exchange, routing_key, properties, body));
-        let queues = self.vhost.route(&ex, &msg);
+        let (msg, queues) = if let Some(route) = self.routes.get(exchange, routing_key) {
+            let msg = Message::with_names(
+                Arc::clone(&route.exchange.name),
+                Arc::clone(&route.routing_key),
+                properties,
+                body,
+            );
+            (Arc::new(msg), Arc::clone(&route.queues))
+        } else {
+            // Read before routing: a change made meanwhile makes the entry stale.
+            let version = topology::version();
+            let ex = self.vhost.exchange_for_publish(exchange)?;
+            let routing_key: Arc<str> = routing_key.into();
+            let msg = Message::with_names(
+                Arc::clone(&ex.name),
+                Arc::clone(&routing_key),
+                properties,
+                body,
+            );
+            let msg = Arc::new(msg);
+            let (queues, keyed) = self.vhost.route_keyed(&ex, &msg);
+            let queues: Arc<[Arc<Queue>]> = queues.into();
+            if keyed {
+                self.routes
+                    .insert(version, ex, routing_key, Arc::clone(&queues));
+            }
+            (msg, queues)
+        };
         let mut routed = 0;
         let mut sync: Option<u64> = None;
         let mut refused: Option<String> = None;
         let mut dead: Vec<DeadLetterJob> = Vec::new();
-        for q in &queues {
+        for q in queues.iter() {
             match q.enqueue(Arc::clone(&msg)) {
                 Enqueued::Accepted { sync: s, dropped } => {
                     routed += 1;

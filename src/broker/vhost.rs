@@ -14,6 +14,7 @@ use crate::broker::names;
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
+use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::durability::Durability;
 use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
@@ -287,7 +288,9 @@ impl VirtualHost {
     }
 
     fn exchanges_mut(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Exchange>>> {
-        self.exchanges.write().unwrap_or_else(|e| e.into_inner())
+        let guard = self.exchanges.write().unwrap_or_else(|e| e.into_inner());
+        topology::bump();
+        guard
     }
 
     fn queues(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Queue>>> {
@@ -295,7 +298,9 @@ impl VirtualHost {
     }
 
     fn queues_mut(&self) -> RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<Queue>>> {
-        self.queues.write().unwrap_or_else(|e| e.into_inner())
+        let guard = self.queues.write().unwrap_or_else(|e| e.into_inner());
+        topology::bump();
+        guard
     }
 
     fn changes(&self) -> MutexGuard<'_, ()> {
@@ -904,10 +909,18 @@ impl VirtualHost {
     /// bindings (each exchange visited once, so binding cycles terminate) and enqueueing
     /// each queue once however many bindings lead to it.
     pub fn route(&self, exchange: &Exchange, msg: &Message) -> Vec<Arc<Queue>> {
+        self.route_keyed(exchange, msg).0
+    }
+
+    /// As [`VirtualHost::route`], also telling whether the result depends on the exchange
+    /// and routing key alone (no headers exchange on the way), so it may be cached
+    /// (`topology::RouteCache`).
+    pub fn route_keyed(&self, exchange: &Exchange, msg: &Message) -> (Vec<Arc<Queue>>, bool) {
         let mut names: Vec<Arc<str>> = Vec::new();
         if exchange.is_default() {
-            return self.queue(&msg.routing_key).into_iter().collect();
+            return (self.queue(&msg.routing_key).into_iter().collect(), true);
         }
+        let mut keyed = exchange.kind != ExchangeKind::Headers;
         let mut dests = Vec::new();
         exchange
             .router()
@@ -926,6 +939,7 @@ impl VirtualHost {
                         continue;
                     }
                     if let Some(next) = self.exchange(&x) {
+                        keyed &= next.kind != ExchangeKind::Headers;
                         next.router()
                             .route(&msg.routing_key, msg.headers(), &mut dests);
                     }
@@ -937,7 +951,8 @@ impl VirtualHost {
             names.dedup();
         }
         let map = self.queues();
-        names.iter().filter_map(|n| map.get(n).cloned()).collect()
+        let queues = names.iter().filter_map(|n| map.get(n).cloned()).collect();
+        (queues, keyed)
     }
 
     /// Rows describing every binding (source, destination, key, arguments).

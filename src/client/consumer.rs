@@ -8,13 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What the reader thread puts into a consumer's stream.
-// A delivery is moved once from the reader to the consumer: boxing would add an
-// allocation per message to save a few hundred bytes per buffered item.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum ConsumerItem {
-    /// A message.
-    Delivery(Delivery),
+    /// Deliveries of one batch frame for this consumer, in order (never empty).
+    Deliveries(Vec<Delivery>),
     /// The consumer was cancelled (by the client, or by the server: queue deleted). Last.
     Cancelled,
     /// The channel or connection closed. Last.
@@ -22,7 +19,7 @@ pub(crate) enum ConsumerItem {
 }
 
 /// What [`Consumer::recv`] returns.
-#[allow(clippy::large_enum_variant)] // as `ConsumerItem`: moved once, not stored
+#[allow(clippy::large_enum_variant)] // moved once to the caller, not stored
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConsumerEvent {
     /// A message for the consumer. Unless the consumer was started with `no_ack`, it must
@@ -56,6 +53,8 @@ pub struct Consumer {
     tag: String,
     /// Deliveries and the final event, from the reader thread.
     rx: Receiver<ConsumerItem>,
+    /// The rest of the last batch taken from `rx`, returned before the next one.
+    batch: Mutex<std::vec::IntoIter<Delivery>>,
     /// Set once the stream ended, so later calls answer the same.
     ended: Mutex<Option<Ended>>,
 }
@@ -72,6 +71,7 @@ impl Consumer {
             channel,
             tag,
             rx,
+            batch: Mutex::new(Vec::new().into_iter()),
             ended: Mutex::new(None),
         }
     }
@@ -92,8 +92,16 @@ impl Consumer {
     /// The channel's or connection's close error once the channel closed and every
     /// delivery received before has been returned.
     pub fn recv(&self) -> Result<ConsumerEvent, ClientError> {
+        if let Some(d) = self.buffered() {
+            return Ok(ConsumerEvent::Delivery(d));
+        }
         let item = self.rx.recv().ok();
         self.take(item)
+    }
+
+    /// The next delivery of the batch taken last, if any is left.
+    fn buffered(&self) -> Option<Delivery> {
+        lock(&self.batch).next()
     }
 
     /// As [`Consumer::recv`], waiting at most `timeout`.
@@ -101,6 +109,9 @@ impl Consumer {
     /// # Errors
     /// [`ClientError::Timeout`] when nothing arrived in time, else as [`Consumer::recv`].
     pub fn recv_timeout(&self, timeout: Duration) -> Result<ConsumerEvent, ClientError> {
+        if let Some(d) = self.buffered() {
+            return Ok(ConsumerEvent::Delivery(d));
+        }
         match self.rx.recv_timeout(timeout) {
             Ok(item) => self.take(Some(item)),
             Err(RecvTimeoutError::Timeout) => Err(ClientError::Timeout),
@@ -111,7 +122,15 @@ impl Consumer {
     fn take(&self, item: Option<ConsumerItem>) -> Result<ConsumerEvent, ClientError> {
         let mut ended = lock(&self.ended);
         match item {
-            Some(ConsumerItem::Delivery(d)) => return Ok(ConsumerEvent::Delivery(d)),
+            Some(ConsumerItem::Deliveries(batch)) => {
+                let mut rest = batch.into_iter();
+                if let Some(d) = rest.next() {
+                    *lock(&self.batch) = rest;
+                    return Ok(ConsumerEvent::Delivery(d));
+                }
+                // An empty batch is never sent; answer as for a wake-up with nothing.
+                return Err(ClientError::Timeout);
+            }
             Some(ConsumerItem::Cancelled) => *ended = Some(Ended::Cancelled),
             Some(ConsumerItem::Closed(e)) => *ended = Some(Ended::Closed(e)),
             None => {}

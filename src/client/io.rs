@@ -112,9 +112,11 @@ pub(crate) enum Incoming {
 
 /// Cuts frames out of the byte stream and joins split payloads.
 pub(crate) struct FrameReader {
-    /// Bytes read and not yet consumed start at `start`.
+    /// Read buffer: bytes read and not yet consumed are `buf[start..end]`; the rest is
+    /// room for the next read (kept zeroed once, not cleared per read).
     buf: Vec<u8>,
     start: usize,
+    end: usize,
     /// Joins payloads split with the MORE flag.
     assembler: FrameAssembler,
     /// Largest frame accepted, bytes (the negotiated size).
@@ -127,6 +129,7 @@ impl FrameReader {
         FrameReader {
             buf: Vec::new(),
             start: 0,
+            end: 0,
             assembler: FrameAssembler::new(crate::limits::PAYLOAD_BYTES_MAX),
             frame_max,
         }
@@ -140,7 +143,7 @@ impl FrameReader {
     /// Whether the buffered bytes start like a protocol header (the server's answer to a
     /// version it does not speak).
     pub(crate) fn protocol_header_seen(&self) -> Option<&[u8]> {
-        let b = &self.buf[self.start..];
+        let b = &self.buf[self.start..self.end];
         (b.len() >= 8 && b.starts_with(b"RMQP")).then(|| &b[..8])
     }
 
@@ -167,7 +170,7 @@ impl FrameReader {
 
     fn parse(&mut self) -> Result<Option<Incoming>, ClientError> {
         loop {
-            let avail = &self.buf[self.start..];
+            let avail = &self.buf[self.start..self.end];
             if avail.starts_with(b"RMQP") {
                 return Ok(None);
             }
@@ -196,35 +199,35 @@ impl FrameReader {
     }
 
     fn fill(&mut self, stream: &mut impl Read) -> Result<(), ClientError> {
-        if self.start > 0 {
-            self.buf.drain(..self.start);
+        if self.start == self.end {
             self.start = 0;
-            if self.buf.is_empty() && self.buf.capacity() > BUFFER_KEEP_BYTES {
+            self.end = 0;
+            if self.buf.len() > BUFFER_KEEP_BYTES {
                 self.buf = Vec::new();
             }
+        } else if self.start > 0 && self.buf.len() - self.end < READ_CHUNK_BYTES {
+            // Only the tail of a partial frame moves, once per buffer's worth of reads.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
         }
-        let old = self.buf.len();
-        self.buf.resize(old + READ_CHUNK_BYTES, 0);
+        if self.buf.len() - self.end < READ_CHUNK_BYTES {
+            self.buf.resize(self.end + READ_CHUNK_BYTES, 0);
+        }
         let read = loop {
-            match stream.read(&mut self.buf[old..]) {
+            match stream.read(&mut self.buf[self.end..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 other => break other,
             }
         };
-        let n = match read {
-            Ok(n) => n,
-            Err(e) => {
-                self.buf.truncate(old);
-                return Err(ClientError::Io(e));
-            }
-        };
-        self.buf.truncate(old + n);
+        let n = read.map_err(ClientError::Io)?;
         if n == 0 {
             return Err(ClientError::Io(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the server closed the connection",
             )));
         }
+        self.end += n;
         Ok(())
     }
 }

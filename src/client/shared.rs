@@ -14,7 +14,7 @@ use super::consumer::ConsumerItem;
 use super::error::ClientError;
 use super::io::Writer;
 use super::message::ReturnedMessage;
-use crate::protocol::Method;
+use crate::protocol::{Delivery, Method};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -89,6 +89,24 @@ pub(crate) struct ChannelState {
     returns: Sender<ReturnedMessage>,
     /// Whether the close error was returned to the request that caused it.
     close_reported: bool,
+}
+
+impl ChannelState {
+    /// Sends `deliveries` (all for one consumer, in order) to that consumer's stream; a
+    /// consumer unknown here (cancelled) drops them, one whose handle is gone is forgotten.
+    fn route_deliveries(&mut self, deliveries: Vec<Delivery>) {
+        let Some(first) = deliveries.first() else {
+            return;
+        };
+        let Some(tx) = self.consumers.get(&first.consumer_tag) else {
+            log::debug!("delivery for unknown consumer {:?}", first.consumer_tag);
+            return;
+        };
+        let tag = first.consumer_tag.clone();
+        if tx.send(ConsumerItem::Deliveries(deliveries)).is_err() {
+            self.consumers.remove(&tag);
+        }
+    }
 }
 
 /// Everything behind the state lock.
@@ -511,17 +529,25 @@ impl State {
             }
             Method::Deliver { deliveries } => {
                 if let Some(c) = self.channel_mut(channel) {
-                    for d in deliveries {
-                        let Some(tx) = c.consumers.get(&d.consumer_tag) else {
-                            log::debug!("delivery for unknown consumer {:?}", d.consumer_tag);
-                            continue;
-                        };
-                        // The consumer handle is gone: stop routing to it.
-                        if let Err(e) = tx.send(ConsumerItem::Delivery(d)) {
-                            if let ConsumerItem::Delivery(d) = e.into_inner() {
-                                c.consumers.remove(&d.consumer_tag);
+                    // One send per run of deliveries for the same consumer (a batch frame
+                    // usually holds one run): the consumer takes them in order.
+                    let same = deliveries
+                        .iter()
+                        .all(|d| d.consumer_tag == deliveries[0].consumer_tag);
+                    if same {
+                        c.route_deliveries(deliveries);
+                    } else {
+                        let mut run: Vec<Delivery> = Vec::new();
+                        for d in deliveries {
+                            if run
+                                .first()
+                                .is_some_and(|f| f.consumer_tag != d.consumer_tag)
+                            {
+                                c.route_deliveries(std::mem::take(&mut run));
                             }
+                            run.push(d);
                         }
+                        c.route_deliveries(run);
                     }
                 }
             }

@@ -117,9 +117,11 @@ pub fn write_method(
         .saturating_sub(FRAME_HEADER_BYTES)
         .max(1);
     if payload_len <= chunk_max {
-        let mut header = Vec::with_capacity(FRAME_HEADER_BYTES);
-        put_header(&mut header, payload_len, 0, channel);
-        out[header_at..header_at + FRAME_HEADER_BYTES].copy_from_slice(&header);
+        let header = &mut out[header_at..header_at + FRAME_HEADER_BYTES];
+        header[..4].copy_from_slice(&(payload_len as u32).to_be_bytes());
+        header[4] = FrameType::Method as u8;
+        header[5] = 0;
+        header[6..].copy_from_slice(&channel.to_be_bytes());
         return;
     }
     let payload = out.split_off(header_at + FRAME_HEADER_BYTES);

@@ -7,17 +7,36 @@
 //! [`OUTBOUND_HIGH_WATER_BYTES`], and a connection whose backlog reaches
 //! [`OUTBOUND_HARD_CAP_BYTES`] is disconnected (ARCHITECTURE.md §3).
 
+use crate::limits::BATCH_ITEMS_MAX;
 use crate::limits::{OUTBOUND_HARD_CAP_BYTES, OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};
+use crate::protocol::frame::{write_method, FRAME_HEADER_BYTES};
 use crate::server::notifier::Notifier;
+use crate::types::codec::put_u32;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// The bytes not yet taken by the I/O thread, and the batch frame they end with.
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    open_batch: Option<OpenBatch>,
+}
+
+/// The last frame of [`Pending::bytes`], a batch that more items may join.
+struct OpenBatch {
+    /// Offset of its frame header.
+    frame_at: usize,
+    channel: u16,
+    /// Items in it so far.
+    count: u32,
+}
 
 /// The outbound side of one connection.
 pub struct Outbound {
     id: u64,
     /// Backlog at which the connection is disconnected, bytes.
     hard_cap: usize,
-    buf: Mutex<Vec<u8>>,
+    buf: Mutex<Pending>,
     queued: AtomicUsize,
     /// The id is on the notifier's list (avoids listing it once per append).
     dirty: AtomicBool,
@@ -39,7 +58,7 @@ impl Outbound {
             id,
             hard_cap: OUTBOUND_HARD_CAP_BYTES
                 .max(message_bytes_max.saturating_mul(4) + OUTBOUND_HIGH_WATER_BYTES),
-            buf: Mutex::new(Vec::new()),
+            buf: Mutex::new(Pending::default()),
             queued: AtomicUsize::new(0),
             dirty: AtomicBool::new(false),
             throttled: AtomicBool::new(false),
@@ -52,22 +71,82 @@ impl Outbound {
     /// Appends bytes produced by `encode` and wakes the I/O thread if needed. Dropped when
     /// the connection is closing or over its hard cap.
     pub fn write_with(&self, encode: impl FnOnce(&mut Vec<u8>)) {
+        self.append(|pending| {
+            pending.open_batch = None;
+            encode(&mut pending.bytes);
+        });
+    }
+
+    /// Appends one item of a batch frame on `channel` (the native `basic.deliver`): joins
+    /// the last frame of the buffer when it is an open batch of the same channel and the
+    /// item still fits in `frame_max` bytes and in [`BATCH_ITEMS_MAX`] items, else starts a
+    /// new frame with `batch_head` (method id and request id) and a count of 1.
+    ///
+    /// `encode_item` may run twice (the second time into a new frame) when the item does
+    /// not fit the open frame. Only frames still in the buffer are joined: the I/O thread's
+    /// `take` closes the batch, so joining never delays a write.
+    pub fn write_batch_item(
+        &self,
+        channel: u16,
+        frame_max: u32,
+        batch_head: &[u8],
+        encode_item: impl Fn(&mut Vec<u8>),
+    ) {
+        self.append(|pending| {
+            let bytes = &mut pending.bytes;
+            if let Some(open) = pending.open_batch.as_mut() {
+                if open.channel == channel && (open.count as usize) < BATCH_ITEMS_MAX {
+                    let before = bytes.len();
+                    encode_item(bytes);
+                    let frame_len = bytes.len() - open.frame_at;
+                    if frame_len <= frame_max as usize {
+                        open.count += 1;
+                        let size = (frame_len - FRAME_HEADER_BYTES) as u32;
+                        bytes[open.frame_at..open.frame_at + 4]
+                            .copy_from_slice(&size.to_be_bytes());
+                        let count_at = open.frame_at + FRAME_HEADER_BYTES + batch_head.len();
+                        bytes[count_at..count_at + 4].copy_from_slice(&open.count.to_be_bytes());
+                        return;
+                    }
+                    bytes.truncate(before);
+                }
+            }
+            let frame_at = bytes.len();
+            write_method(bytes, channel, frame_max, |b| {
+                b.extend_from_slice(batch_head);
+                put_u32(b, 1);
+                encode_item(b);
+            });
+            // A split payload (one item larger than a frame) is not joined.
+            pending.open_batch =
+                (bytes.len() - frame_at <= frame_max as usize).then_some(OpenBatch {
+                    frame_at,
+                    channel,
+                    count: 1,
+                });
+        });
+    }
+
+    /// Runs `f` on the pending buffer under its lock, accounts the bytes it added, drops
+    /// them when they take the backlog over the hard cap, and marks the connection.
+    fn append(&self, f: impl FnOnce(&mut Pending)) {
         if self.overflowed.load(Ordering::Relaxed) || self.close_after_flush.load(Ordering::Relaxed)
         {
             return;
         }
         {
-            let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
-            let before = buf.len();
-            encode(&mut buf);
-            let added = buf.len() - before;
+            let mut pending = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+            let before = pending.bytes.len();
+            f(&mut pending);
+            let added = pending.bytes.len() - before;
             let queued = self.queued.fetch_add(added, Ordering::AcqRel) + added;
             if queued > self.hard_cap {
-                buf.truncate(before);
+                pending.bytes.truncate(before);
+                pending.open_batch = None;
                 self.queued.fetch_sub(added, Ordering::AcqRel);
                 self.overflowed.store(true, Ordering::Release);
-                drop(buf);
-                // Not through `dirty`: it may stay set while a write is stuck.
+                drop(pending);
+                // Marked directly: `dirty` may stay set while a write is stuck.
                 self.notifier.mark(self.id);
                 return;
             }
@@ -84,8 +163,9 @@ impl Outbound {
     /// Swaps the pending bytes into `into` (which must be empty); I/O thread only.
     pub fn take(&self, into: &mut Vec<u8>) {
         self.dirty.store(false, Ordering::Release);
-        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::swap(&mut *buf, into);
+        let mut pending = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        pending.open_batch = None;
+        std::mem::swap(&mut pending.bytes, into);
     }
 
     /// Records `n` bytes written to the socket. Returns true when a throttled connection
@@ -135,5 +215,141 @@ impl Outbound {
     /// Whether a close after flush was asked for.
     pub fn is_closing(&self) -> bool {
         self.close_after_flush.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::frame;
+    use crate::protocol::Method;
+
+    const FRAME_MAX: u32 = 4096;
+    const HEAD: [u8; 6] = [0x00, 0x56, 0, 0, 0, 0];
+
+    fn outbound() -> (Outbound, mio::Poll) {
+        let poll = mio::Poll::new().unwrap();
+        let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
+        (
+            Outbound::new(1, Arc::new(Notifier::new(waker)), 1 << 20),
+            poll,
+        )
+    }
+
+    fn delivery(out: &Outbound, channel: u16, tag: u64, body: &[u8]) {
+        out.write_batch_item(channel, FRAME_MAX, &HEAD, |b| {
+            crate::protocol::method::encode_delivery(
+                b,
+                "ctag",
+                tag,
+                false,
+                "",
+                "q",
+                &Default::default(),
+                body,
+            );
+        });
+    }
+
+    /// (channel, delivery tags) of each frame in `bytes`.
+    fn frames(mut bytes: &[u8]) -> Vec<(u16, Vec<u64>)> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let (header, n) = frame::check(bytes, FRAME_MAX)
+                .unwrap()
+                .expect("whole frame");
+            let (_, method) = Method::decode(&bytes[FRAME_HEADER_BYTES..n]).unwrap();
+            let Method::Deliver { deliveries } = method else {
+                panic!("not a delivery: {method:?}")
+            };
+            out.push((
+                header.channel,
+                deliveries.iter().map(|d| d.delivery_tag).collect(),
+            ));
+            bytes = &bytes[n..];
+        }
+        out
+    }
+
+    fn taken(out: &Outbound) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        out.take(&mut bytes);
+        bytes
+    }
+
+    #[test]
+    fn consecutive_deliveries_on_a_channel_share_a_frame() {
+        let (out, _poll) = outbound();
+        delivery(&out, 1, 1, b"a");
+        delivery(&out, 1, 2, b"b");
+        delivery(&out, 2, 1, b"c");
+        delivery(&out, 1, 3, b"d");
+        let bytes = taken(&out);
+        assert_eq!(out.queued(), bytes.len());
+        assert_eq!(
+            frames(&bytes),
+            vec![(1, vec![1, 2]), (2, vec![1]), (1, vec![3])]
+        );
+    }
+
+    #[test]
+    fn another_frame_or_a_take_closes_the_batch() {
+        let (out, _poll) = outbound();
+        delivery(&out, 1, 1, b"a");
+        out.write_with(frame::write_heartbeat);
+        delivery(&out, 1, 2, b"b");
+        let bytes = taken(&out);
+        // Heartbeat (8 bytes) between two one-delivery frames.
+        let (_, first) = frame::check(&bytes, FRAME_MAX).unwrap().unwrap();
+        assert_eq!(frames(&bytes[..first]), vec![(1, vec![1])]);
+        assert_eq!(
+            frames(&bytes[first + FRAME_HEADER_BYTES..]),
+            vec![(1, vec![2])]
+        );
+        delivery(&out, 1, 3, b"c");
+        assert_eq!(frames(&taken(&out)), vec![(1, vec![3])]);
+    }
+
+    #[test]
+    fn a_batch_never_exceeds_the_frame_size() {
+        let (out, _poll) = outbound();
+        let body = vec![7u8; 1000];
+        for tag in 1..=10 {
+            delivery(&out, 1, tag, &body);
+        }
+        let bytes = taken(&out);
+        let got = frames(&bytes);
+        assert!(got.len() >= 3, "{} frames", got.len());
+        let tags: Vec<u64> = got.iter().flat_map(|(_, t)| t.clone()).collect();
+        assert_eq!(tags, (1..=10).collect::<Vec<_>>(), "all, in order");
+        // A delivery larger than a frame is split, and nothing joins it.
+        delivery(&out, 1, 11, &vec![1u8; 3 * FRAME_MAX as usize]);
+        delivery(&out, 1, 12, b"x");
+        let bytes = taken(&out);
+        let mut reader = frame::FrameAssembler::new(1 << 20);
+        let mut tags = Vec::new();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let (header, n) = frame::check(rest, FRAME_MAX).unwrap().unwrap();
+            if let Some(p) = reader.push(&header, &rest[FRAME_HEADER_BYTES..n]).unwrap() {
+                let payload = match &p {
+                    frame::Payload::Whole(_, p) => p.to_vec(),
+                    frame::Payload::Joined(_, p) => p.clone(),
+                    other => panic!("{other:?}"),
+                };
+                let (_, m) = Method::decode(&payload).unwrap();
+                let Method::Deliver { deliveries } = m else {
+                    panic!()
+                };
+                tags.push(
+                    deliveries
+                        .iter()
+                        .map(|d| d.delivery_tag)
+                        .collect::<Vec<_>>(),
+                );
+            }
+            rest = &rest[n..];
+        }
+        assert_eq!(tags, vec![vec![11], vec![12]]);
     }
 }

@@ -8,11 +8,11 @@ use crate::protocol::method::encode_delivery;
 use crate::protocol::Method;
 use crate::server::conn::{Conn, Event};
 use crate::server::outbound::Outbound;
-use crate::types::codec::{put_u16, put_u32};
 use std::sync::{Arc, Weak};
 
-/// Method id of `basic.deliver` (see `protocol::method`).
-const DELIVER_ID: u16 = 0x0056;
+/// The head of a `basic.deliver` payload: method id 0x0056 and request id 0 (see
+/// `protocol::method`); the batch count follows.
+const DELIVER_HEAD: [u8; 6] = [0x00, 0x56, 0, 0, 0, 0];
 
 /// Pushes for one native-protocol connection.
 pub struct NativeSink {
@@ -48,12 +48,10 @@ impl ClientSink for NativeSink {
         redelivered: bool,
         message: &Message,
     ) {
-        let frame_max = self.frame_max;
-        self.outbound.write_with(|buf| {
-            write_method(buf, channel, frame_max, |b| {
-                put_u16(b, DELIVER_ID);
-                put_u32(b, 0);
-                put_u32(b, 1);
+        // Consecutive deliveries on a channel share one `basic.deliver` batch frame
+        // (docs/protocol.md): the client decodes and routes them together.
+        self.outbound
+            .write_batch_item(channel, self.frame_max, &DELIVER_HEAD, |b| {
                 encode_delivery(
                     b,
                     consumer_tag,
@@ -64,8 +62,7 @@ impl ClientSink for NativeSink {
                     message.properties(),
                     &message.body,
                 );
-            })
-        });
+            });
     }
 
     fn cancel(&self, channel: u16, consumer_tag: &str) {

@@ -186,6 +186,9 @@ impl BasicProperties {
             )));
         }
         let mut p = BasicProperties::default();
+        if flags == 0 {
+            return Ok(p);
+        }
         let s =
             |r: &mut Reader<'_>, flag: u16, what: &str| -> Result<Option<String>, DecodeError> {
                 if flags & flag != 0 {
