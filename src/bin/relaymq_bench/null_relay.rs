@@ -51,9 +51,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-/// Bytes a connection's reader asks the socket for at once (and its buffer's starting
-/// size; it grows to one whole frame when a frame is larger).
-const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// Bytes of a connection's read buffer: room for the rest of a frame (at most
+/// `FRAME_BYTES_DEFAULT`, the largest frame the relay accepts) plus as much again.
+const READ_BUFFER_BYTES: usize = 2 * FRAME_BYTES_DEFAULT as usize;
 
 /// The version string `open-ok` carries, so a client can tell it is not a server.
 const RELAY_VERSION: &str = "relaymq-bench-null-relay";
@@ -270,11 +270,11 @@ fn serve(relay: &Relay, conn_id: u64, mut stream: TcpStream) -> Result<(), Closi
     };
     let mut asm = FrameAssembler::new(PAYLOAD_BYTES_MAX);
     let mut buf = vec![0u8; READ_BUFFER_BYTES];
+    debug_assert!(READ_BUFFER_BYTES > FRAME_BYTES_DEFAULT as usize);
     let mut filled = 0;
     loop {
-        if filled == buf.len() {
-            buf.resize(buf.len() * 2, 0);
-        }
+        // Whole frames are consumed below, so what is left is less than one frame, which
+        // is at most FRAME_BYTES_DEFAULT (the relay's offer), half the buffer.
         let n = stream.read(&mut buf[filled..]).map_err(|e| e.to_string())?;
         if n == 0 {
             return Err("the client closed the socket".into());
