@@ -28,9 +28,15 @@ OPTIONS:
                              exchange]
   --bindings N               extra bindings on the exchange that match nothing
                              (needs --exchange-type) [default: 0]
+  --null-relay               run against a relay inside this process that only parses
+                             and forwards frames (the loopback baseline; --uri ignored)
   --json                     print one JSON object at the end, nothing while running
   -h, --help                 print this help
   -V, --version              print the version
+
+SUBCOMMANDS (each with --help):
+  relaymq-bench idle --connections N      server RSS per idle connection
+  relaymq-bench recovery --server PATH    time to serve again after kill -9
 
 EXIT CODES: 0 ok, 1 the run failed (error, lost or duplicated message), 2 usage error
 ";
@@ -95,6 +101,8 @@ pub struct Options {
     /// `None`: the default exchange.
     pub exchange_type: Option<String>,
     pub bindings: usize,
+    /// Run against an in-process null relay instead of `target` (see `null_relay`).
+    pub null_relay: bool,
     pub json: bool,
 }
 
@@ -190,6 +198,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
     let mut exchange_type = None;
     let mut bindings = 0;
     let mut json = false;
+    let mut null_relay = false;
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
@@ -282,6 +291,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
                 )?
             }
             Long("json") => json = true,
+            Long("null-relay") => null_relay = true,
             Short('h') | Long("help") => return Ok(Invocation::Help),
             Short('V') | Long("version") => return Ok(Invocation::Version),
             _ => return Err(usage(arg.unexpected())),
@@ -326,6 +336,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
         rate,
         exchange_type,
         bindings,
+        null_relay,
         json,
     })))
 }

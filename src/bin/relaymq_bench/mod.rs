@@ -1,7 +1,13 @@
 //! The modules of `relaymq-bench`: flags ([`args`]), the run itself ([`run`]), the figures
-//! it prints ([`report`]) and the local server's memory ([`rss`]).
+//! it prints ([`report`]), the local server's memory ([`rss`]), the in-process
+//! [`null_relay`] baseline, and the `idle` and `recovery` subcommands ([`idle`],
+//! [`recovery`]).
 
 pub mod args;
+pub mod idle;
+pub mod null_relay;
+pub mod queued;
+pub mod recovery;
 pub mod report;
 pub mod rss;
 pub mod run;

@@ -4,7 +4,7 @@
 
 use super::args::{Amount, Options};
 use super::report::{self, interval_line, Latency, Stats, Summary};
-use super::rss;
+use super::{queued, rss};
 use hdrhistogram::Histogram;
 use relaymq::client::{
     Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent,
@@ -100,7 +100,10 @@ fn connect(opts: &Options, role: &str) -> Result<Connection, String> {
 /// one to show.
 pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
     let admin = connect(&opts, "setup").map_err(|e| (e, None))?;
-    let server_pid = rss::find_server_pid(&opts.target.addr);
+    // A null relay listens in this very process: its RSS is not a server's.
+    let server_pid = (!opts.null_relay)
+        .then(|| rss::find_server_pid(&opts.target.addr))
+        .flatten();
     let mut rss_max: Option<u64> = None;
     let sample_rss = |max: &mut Option<u64>| -> Option<u64> {
         let now = server_pid.and_then(rss::rss_bytes);
@@ -247,6 +250,12 @@ pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
         }
     }
     let _ = total.add(run.stats.take_interval());
+    if opts.consumers == 0 && !opts.null_relay && failures.is_empty() {
+        let published = run.stats.published.load(Ordering::Relaxed);
+        if let Err(e) = queued::wait_until_queued(&admin, &opts, published) {
+            failures.push(e);
+        }
+    }
     sample_rss(&mut rss_max);
     if let Err(e) = clean_up(&admin, &opts) {
         failures.push(format!("cleaning up: {e}"));

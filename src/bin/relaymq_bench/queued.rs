@@ -1,0 +1,55 @@
+//! Publish-only runs (`--consumers 0`): wait until the queues hold everything published
+//! before the last RSS sample, so the reported `server_rss_bytes` is the server's memory
+//! with the queues full, not a sample taken while it was still taking in the producers'
+//! last batches.
+
+use super::args::Options;
+use super::run::QUEUE_PREFIX;
+use relaymq::client::{Connection, QueueDeclareOptions};
+use std::time::{Duration, Instant};
+
+/// Time allowed for the server to take in what the producers sent.
+pub const QUEUED_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Pause between two looks at the queues' message counts.
+const QUEUED_POLL: Duration = Duration::from_millis(20);
+
+/// Waits until the bench's queues hold `published` messages between them (each queue all
+/// of them with a fanout exchange).
+///
+/// # Errors
+/// A client error, or the counts still short after [`QUEUED_TIMEOUT`].
+pub fn wait_until_queued(conn: &Connection, opts: &Options, published: u64) -> Result<(), String> {
+    let copies = if opts.exchange_type.as_deref() == Some("fanout") {
+        opts.queues as u64
+    } else {
+        1
+    };
+    let want = published * copies;
+    let ch = conn.open_channel().map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + QUEUED_TIMEOUT;
+    loop {
+        let mut held = 0u64;
+        for i in 0..opts.queues {
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            };
+            let ok = ch
+                .queue_declare(&format!("{QUEUE_PREFIX}{i}"), passive)
+                .map_err(|e| format!("counting the queued messages: {e}"))?;
+            held += u64::from(ok.message_count);
+        }
+        if held >= want {
+            return ch.close().map_err(|e| e.to_string());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the queues hold {held} of the {want} messages published, {} s after the end \
+                 of publishing",
+                QUEUED_TIMEOUT.as_secs()
+            ));
+        }
+        std::thread::sleep(QUEUED_POLL);
+    }
+}
