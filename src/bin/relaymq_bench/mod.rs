@@ -1,10 +1,18 @@
-//! The modules of `relaymq-bench`: flags ([`args`]), the run itself ([`run`]), the figures
-//! it prints ([`report`]) and the local server's memory ([`rss`]).
+//! The modules of `relaymq-bench`: flags ([`args`]) and server URIs ([`uri`]), the run
+//! itself ([`run`]) over protocol [`session`]s (native: [`native`]; AMQP 0-9-1: the
+//! bench's own client, [`amqp_conn`]), the same run against several servers
+//! ([`compare`]), the figures it prints ([`report`]) and the local server's memory
+//! ([`rss`]).
 
+pub mod amqp_conn;
 pub mod args;
+pub mod compare;
+pub mod native;
 pub mod report;
 pub mod rss;
 pub mod run;
+pub mod session;
+pub mod uri;
 
 /// Exit code of a run that failed (connection refused, message lost or duplicated...).
 pub const EXIT_RUN_FAILED: i32 = 1;
