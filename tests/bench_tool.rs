@@ -246,19 +246,6 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
-fn amqp_uris_are_not_supported_yet() {
-    let out = bench(&[
-        "--uri",
-        "amqp://guest:guest@127.0.0.1:5672/",
-        "--count",
-        "10",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not supported yet"), "{err}");
-}
-
-#[test]
 fn an_unreachable_server_fails_the_run() {
     // A port nothing listens on: bind, take the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")

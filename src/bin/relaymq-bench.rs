@@ -4,12 +4,14 @@
 //! runtime) move messages through `relaymq-bench.q.N` queues; bodies carry their send time,
 //! so consumers measure end-to-end latency. Prints throughput and latency every second and
 //! at the end (or one JSON object with `--json`), plus the local server's RSS. A lost or
-//! duplicated message fails the run (exit 1); a usage error exits 2.
+//! duplicated message fails the run (exit 1); a usage error exits 2. `--uri` is
+//! `relaymq://` (native protocol) or `amqp://` (AMQP 0-9-1); `compare URI URI…` runs the
+//! same workload against each and prints one table.
 
 mod relaymq_bench;
 
-use relaymq_bench::args::{self, Invocation};
-use relaymq_bench::{idle, null_relay, recovery, run, BenchError};
+use relaymq_bench::args::{self, Invocation, Options, Target};
+use relaymq_bench::{compare, idle, null_relay, recovery, run, BenchError};
 use std::io::Write;
 
 fn main() {
@@ -22,6 +24,7 @@ fn main() {
     }
     let mut opts = match args::parse(argv) {
         Ok(Invocation::Run(opts)) => *opts,
+        Ok(Invocation::Compare(opts, targets)) => run_compare(&opts, &targets),
         Ok(Invocation::Help) => {
             // A closed pipe (`--help | head -1`) is not worth a panic.
             let _ = write!(std::io::stdout(), "{}", args::USAGE);
@@ -57,6 +60,31 @@ fn main() {
         None => std::process::exit(0),
         Some(why) => exit_with(&BenchError::Run(format!("the run failed: {why}"))),
     }
+}
+
+/// `compare`: every run, then the table or JSON; exit 1 when a run failed.
+fn run_compare(opts: &Options, targets: &[Target]) -> ! {
+    let outcomes = compare::run_all(opts, targets);
+    let out = if opts.json {
+        compare::to_json(&outcomes).to_string()
+    } else {
+        compare::to_table(opts, &outcomes)
+    };
+    let _ = writeln!(std::io::stdout(), "{out}");
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o.error.is_some())
+        .map(|o| o.uri.as_str())
+        .collect();
+    if failed.is_empty() {
+        std::process::exit(0);
+    }
+    exit_with(&BenchError::Run(format!(
+        "{} of {} runs failed: {}",
+        failed.len(),
+        outcomes.len(),
+        failed.join(", ")
+    )))
 }
 
 fn exit_with(e: &BenchError) -> ! {

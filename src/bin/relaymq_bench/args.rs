@@ -1,5 +1,6 @@
 //! Command-line flags of `relaymq-bench` (parsed with `lexopt`).
 
+pub use super::uri::{parse_uri, Protocol, Target};
 use super::BenchError;
 use std::ffi::OsString;
 
@@ -7,10 +8,13 @@ pub const USAGE: &str = "\
 relaymq-bench: measure a RelayMQ server's throughput, latency and memory
 
 USAGE: relaymq-bench [OPTIONS]
+       relaymq-bench compare URI URI... [OPTIONS]   (the same run against each URI, one
+                                                    table; ratios relative to the first)
 
 OPTIONS:
-  --uri URI                  relaymq://[USER:PASS@]HOST:PORT[/VHOST]
-                             [default: relaymq://127.0.0.1:5673] (amqp:// not supported yet)
+  --uri URI                  relaymq://[USER:PASS@]HOST:PORT[/VHOST] (native protocol) or
+                             amqp://[USER:PASS@]HOST[:PORT][/VHOST] (AMQP 0-9-1, port 5672);
+                             vhost / is %2F [default: relaymq://127.0.0.1:5673]
   --producers N              producer connections [default: 1]
   --consumers N              consumer connections; 0 = publish only [default: 1]
   --queues N                 queues relaymq-bench.q.0.. [default: 1]
@@ -31,6 +35,7 @@ OPTIONS:
   --null-relay               run against a relay inside this process that only parses
                              and forwards frames (the loopback baseline; --uri ignored)
   --json                     print one JSON object at the end, nothing while running
+                             (compare: {\"runs\":[...]} with the ratios)
   -h, --help                 print this help
   -V, --version              print the version
 
@@ -56,6 +61,9 @@ pub const QUEUES_MAX: usize = 10_000;
 /// Most extra bindings, bindings.
 pub const BINDINGS_MAX: usize = 1_000_000;
 
+/// Most URIs `compare` takes.
+pub const COMPARE_URIS_MAX: usize = 16;
+
 /// Default run length when neither `--duration` nor `--count` is given, seconds.
 pub const DURATION_DEFAULT_S: u64 = 10;
 
@@ -70,16 +78,6 @@ pub enum Amount {
 
 /// Exchange types `--exchange-type` accepts.
 pub const EXCHANGE_TYPES: [&str; 4] = ["direct", "fanout", "topic", "headers"];
-
-/// Where to connect, from `--uri`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Target {
-    /// `HOST:PORT`.
-    pub addr: String,
-    pub user: String,
-    pub password: String,
-    pub vhost: String,
-}
 
 /// A parsed command line.
 #[derive(Clone, Debug)]
@@ -111,51 +109,9 @@ pub enum Invocation {
     Help,
     Version,
     Run(Box<Options>),
-}
-
-/// Parses `--uri`.
-pub fn parse_uri(uri: &str) -> Result<Target, BenchError> {
-    let lower = uri.to_ascii_lowercase();
-    if lower.starts_with("amqp://") || lower.starts_with("amqps://") {
-        return Err(BenchError::Usage(format!(
-            "--uri {uri}: AMQP URIs are not supported yet; use relaymq://HOST:PORT"
-        )));
-    }
-    let rest = uri.strip_prefix("relaymq://").ok_or_else(|| {
-        BenchError::Usage(format!(
-            "--uri {uri}: expected relaymq://HOST:PORT (like relaymq://127.0.0.1:5673)"
-        ))
-    })?;
-    let (authority, vhost) = match rest.split_once('/') {
-        Some((a, v)) if !v.is_empty() => (a, v.replace("%2F", "/").replace("%2f", "/")),
-        Some((a, _)) => (a, "/".to_string()),
-        None => (rest, "/".to_string()),
-    };
-    let (userinfo, host_port) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let (user, password) = match userinfo {
-        Some(u) => match u.split_once(':') {
-            Some((n, p)) => (n.to_string(), p.to_string()),
-            None => (u.to_string(), String::new()),
-        },
-        None => ("guest".to_string(), "guest".to_string()),
-    };
-    let port_ok = host_port
-        .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p != 0));
-    if !port_ok {
-        return Err(BenchError::Usage(format!(
-            "--uri {uri}: expected HOST:PORT after relaymq:// (like relaymq://127.0.0.1:5673)"
-        )));
-    }
-    Ok(Target {
-        addr: host_port.to_string(),
-        user,
-        password,
-        vhost,
-    })
+    /// `compare URI URI…`: the same run against each target in turn (`Options::target`
+    /// is the first).
+    Compare(Box<Options>, Vec<Target>),
 }
 
 fn usage(e: impl std::fmt::Display) -> BenchError {
@@ -180,8 +136,14 @@ fn bounded(flag: &str, v: usize, min: usize, max: usize) -> Result<usize, BenchE
 }
 
 /// Parses the arguments (without the program name).
+///
+/// # Errors
+/// [`BenchError::Usage`] for a bad flag, value, URI or combination.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, BenchError> {
     use lexopt::prelude::*;
+    let mut args = args.into_iter().peekable();
+    let compare = args.next_if(|a| a == "compare").is_some();
+    let mut compare_uris: Vec<String> = Vec::new();
     let mut uri = "relaymq://127.0.0.1:5673".to_string();
     let mut producers = 1;
     let mut consumers = 1;
@@ -202,7 +164,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
+            Long("uri") if compare => {
+                return Err(usage("compare takes its URIs as arguments, not --uri"))
+            }
             Long("uri") => uri = parser.value().map_err(usage)?.to_string_lossy().into(),
+            Value(v) if compare => compare_uris.push(v.to_string_lossy().into_owned()),
             Long("producers") => {
                 producers = bounded(
                     "producers",
@@ -297,6 +263,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
             _ => return Err(usage(arg.unexpected())),
         }
     }
+    if compare {
+        if compare_uris.len() < 2 || compare_uris.len() > COMPARE_URIS_MAX {
+            return Err(usage(format!(
+                "compare needs 2 to {COMPARE_URIS_MAX} URIs, got {} \
+                 (like: compare relaymq://127.0.0.1:5673 amqp://127.0.0.1:5672)",
+                compare_uris.len()
+            )));
+        }
+        uri = compare_uris[0].clone();
+    }
     let target = parse_uri(&uri)?;
     let amount = match (duration, count) {
         (Some(_), Some(_)) => return Err(usage("give --duration or --count, not both")),
@@ -321,7 +297,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
             "--consumers must be at least --queues (every queue needs a consumer), or 0",
         ));
     }
-    Ok(Invocation::Run(Box::new(Options {
+    let options = Box::new(Options {
         target,
         producers,
         consumers,
@@ -338,27 +314,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
         bindings,
         null_relay,
         json,
-    })))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uris() {
-        let t = parse_uri("relaymq://127.0.0.1:5673").unwrap();
-        assert_eq!((t.addr.as_str(), t.vhost.as_str()), ("127.0.0.1:5673", "/"));
-        let t = parse_uri("relaymq://u:p@localhost:1/v%2Fx").unwrap();
-        assert_eq!(
-            (t.user.as_str(), t.password.as_str(), t.vhost.as_str()),
-            ("u", "p", "v/x")
-        );
-        assert!(matches!(
-            parse_uri("amqp://localhost:5672"),
-            Err(BenchError::Usage(m)) if m.contains("not supported yet")
-        ));
-        assert!(parse_uri("relaymq://localhost").is_err());
-        assert!(parse_uri("http://localhost:1").is_err());
+    });
+    if compare {
+        let targets = compare_uris
+            .iter()
+            .map(|u| parse_uri(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(Invocation::Compare(options, targets));
     }
+    Ok(Invocation::Run(options))
 }

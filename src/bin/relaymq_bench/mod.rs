@@ -1,16 +1,23 @@
-//! The modules of `relaymq-bench`: flags ([`args`]), the run itself ([`run`]), the figures
-//! it prints ([`report`]), the local server's memory ([`rss`]), the in-process
-//! [`null_relay`] baseline, and the `idle` and `recovery` subcommands ([`idle`],
-//! [`recovery`]).
+//! The modules of `relaymq-bench`: flags ([`args`]) and server URIs ([`uri`]), the run
+//! itself ([`run`]) over protocol [`session`]s (native: [`native`]; AMQP 0-9-1: the
+//! bench's own client, [`amqp_conn`]), the same run against several servers
+//! ([`compare`]), the figures it prints ([`report`]), the local server's memory
+//! ([`rss`]), the in-process [`null_relay`] baseline, and the `idle` and `recovery`
+//! subcommands ([`idle`], [`recovery`]).
 
+pub mod amqp_conn;
 pub mod args;
+pub mod compare;
 pub mod idle;
+pub mod native;
 pub mod null_relay;
 pub mod queued;
 pub mod recovery;
 pub mod report;
 pub mod rss;
 pub mod run;
+pub mod session;
+pub mod uri;
 
 /// Exit code of a run that failed (connection refused, message lost or duplicated...).
 pub const EXIT_RUN_FAILED: i32 = 1;

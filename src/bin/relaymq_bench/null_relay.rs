@@ -110,6 +110,11 @@ pub fn attach(opts: &mut Options) -> Result<Option<NullRelay>, BenchError> {
     if !opts.null_relay {
         return Ok(None);
     }
+    if opts.target.protocol != super::uri::Protocol::Native {
+        return Err(BenchError::Usage(
+            "--null-relay speaks the native protocol only: drop the amqp:// --uri".into(),
+        ));
+    }
     let relay = NullRelay::start()
         .map_err(|e| BenchError::Run(format!("cannot start the null relay: {e}")))?;
     opts.target.addr = relay.addr();

@@ -5,7 +5,7 @@
 
 use super::args::Options;
 use super::run::QUEUE_PREFIX;
-use relaymq::client::{Connection, QueueDeclareOptions};
+use super::session::AdminSession;
 use std::time::{Duration, Instant};
 
 /// Time allowed for the server to take in what the producers sent.
@@ -19,29 +19,27 @@ const QUEUED_POLL: Duration = Duration::from_millis(20);
 ///
 /// # Errors
 /// A client error, or the counts still short after [`QUEUED_TIMEOUT`].
-pub fn wait_until_queued(conn: &Connection, opts: &Options, published: u64) -> Result<(), String> {
+pub fn wait_until_queued(
+    admin: &mut dyn AdminSession,
+    opts: &Options,
+    published: u64,
+) -> Result<(), String> {
     let copies = if opts.exchange_type.as_deref() == Some("fanout") {
         opts.queues as u64
     } else {
         1
     };
     let want = published * copies;
-    let ch = conn.open_channel().map_err(|e| e.to_string())?;
     let deadline = Instant::now() + QUEUED_TIMEOUT;
     loop {
         let mut held = 0u64;
         for i in 0..opts.queues {
-            let passive = QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            };
-            let ok = ch
-                .queue_declare(&format!("{QUEUE_PREFIX}{i}"), passive)
+            held += admin
+                .message_count(&format!("{QUEUE_PREFIX}{i}"))
                 .map_err(|e| format!("counting the queued messages: {e}"))?;
-            held += u64::from(ok.message_count);
         }
         if held >= want {
-            return ch.close().map_err(|e| e.to_string());
+            return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(format!(

@@ -1,15 +1,16 @@
 //! One benchmark run: declare the topology, start the consumers, then the producers,
 //! report every second, wait for the consumers to drain what was published, check that
 //! every queue delivered exactly what it was sent, clean up and summarise.
+//!
+//! The same run over either protocol: the connections are [`session`]s, native or AMQP
+//! by the URI's scheme.
 
 use super::args::{Amount, Options};
 use super::report::{self, interval_line, Latency, Stats, Summary};
+use super::session::{self, AdminSession, Batch, DeliveryInfo, Route};
 use super::{queued, rss};
 use hdrhistogram::Histogram;
-use relaymq::client::{
-    Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent,
-    ExchangeDeclareOptions, PublishMessage, QueueDeclareOptions,
-};
+use relaymq::types::properties::DELIVERY_MODE_PERSISTENT;
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -83,23 +84,10 @@ fn queue_name(i: usize) -> String {
     format!("{QUEUE_PREFIX}{i}")
 }
 
-fn connect(opts: &Options, role: &str) -> Result<Connection, String> {
-    let t = &opts.target;
-    Connection::connect_with(ConnectOptions {
-        addr: t.addr.clone(),
-        user: t.user.clone(),
-        password: t.password.clone(),
-        vhost: t.vhost.clone(),
-        client_name: format!("relaymq-bench {role}"),
-        ..ConnectOptions::default()
-    })
-    .map_err(|e| format!("{role}: cannot connect to {}: {e}", t.addr))
-}
-
 /// Runs the benchmark; `Err` holds why the run failed, with the summary when there is
 /// one to show.
 pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
-    let admin = connect(&opts, "setup").map_err(|e| (e, None))?;
+    let mut admin = session::connect_admin(&opts).map_err(|e| (format!("setup: {e}"), None))?;
     // A null relay listens in this very process: its RSS is not a server's.
     let server_pid = (!opts.null_relay)
         .then(|| rss::find_server_pid(&opts.target.addr))
@@ -113,7 +101,7 @@ pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
         now
     };
     sample_rss(&mut rss_max);
-    declare(&admin, &opts).map_err(|e| (format!("declaring the topology: {e}"), None))?;
+    declare(admin.as_mut(), &opts).map_err(|e| (format!("declaring the topology: {e}"), None))?;
 
     let stats = Stats::new(opts.queues).map_err(|e| (e, None))?;
     let run = Arc::new(Run {
@@ -252,12 +240,12 @@ pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
     let _ = total.add(run.stats.take_interval());
     if opts.consumers == 0 && !opts.null_relay && failures.is_empty() {
         let published = run.stats.published.load(Ordering::Relaxed);
-        if let Err(e) = queued::wait_until_queued(&admin, &opts, published) {
+        if let Err(e) = queued::wait_until_queued(admin.as_mut(), &opts, published) {
             failures.push(e);
         }
     }
     sample_rss(&mut rss_max);
-    if let Err(e) = clean_up(&admin, &opts) {
+    if let Err(e) = clean_up(admin.as_mut(), &opts) {
         failures.push(format!("cleaning up: {e}"));
     }
     let _ = admin.close();
@@ -337,41 +325,17 @@ fn check_counts(run: &Run) -> Vec<String> {
     problems
 }
 
-/// Runs `f` on a channel, opening a fresh one after a server refusal closed it.
-fn on_channel<T>(
-    conn: &Connection,
-    ch: &mut Channel,
-    f: impl FnOnce(&Channel) -> Result<T, ClientError>,
-) -> Result<T, ClientError> {
-    let r = f(ch);
-    if !ch.is_open() {
-        *ch = conn.open_channel()?;
-    }
-    r
-}
-
 /// Removes what an earlier run may have left, then declares the queues, the exchange,
 /// the bindings and the dummy bindings.
-fn declare(conn: &Connection, opts: &Options) -> Result<(), ClientError> {
-    clean_up(conn, opts)?;
-    let ch = conn.open_channel()?;
+fn declare(admin: &mut dyn AdminSession, opts: &Options) -> Result<(), String> {
+    clean_up(admin, opts)?;
     for i in 0..opts.queues {
-        ch.queue_declare(
-            &queue_name(i),
-            QueueDeclareOptions {
-                durable: opts.persistent,
-                ..Default::default()
-            },
-        )?;
+        admin.queue_declare(&queue_name(i), opts.persistent)?;
     }
     let Some(kind) = opts.exchange_type.as_deref() else {
-        return ch.close();
+        return Ok(());
     };
-    let xopts = || ExchangeDeclareOptions {
-        durable: opts.persistent,
-        ..Default::default()
-    };
-    ch.exchange_declare(EXCHANGE, kind, xopts())?;
+    admin.exchange_declare(EXCHANGE, kind, opts.persistent)?;
     for i in 0..opts.queues {
         let name = queue_name(i);
         let (key, args) = match kind {
@@ -379,10 +343,10 @@ fn declare(conn: &Connection, opts: &Options) -> Result<(), ClientError> {
             "headers" => (String::new(), headers_match(ROUTE_HEADER, &name)),
             _ => (name.clone(), FieldTable::new()),
         };
-        ch.queue_bind(&name, EXCHANGE, &key, args)?;
+        admin.queue_bind(&name, EXCHANGE, &key, args)?;
     }
     if opts.bindings > 0 {
-        ch.exchange_declare(SINK_EXCHANGE, "fanout", xopts())?;
+        admin.exchange_declare(SINK_EXCHANGE, "fanout", opts.persistent)?;
         for i in 0..opts.bindings {
             // Keys and header values no published message carries.
             let dummy = format!("relaymq-bench.dummy.{i}");
@@ -391,10 +355,10 @@ fn declare(conn: &Connection, opts: &Options) -> Result<(), ClientError> {
             } else {
                 FieldTable::new()
             };
-            ch.exchange_bind(SINK_EXCHANGE, EXCHANGE, &dummy, args)?;
+            admin.exchange_bind(SINK_EXCHANGE, EXCHANGE, &dummy, args)?;
         }
     }
-    ch.close()
+    Ok(())
 }
 
 /// Binding arguments of a headers exchange matching `key = value`.
@@ -406,32 +370,14 @@ fn headers_match(key: &str, value: &str) -> FieldTable {
 }
 
 /// Deletes the queues and exchanges of a run; missing ones are fine.
-fn clean_up(conn: &Connection, opts: &Options) -> Result<(), ClientError> {
-    let mut ch = conn.open_channel()?;
-    let missing = |e: &ClientError| e.reply_code() == Some(404);
+fn clean_up(admin: &mut dyn AdminSession, opts: &Options) -> Result<(), String> {
     for i in 0..opts.queues {
-        match on_channel(conn, &mut ch, |c| {
-            c.queue_delete(&queue_name(i), false, false)
-        }) {
-            Ok(_) => {}
-            Err(e) if missing(&e) => {}
-            Err(e) => return Err(e),
-        }
+        admin.queue_delete(&queue_name(i))?;
     }
     for x in [EXCHANGE, SINK_EXCHANGE] {
-        match on_channel(conn, &mut ch, |c| c.exchange_delete(x, false)) {
-            Ok(()) => {}
-            Err(e) if missing(&e) => {}
-            Err(e) => return Err(e),
-        }
+        admin.exchange_delete(x)?;
     }
-    ch.close()
-}
-
-/// A body of `size` bytes: the send time (ns since the run's origin), then `seq`.
-fn fill_body(body: &mut [u8], sent_ns: u64, seq: u64) {
-    body[..8].copy_from_slice(&sent_ns.to_be_bytes());
-    body[8..16].copy_from_slice(&seq.to_be_bytes());
+    Ok(())
 }
 
 /// Nanoseconds since the run's origin.
@@ -445,17 +391,43 @@ fn share(total: u64, parts: usize, i: usize) -> u64 {
     total / parts + u64::from((i as u64) < total % parts)
 }
 
+/// The route of each queue's messages: exchange, routing key and properties.
+fn routes(opts: &Options) -> Vec<Route> {
+    let kind = opts.exchange_type.as_deref();
+    let exchange = if kind.is_some() { EXCHANGE } else { "" };
+    (0..opts.queues)
+        .map(|q| {
+            let name = queue_name(q);
+            let mut properties = BasicProperties::default();
+            if opts.persistent {
+                properties.delivery_mode = Some(DELIVERY_MODE_PERSISTENT);
+            }
+            let routing_key = match kind {
+                Some("fanout") => String::new(),
+                Some("headers") => {
+                    let mut h = FieldTable::new();
+                    h.insert(ROUTE_HEADER.into(), FieldValue::string(name));
+                    properties.headers = Some(h);
+                    String::new()
+                }
+                _ => name,
+            };
+            Route {
+                exchange: exchange.into(),
+                routing_key,
+                properties,
+            }
+        })
+        .collect()
+}
+
 /// One producer: publishes round-robin over the queues until its share of `--count` is
 /// sent or the run is told to stop.
 fn produce(run: &Run, index: usize) -> Result<(), String> {
     let opts = &run.opts;
     let role = format!("producer {index}");
-    let conn = connect(opts, &role)?;
-    let fail = |e: ClientError| format!("{role}: {e}");
-    let ch = conn.open_channel().map_err(fail)?;
-    if opts.confirm.is_some() {
-        ch.confirm_select().map_err(fail)?;
-    }
+    let fail = |e: String| format!("{role}: {e}");
+    let mut session = session::connect_producer(opts, &role, routes(opts)).map_err(fail)?;
     let quota = match opts.amount {
         Amount::Messages(n) => Some(share(n, opts.producers, index)),
         Amount::Seconds(_) => None,
@@ -465,28 +437,6 @@ fn produce(run: &Run, index: usize) -> Result<(), String> {
     } else {
         None
     };
-    let kind = opts.exchange_type.as_deref();
-    let exchange = if kind.is_some() { EXCHANGE } else { "" };
-    // Per queue: the routing key and the properties of its messages.
-    let routes: Vec<(String, BasicProperties)> = (0..opts.queues)
-        .map(|q| {
-            let name = queue_name(q);
-            let mut props = BasicProperties::default();
-            if opts.persistent {
-                props.delivery_mode = Some(2);
-            }
-            match kind {
-                Some("fanout") => (String::new(), props),
-                Some("headers") => {
-                    let mut h = FieldTable::new();
-                    h.insert(ROUTE_HEADER.into(), FieldValue::string(name));
-                    props.headers = Some(h);
-                    (String::new(), props)
-                }
-                _ => (name, props),
-            }
-        })
-        .collect();
     let batch_max = opts
         .confirm
         .map_or(PUBLISH_BATCH_MESSAGES, |w| w.min(PUBLISH_BATCH_MESSAGES));
@@ -494,7 +444,7 @@ fn produce(run: &Run, index: usize) -> Result<(), String> {
     let mut sent: u64 = 0;
     let mut confirmed: u64 = 0;
     let mut per_queue = vec![0u64; opts.queues];
-    let mut batch: Vec<PublishMessage> = Vec::with_capacity(batch_max);
+    let mut batch_routes: Vec<usize> = Vec::with_capacity(batch_max);
     let seq_base = (index as u64) << SEQ_PRODUCER_SHIFT;
     let paced_from = Instant::now();
     loop {
@@ -522,35 +472,28 @@ fn produce(run: &Run, index: usize) -> Result<(), String> {
         }
         if let Some(window) = opts.confirm {
             let limit = window.saturating_sub(n as usize);
-            let (unconfirmed, all_acked) = ch
-                .wait_for_confirms_at_most(limit, CONFIRM_TIMEOUT)
+            let unconfirmed = session
+                .wait_confirms_at_most(limit, CONFIRM_TIMEOUT)
                 .map_err(|e| format!("{role}: waiting for confirms: {e}"))?;
-            if !all_acked {
-                return Err(format!("{role}: the server nacked a publish"));
-            }
             let now_confirmed = sent - unconfirmed as u64;
             run.stats
                 .confirmed
                 .fetch_add(now_confirmed - confirmed, Ordering::Relaxed);
             confirmed = now_confirmed;
         }
-        batch.clear();
-        let sent_ns = now_ns(run);
-        for k in 0..n {
-            let (key, props) = &routes[next_queue];
+        batch_routes.clear();
+        for _ in 0..n {
+            batch_routes.push(next_queue);
             per_queue[next_queue] += 1;
             next_queue = (next_queue + 1) % opts.queues;
-            let mut body = vec![0u8; opts.size];
-            fill_body(&mut body, sent_ns, seq_base + sent + k);
-            batch.push(PublishMessage {
-                exchange: exchange.into(),
-                routing_key: key.clone(),
-                mandatory: false,
-                properties: props.clone(),
-                body,
-            });
         }
-        ch.publish_batch(&batch).map_err(fail)?;
+        session
+            .publish(&Batch {
+                routes: &batch_routes,
+                sent_ns: now_ns(run),
+                first_seq: seq_base + sent,
+            })
+            .map_err(fail)?;
         sent += n;
         // Counted per queue before the total: a consumer never sees a total that
         // includes messages its queue was not yet told about.
@@ -563,18 +506,14 @@ fn produce(run: &Run, index: usize) -> Result<(), String> {
         run.stats.published.fetch_add(n, Ordering::Relaxed);
     }
     if opts.confirm.is_some() {
-        let all_acked = ch
-            .wait_for_confirms(CONFIRM_TIMEOUT)
+        session
+            .wait_confirms_at_most(0, CONFIRM_TIMEOUT)
             .map_err(|e| format!("{role}: waiting for the last confirms: {e}"))?;
-        if !all_acked {
-            return Err(format!("{role}: the server nacked a publish"));
-        }
         run.stats
             .confirmed
             .fetch_add(sent - confirmed, Ordering::Relaxed);
     }
-    ch.close().map_err(fail)?;
-    conn.close().map_err(fail)
+    session.close().map_err(fail)
 }
 
 /// One consumer of queue `index % queues`: counts deliveries, records latencies and
@@ -596,23 +535,11 @@ fn consume_inner(
     let opts = &run.opts;
     let queue = index % opts.queues;
     let role = format!("consumer {index}");
-    let fail = |e: ClientError| format!("{role}: {e}");
-    let conn = connect(opts, &role)?;
-    let ch = conn.open_channel().map_err(fail)?;
-    if opts.prefetch > 0 && !opts.no_ack {
-        ch.basic_qos(opts.prefetch, false).map_err(fail)?;
-    }
-    let consumer = ch
-        .basic_consume(
-            &queue_name(queue),
-            ConsumeOptions {
-                no_ack: opts.no_ack,
-                ..Default::default()
-            },
-        )
-        .map_err(fail)?;
+    let fail = |e: String| format!("{role}: {e}");
+    let mut session = session::connect_consumer(opts, &role, &queue_name(queue)).map_err(fail)?;
     let _ = ready.send(Ok(()));
     let mut latencies: Histogram<u64> = report::new_histogram()?;
+    let mut deliveries: Vec<DeliveryInfo> = Vec::new();
     let mut delivered: u64 = 0;
     let mut redelivered: u64 = 0;
     let mut unacked: u64 = 0;
@@ -629,61 +556,51 @@ fn consume_inner(
         *redelivered = 0;
     };
     loop {
-        match consumer.recv_timeout(CONSUMER_POLL) {
-            Ok(ConsumerEvent::Delivery(d)) => {
-                let now = now_ns(run);
-                if d.body.len() != opts.size {
-                    return Err(format!(
-                        "{role}: a body of {} bytes arrived, {} were sent",
-                        d.body.len(),
-                        opts.size
-                    ));
-                }
-                let mut sent = [0u8; 8];
-                sent.copy_from_slice(&d.body[..8]);
-                let sent = u64::from_be_bytes(sent);
-                latencies.saturating_record(now.saturating_sub(sent).max(1));
-                delivered += 1;
-                redelivered += u64::from(d.redelivered);
-                if !opts.no_ack {
-                    unacked += 1;
-                    last_tag = d.delivery_tag;
-                    if unacked >= opts.multi_ack {
-                        ch.basic_ack(last_tag, opts.multi_ack > 1).map_err(fail)?;
-                        unacked = 0;
-                    }
-                }
-                if last_flush.elapsed() >= CONSUMER_FLUSH_INTERVAL {
-                    flush(&mut delivered, &mut redelivered, &mut latencies);
-                    last_flush = Instant::now();
-                    if run.stop_consumers.load(Ordering::Relaxed) {
-                        break;
-                    }
-                }
+        deliveries.clear();
+        session.poll(CONSUMER_POLL, &mut deliveries).map_err(fail)?;
+        if deliveries.is_empty() {
+            if unacked > 0 {
+                session.ack(last_tag, true).map_err(fail)?;
+                unacked = 0;
             }
-            Ok(ConsumerEvent::Cancelled) => {
-                return Err(format!("{role}: the server cancelled the consumer"))
+            flush(&mut delivered, &mut redelivered, &mut latencies);
+            last_flush = Instant::now();
+            if run.stop_consumers.load(Ordering::Relaxed) {
+                break;
             }
-            Err(ClientError::Timeout) => {
-                if unacked > 0 {
-                    ch.basic_ack(last_tag, true).map_err(fail)?;
+            continue;
+        }
+        let now = now_ns(run);
+        for d in &deliveries {
+            if d.body_bytes != opts.size as u64 {
+                return Err(format!(
+                    "{role}: a body of {} bytes arrived, {} were sent",
+                    d.body_bytes, opts.size
+                ));
+            }
+            latencies.saturating_record(now.saturating_sub(d.sent_ns).max(1));
+            delivered += 1;
+            redelivered += u64::from(d.redelivered);
+            if !opts.no_ack {
+                unacked += 1;
+                last_tag = d.delivery_tag;
+                if unacked >= opts.multi_ack {
+                    session.ack(last_tag, opts.multi_ack > 1).map_err(fail)?;
                     unacked = 0;
                 }
-                flush(&mut delivered, &mut redelivered, &mut latencies);
-                last_flush = Instant::now();
-                if run.stop_consumers.load(Ordering::Relaxed) {
-                    break;
-                }
             }
-            Err(e) => return Err(fail(e)),
+        }
+        if last_flush.elapsed() >= CONSUMER_FLUSH_INTERVAL {
+            flush(&mut delivered, &mut redelivered, &mut latencies);
+            last_flush = Instant::now();
+            if run.stop_consumers.load(Ordering::Relaxed) {
+                break;
+            }
         }
     }
     if unacked > 0 {
-        ch.basic_ack(last_tag, true).map_err(fail)?;
+        session.ack(last_tag, true).map_err(fail)?;
     }
     flush(&mut delivered, &mut redelivered, &mut latencies);
-    consumer.cancel().map_err(fail)?;
-    drop(consumer);
-    ch.close().map_err(fail)?;
-    conn.close().map_err(fail)
+    session.close().map_err(fail)
 }

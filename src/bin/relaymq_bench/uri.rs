@@ -1,0 +1,225 @@
+//! Server URIs: `relaymq://` (the native protocol) and `amqp://` (AMQP 0-9-1), both
+//! `SCHEME://[USER:PASS@]HOST:PORT[/VHOST]` as RabbitMQ writes its URIs: user, password
+//! and vhost are percent-encoded (vhost `/` is `%2F`); the defaults are guest/guest and
+//! vhost `/`. `amqp://` may leave out the port (5672).
+
+use super::BenchError;
+
+/// Port of an `amqp://` URI that names none (AMQP 0-9-1's IANA port).
+pub const AMQP_PORT_DEFAULT: u16 = 5672;
+
+/// The protocol a URI speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// `relaymq://`: RelayMQ's native protocol, through `relaymq::client`.
+    Native,
+    /// `amqp://`: AMQP 0-9-1, through the bench's own client (`amqp_conn`).
+    Amqp,
+}
+
+impl Protocol {
+    /// The URI scheme, without `://`.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Protocol::Native => "relaymq",
+            Protocol::Amqp => "amqp",
+        }
+    }
+}
+
+/// Where to connect, from `--uri` (or a `compare` argument).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// `HOST:PORT`.
+    pub addr: String,
+    /// User name (decoded).
+    pub user: String,
+    /// Password (decoded).
+    pub password: String,
+    /// Virtual host (decoded: `/`, not `%2F`).
+    pub vhost: String,
+}
+
+impl Target {
+    /// The URI to show in reports: scheme, user, address and vhost, the password left out
+    /// (`amqp://guest@127.0.0.1:5672/%2F`).
+    pub fn display_uri(&self) -> String {
+        format!(
+            "{}://{}@{}/{}",
+            self.protocol.scheme(),
+            percent_encode(&self.user),
+            self.addr,
+            percent_encode(&self.vhost)
+        )
+    }
+}
+
+/// Parses a server URI.
+///
+/// # Errors
+/// [`BenchError::Usage`] for another scheme (`amqps://`: TLS is not supported), a missing
+/// or bad port, or a bad percent-encoding.
+pub fn parse_uri(uri: &str) -> Result<Target, BenchError> {
+    let bad = |why: &str| BenchError::Usage(format!("URI {uri}: {why}"));
+    let lower = uri.to_ascii_lowercase();
+    let (protocol, rest) = if lower.starts_with("amqp://") {
+        (Protocol::Amqp, &uri["amqp://".len()..])
+    } else if lower.starts_with("relaymq://") {
+        (Protocol::Native, &uri["relaymq://".len()..])
+    } else if lower.starts_with("amqps://") {
+        return Err(bad("amqps:// (TLS) is not supported; use amqp://"));
+    } else {
+        return Err(bad("expected relaymq://HOST:PORT or amqp://HOST[:PORT] \
+             (like relaymq://127.0.0.1:5673 or amqp://127.0.0.1:5672)"));
+    };
+    let (authority, vhost) = match rest.split_once('/') {
+        Some((a, v)) if !v.is_empty() => (a, percent_decode(v).map_err(|e| bad(&e))?),
+        Some((a, _)) => (a, "/".to_string()),
+        None => (rest, "/".to_string()),
+    };
+    let (userinfo, host_port) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let (user, password) = match userinfo {
+        Some(u) => match u.split_once(':') {
+            Some((n, p)) => (
+                percent_decode(n).map_err(|e| bad(&e))?,
+                percent_decode(p).map_err(|e| bad(&e))?,
+            ),
+            None => (percent_decode(u).map_err(|e| bad(&e))?, String::new()),
+        },
+        None => ("guest".to_string(), "guest".to_string()),
+    };
+    let addr = host_and_port(host_port, protocol).ok_or_else(|| {
+        bad(match protocol {
+            Protocol::Native => {
+                "expected HOST:PORT after relaymq:// (like relaymq://127.0.0.1:5673)"
+            }
+            Protocol::Amqp => "expected HOST[:PORT] after amqp:// (like amqp://127.0.0.1:5672)",
+        })
+    })?;
+    Ok(Target {
+        protocol,
+        addr,
+        user,
+        password,
+        vhost,
+    })
+}
+
+/// `HOST:PORT` from the URI's authority, with the default port for `amqp://`; `None`
+/// when the host is empty or the port is not 1–65535.
+fn host_and_port(host_port: &str, protocol: Protocol) -> Option<String> {
+    // A bracketed IPv6 host has colons of its own: the port follows "]:".
+    let (host, port) = if let Some(after) = host_port.strip_prefix('[') {
+        let (h, tail) = after.split_once(']')?;
+        (format!("[{h}]"), tail.strip_prefix(':').map(str::to_string))
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p.to_string())),
+            None => (host_port.to_string(), None),
+        }
+    };
+    if host.is_empty() || host == "[]" {
+        return None;
+    }
+    let port = match (port, protocol) {
+        (Some(p), _) => p.parse::<u16>().ok().filter(|p| *p != 0)?,
+        (None, Protocol::Amqp) => AMQP_PORT_DEFAULT,
+        (None, Protocol::Native) => return None,
+    };
+    Some(format!("{host}:{port}"))
+}
+
+/// Decodes `%XX` escapes (RFC 3986), e.g. `%2F` → `/`.
+fn percent_decode(s: &str) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bad percent-encoding at byte {i} of '{s}'"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("'{s}' does not decode to UTF-8"))
+}
+
+/// Encodes what a URI component cannot hold as is (`/`, `@`, `:`, `%`, spaces, …).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn native_uris() {
+        let t = parse_uri("relaymq://127.0.0.1:5673").unwrap();
+        assert_eq!((t.addr.as_str(), t.vhost.as_str()), ("127.0.0.1:5673", "/"));
+        assert_eq!(t.protocol, Protocol::Native);
+        let t = parse_uri("relaymq://u:p@localhost:1/v%2Fx").unwrap();
+        assert_eq!(
+            (t.user.as_str(), t.password.as_str(), t.vhost.as_str()),
+            ("u", "p", "v/x")
+        );
+        assert!(parse_uri("relaymq://localhost").is_err());
+        assert!(parse_uri("http://localhost:1").is_err());
+    }
+
+    #[test]
+    fn amqp_uris() {
+        let t = parse_uri("amqp://127.0.0.1").unwrap();
+        assert_eq!(t.protocol, Protocol::Amqp);
+        assert_eq!(t.addr, "127.0.0.1:5672");
+        assert_eq!(
+            (t.user.as_str(), t.password.as_str(), t.vhost.as_str()),
+            ("guest", "guest", "/")
+        );
+        let t = parse_uri("AMQP://bob:p%40ss@host:5682/%2F").unwrap();
+        assert_eq!(
+            (t.addr.as_str(), t.user.as_str(), t.password.as_str()),
+            ("host:5682", "bob", "p@ss")
+        );
+        assert_eq!(t.vhost, "/");
+        assert_eq!(parse_uri("amqp://h:1/prod").unwrap().vhost, "prod");
+        assert_eq!(parse_uri("amqp://[::1]").unwrap().addr, "[::1]:5672");
+        assert_eq!(parse_uri("amqp://[::1]:7").unwrap().addr, "[::1]:7");
+        for bad in [
+            "amqp://",
+            "amqp://:5672",
+            "amqp://h:0",
+            "amqp://h:99999",
+            "amqp://h:x",
+            "amqp://h/%zz",
+            "amqps://h:5671",
+        ] {
+            assert!(matches!(parse_uri(bad), Err(BenchError::Usage(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn display_hides_the_password() {
+        let t = parse_uri("amqp://bob:secret@h:1/%2F").unwrap();
+        assert_eq!(t.display_uri(), "amqp://bob@h:1/%2F");
+    }
+}
