@@ -259,3 +259,46 @@ fn an_unreachable_server_fails_the_run() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot connect"), "{err}");
 }
+
+/// The bench's own native connection is the default; `--client-lib` runs the same
+/// workloads through the `relaymq::client` library (confirms, manual acks, no-ack).
+#[test]
+fn the_client_library_runs_the_same_workloads() {
+    let server = TestServer::start();
+    check(
+        &server,
+        &["--count", "2000", "--client-lib", "--no-ack"],
+        2000,
+        2000,
+        1,
+    );
+    let v = run_json(
+        &server,
+        &[
+            "--count",
+            "2000",
+            "--client-lib",
+            "--persistent",
+            "--confirm",
+            "64",
+            "--multi-ack",
+            "10",
+        ],
+    );
+    assert_eq!(count(&v, "messages_delivered"), 2000, "{v}");
+    assert_eq!(count(&v, "messages_confirmed"), 2000, "{v}");
+    assert_queues_gone(&server, 1);
+}
+
+/// Bodies larger than a frame reach the lean consumer joined, with their stamp intact.
+#[test]
+fn bodies_larger_than_a_frame() {
+    let server = TestServer::start();
+    check(
+        &server,
+        &["--count", "50", "--size", "300000", "--confirm", "8"],
+        50,
+        50,
+        1,
+    );
+}

@@ -34,6 +34,8 @@ OPTIONS:
                              (needs --exchange-type) [default: 0]
   --null-relay               run against a relay inside this process that only parses
                              and forwards frames (the loopback baseline; --uri ignored)
+  --client-lib               native producers and consumers on the relaymq::client
+                             library instead of the bench's own lean connection
   --json                     print one JSON object at the end, nothing while running
                              (compare: {\"runs\":[...]} with the ratios)
   -h, --help                 print this help
@@ -101,6 +103,9 @@ pub struct Options {
     pub bindings: usize,
     /// Run against an in-process null relay instead of `target` (see `null_relay`).
     pub null_relay: bool,
+    /// Native producers and consumers on `relaymq::client` instead of the bench's lean
+    /// connection (`native_wire`): measures the client library too.
+    pub client_lib: bool,
     pub json: bool,
 }
 
@@ -161,6 +166,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
     let mut bindings = 0;
     let mut json = false;
     let mut null_relay = false;
+    let mut client_lib = false;
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
@@ -258,6 +264,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
             }
             Long("json") => json = true,
             Long("null-relay") => null_relay = true,
+            Long("client-lib") => client_lib = true,
             Short('h') | Long("help") => return Ok(Invocation::Help),
             Short('V') | Long("version") => return Ok(Invocation::Version),
             _ => return Err(usage(arg.unexpected())),
@@ -313,6 +320,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
         exchange_type,
         bindings,
         null_relay,
+        client_lib,
         json,
     });
     if compare {

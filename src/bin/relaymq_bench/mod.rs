@@ -10,6 +10,7 @@ pub mod args;
 pub mod compare;
 pub mod idle;
 pub mod native;
+pub mod native_wire;
 pub mod null_relay;
 pub mod queued;
 pub mod recovery;

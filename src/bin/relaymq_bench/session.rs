@@ -9,7 +9,7 @@
 
 use super::amqp_conn;
 use super::args::{Options, Protocol};
-use super::native;
+use super::{native, native_wire};
 use relaymq::types::{BasicProperties, FieldTable};
 use std::time::Duration;
 
@@ -188,7 +188,8 @@ pub fn connect_producer(
     routes: Vec<Route>,
 ) -> Result<Box<dyn ProducerSession>, String> {
     match opts.target.protocol {
-        Protocol::Native => native::Producer::connect(opts, role, routes),
+        Protocol::Native if opts.client_lib => native::Producer::connect(opts, role, routes),
+        Protocol::Native => native_wire::Producer::connect(opts, role, routes),
         Protocol::Amqp => amqp_conn::Producer::connect(opts, role, routes),
     }
 }
@@ -204,7 +205,8 @@ pub fn connect_consumer(
     queue: &str,
 ) -> Result<Box<dyn ConsumerSession>, String> {
     match opts.target.protocol {
-        Protocol::Native => native::Consumer::connect(opts, role, queue),
+        Protocol::Native if opts.client_lib => native::Consumer::connect(opts, role, queue),
+        Protocol::Native => native_wire::Consumer::connect(opts, role, queue),
         Protocol::Amqp => amqp_conn::Consumer::connect(opts, role, queue),
     }
 }
