@@ -15,9 +15,11 @@ pub mod frame;
 pub mod method;
 #[cfg(test)]
 mod method_tests;
+pub mod publish_batch;
 
 pub use frame::{FrameAssembler, FrameHeader, FrameType, FRAME_HEADER_BYTES};
 pub use method::{Delivery, ListKind, Method, PublishMessage};
+pub use publish_batch::{PublishBatch, PublishRef};
 
 /// The bytes a client sends first: ASCII `RMQP`, protocol version 1 (`u16`), reserved `u16` 0.
 /// A server that does not speak the version answers with its own header and closes.

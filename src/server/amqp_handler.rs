@@ -160,7 +160,7 @@ impl AmqpHandler {
                 self.state = State::Closing;
             }
             // Native-protocol events never reach an AMQP connection.
-            Event::Method { .. } | Event::Oversized { .. } => {}
+            Event::Method { .. } | Event::Publish { .. } | Event::Oversized { .. } => {}
         }
     }
 

@@ -6,7 +6,7 @@
 
 use crate::amqp::AmqpMethod;
 use crate::error::ReplyCode;
-use crate::protocol::Method;
+use crate::protocol::{Method, PublishBatch};
 use crate::server::handlers::ConnHandler;
 use crate::server::outbound::Outbound;
 use crate::types::BasicProperties;
@@ -29,6 +29,15 @@ pub enum Event {
         request_id: u32,
         /// The method.
         method: Method,
+    },
+    /// A `basic.publish`, checked and kept as its payload (read in place by the worker).
+    Publish {
+        /// Channel it arrived on.
+        channel: u16,
+        /// Its request id.
+        request_id: u32,
+        /// The messages.
+        batch: PublishBatch,
     },
     /// A split payload over the size limit was discarded.
     Oversized {

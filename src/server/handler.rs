@@ -9,7 +9,8 @@ use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Se
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
 use crate::protocol::frame::write_method;
-use crate::protocol::{ListKind, Method};
+use crate::protocol::publish_batch::PUBLISH_METHOD_ID;
+use crate::protocol::{ListKind, Method, PublishBatch};
 use crate::server::config::{negotiate, ServerConfig};
 use crate::server::conn::{Conn, Event};
 use crate::server::outbound::Outbound;
@@ -97,6 +98,11 @@ impl Handler {
                 request_id,
                 method,
             } => self.method(channel, request_id, method),
+            Event::Publish {
+                channel,
+                request_id,
+                batch,
+            } => self.publish(channel, request_id, batch),
             Event::Oversized {
                 channel,
                 method_id,
@@ -387,6 +393,43 @@ impl Handler {
                     method_id: id,
                 },
             ),
+        }
+    }
+
+    /// A `basic.publish` batch read in place: on an open channel of an open connection
+    /// each message goes to the core as it is read; anywhere else the batch takes the
+    /// general path of every method (the same errors).
+    fn publish(&mut self, ch: u16, request_id: u32, batch: PublishBatch) {
+        let open = ch != 0
+            && !self.closing_channels.contains(&ch)
+            && matches!(&self.state, State::Open(s) if s.has_channel(ch));
+        if !open {
+            match batch.into_method() {
+                Ok(method) => self.method(ch, request_id, method),
+                Err(e) => self.close_connection(ReplyCode::SyntaxError, &e.message, 0, 0),
+            }
+            return;
+        }
+        let State::Open(session) = &mut self.state else {
+            return;
+        };
+        let mut result = Ok(());
+        for m in batch.messages() {
+            result = session.basic_publish(
+                ch,
+                m.exchange,
+                m.routing_key,
+                m.mandatory,
+                m.properties,
+                m.body.to_vec(),
+            );
+            if result.is_err() {
+                break;
+            }
+        }
+        session.flush_confirms(ch);
+        if let Err(e) = result {
+            self.fail(ch, request_id, PUBLISH_METHOD_ID, e);
         }
     }
 
