@@ -100,6 +100,9 @@ pub struct IoLoop {
     shutdown: Arc<AtomicBool>,
     scratch: Vec<u8>,
     backlog: VecDeque<u64>,
+    /// Connections whose workers appended while their socket was being written: written
+    /// again next loop turn (which then polls without waiting).
+    deferred: Vec<u64>,
     accept_retry: bool,
 }
 
@@ -139,6 +142,7 @@ impl IoLoop {
             shutdown,
             scratch: vec![0; SCRATCH_BYTES],
             backlog: VecDeque::new(),
+            deferred: Vec::new(),
             accept_retry: false,
         })
     }
@@ -152,7 +156,7 @@ impl IoLoop {
         let mut marked = Vec::new();
         let mut last_tick = Instant::now();
         while !self.shutdown.load(Ordering::Acquire) {
-            let timeout = if self.backlog.is_empty() {
+            let timeout = if self.backlog.is_empty() && self.deferred.is_empty() {
                 Duration::from_millis(TICK_MS)
             } else {
                 Duration::ZERO
@@ -195,6 +199,7 @@ impl IoLoop {
 
     fn serve_marked(&mut self, marked: &mut Vec<u64>) {
         self.notifier.take(marked);
+        marked.append(&mut self.deferred);
         marked.sort_unstable();
         marked.dedup();
         for id in marked.drain(..) {
@@ -341,7 +346,8 @@ impl IoLoop {
             return;
         };
         match flush_socket(io) {
-            Ok(()) => {}
+            Ok(false) => {}
+            Ok(true) => self.deferred.push(id),
             Err(e) => {
                 log::debug!("connection {id}: write failed: {e}");
                 self.close(id);
@@ -491,7 +497,12 @@ impl IoLoop {
         done: impl Fn(&IoLoop) -> bool,
     ) {
         while !done(self) && Instant::now() < deadline {
-            if let Err(e) = self.poll.poll(events, Some(Duration::from_millis(10))) {
+            let wait = if self.deferred.is_empty() {
+                Duration::from_millis(10)
+            } else {
+                Duration::ZERO
+            };
+            if let Err(e) = self.poll.poll(events, Some(wait)) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     log::error!("poll failed during shutdown: {e}");
                     return;
@@ -811,8 +822,12 @@ fn protocol_error(io: &mut IoConn, code: ReplyCode, text: String) {
 }
 
 /// Writes what is queued until done or `WouldBlock`; shuts the write side once a closing
-/// connection is flushed.
-fn flush_socket(io: &mut IoConn) -> io::Result<()> {
+/// connection is flushed. Returns true when more was appended meanwhile: the outbound
+/// buffer is taken at most once per call, so what workers append while a write runs is
+/// gathered for the next loop turn (the caller defers the connection) instead of going
+/// out in many small writes.
+fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
+    let mut taken = false;
     loop {
         if io.write_pos >= io.writing.len() {
             io.writing.clear();
@@ -820,10 +835,17 @@ fn flush_socket(io: &mut IoConn) -> io::Result<()> {
             if io.writing.capacity() > BUFFER_IDLE_BYTES {
                 io.writing = Vec::new();
             }
-            io.conn.outbound.take(&mut io.writing);
-            if io.writing.is_empty() {
-                break;
+            if !taken {
+                io.conn.outbound.take(&mut io.writing);
+                taken = true;
+                if !io.writing.is_empty() {
+                    continue;
+                }
             }
+            if io.conn.outbound.finish_write() {
+                return Ok(true);
+            }
+            break;
         }
         match io.socket.write(&io.writing[io.write_pos..]) {
             Ok(0) => {
@@ -839,7 +861,7 @@ fn flush_socket(io: &mut IoConn) -> io::Result<()> {
                     io.conn.push(Event::Drained, 0);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
@@ -855,5 +877,5 @@ fn flush_socket(io: &mut IoConn) -> io::Result<()> {
         let linger = if io.peer_done { 0 } else { CLOSE_LINGER_MS };
         io.linger_until = Some(Instant::now() + Duration::from_millis(linger));
     }
-    Ok(())
+    Ok(false)
 }

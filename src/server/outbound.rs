@@ -139,7 +139,7 @@ impl Outbound {
             let before = pending.bytes.len();
             f(&mut pending);
             let added = pending.bytes.len() - before;
-            let queued = self.queued.fetch_add(added, Ordering::AcqRel) + added;
+            let queued = self.queued.fetch_add(added, Ordering::SeqCst) + added;
             if queued > self.hard_cap {
                 pending.bytes.truncate(before);
                 pending.open_batch = None;
@@ -155,17 +155,33 @@ impl Outbound {
     }
 
     fn mark(&self) {
-        if !self.dirty.swap(true, Ordering::AcqRel) {
+        if !self.dirty.swap(true, Ordering::SeqCst) {
             self.notifier.mark(self.id);
         }
     }
 
-    /// Swaps the pending bytes into `into` (which must be empty); I/O thread only.
+    /// Swaps the pending bytes into `into` (which must be empty); I/O thread only. Until
+    /// [`Outbound::finish_write`], appends do not wake the I/O thread: it looks again
+    /// when it has written what it took.
     pub fn take(&self, into: &mut Vec<u8>) {
-        self.dirty.store(false, Ordering::Release);
+        self.dirty.store(true, Ordering::SeqCst);
         let mut pending = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         pending.open_batch = None;
         std::mem::swap(&mut pending.bytes, into);
+    }
+
+    /// Called by the I/O thread once everything it took is written: true when more was
+    /// appended meanwhile (the caller comes back for it without a wake-up), false when the
+    /// buffer is empty (the next append wakes the I/O thread).
+    pub fn finish_write(&self) -> bool {
+        self.dirty.store(false, Ordering::SeqCst);
+        // An append that saw `dirty` set before the store above had already counted its
+        // bytes: it is seen here. One that comes later sees `dirty` clear and marks.
+        if self.queued.load(Ordering::SeqCst) > 0 {
+            self.dirty.store(true, Ordering::SeqCst);
+            return true;
+        }
+        false
     }
 
     /// Records `n` bytes written to the socket. Returns true when a throttled connection
