@@ -193,7 +193,7 @@ impl Fixture {
             ..BasicProperties::default()
         };
         self.session
-            .basic_publish(1, "", queue, false, props, b"payload".to_vec())
+            .basic_publish(1, "", queue, false, props.into_boxed(), b"payload".to_vec())
             .unwrap();
         self.session.flush_confirms(1);
         self.seq += 1;

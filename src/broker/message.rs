@@ -59,18 +59,15 @@ impl Message {
     }
 
     /// As [`Message::new`], sharing already interned exchange and routing key names (the
-    /// publish path's cached route), so no name is copied.
+    /// publish path's cached route), so no name is copied, with properties already boxed
+    /// (`None` or empty: none).
     pub fn with_names(
         exchange: Arc<str>,
         routing_key: Arc<str>,
-        properties: BasicProperties,
+        properties: Option<Box<BasicProperties>>,
         body: Vec<u8>,
     ) -> Message {
-        let properties = if properties.is_empty() {
-            None
-        } else {
-            Some(Box::new(properties))
-        };
+        let properties = properties.filter(|p| !p.is_empty());
         Message {
             exchange,
             routing_key,

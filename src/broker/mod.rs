@@ -7,6 +7,7 @@
 #[allow(clippy::module_inception)]
 pub mod broker;
 pub mod channel;
+pub mod channel_hasher;
 pub mod confirm;
 pub mod consumer;
 pub mod consumer_timeout;

@@ -9,6 +9,7 @@
 
 use crate::broker::broker::Broker;
 use crate::broker::channel::Channel;
+use crate::broker::channel_hasher::BuildChannelHasher;
 use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
@@ -61,7 +62,7 @@ pub struct Session {
     pub id: u64,
     vhost: Arc<VirtualHost>,
     sink: Arc<dyn ClientSink>,
-    channels: HashMap<u16, ChannelSession>,
+    channels: HashMap<u16, ChannelSession, BuildChannelHasher>,
     channel_count: Arc<AtomicUsize>,
     channel_max: u16,
     /// The authenticated user: a published `user_id` property must name it.
@@ -100,7 +101,7 @@ impl Session {
             id,
             vhost,
             sink,
-            channels: HashMap::new(),
+            channels: HashMap::default(),
             channel_count,
             channel_max,
             user: None,
@@ -466,7 +467,7 @@ impl Session {
         exchange: &str,
         routing_key: &str,
         mandatory: bool,
-        properties: BasicProperties,
+        properties: Option<Box<BasicProperties>>,
         body: Vec<u8>,
     ) -> Result<(), BrokerError> {
         let max = self.broker.config.message_bytes_max;
@@ -478,12 +479,14 @@ impl Session {
                 body.len()
             )));
         }
-        crate::broker::queue_args::expiration_ms(&properties)?;
-        if let (Some(claimed), Some(user)) = (&properties.user_id, &self.user) {
-            if claimed != user {
-                return Err(BrokerError::precondition(format!(
-                    "user_id property set to '{claimed}' but authenticated user was '{user}'"
-                )));
+        if let Some(props) = &properties {
+            crate::broker::queue_args::expiration_ms(props)?;
+            if let (Some(claimed), Some(user)) = (&props.user_id, &self.user) {
+                if claimed != user {
+                    return Err(BrokerError::precondition(format!(
+                        "user_id property set to '{claimed}' but authenticated user was '{user}'"
+                    )));
+                }
             }
         }
         let (msg, queues) = if let Some(route) = self.routes.get(exchange, routing_key) {

@@ -38,8 +38,8 @@ pub struct PublishRef<'a> {
     pub routing_key: &'a str,
     /// Return the message (312) when no queue takes it.
     pub mandatory: bool,
-    /// Its properties (decoded; empty ones cost nothing).
-    pub properties: BasicProperties,
+    /// Its properties, boxed; `None` when none is set (nothing allocated).
+    pub properties: Option<Box<BasicProperties>>,
     /// Body bytes.
     pub body: &'a [u8],
 }
@@ -115,7 +115,7 @@ fn read_message<'a>(r: &mut Reader<'a>) -> Result<PublishRef<'a>, DecodeError> {
         exchange: r.short_str("exchange")?,
         routing_key: r.short_str("routing_key")?,
         mandatory: r.bool("mandatory")?,
-        properties: BasicProperties::decode(r)?,
+        properties: BasicProperties::decode_boxed(r)?,
         body: r.long_bytes("body")?,
     })
 }
@@ -160,7 +160,7 @@ mod tests {
                 exchange: m.exchange.into(),
                 routing_key: m.routing_key.into(),
                 mandatory: m.mandatory,
-                properties: m.properties,
+                properties: m.properties.map(|p| *p).unwrap_or_default(),
                 body: m.body.to_vec(),
             })
             .collect();

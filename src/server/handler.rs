@@ -470,7 +470,7 @@ impl Handler {
                         &m.exchange,
                         &m.routing_key,
                         m.mandatory,
-                        m.properties,
+                        m.properties.into_boxed(),
                         m.body,
                     ) {
                         result = Err(e);

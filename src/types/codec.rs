@@ -63,6 +63,13 @@ impl<'a> Reader<'a> {
         Ok(self.bytes(1, what)?[0])
     }
 
+    /// The next big-endian `u16` without consuming it; `None` at end of input.
+    pub fn peek_u16(&self) -> Option<u16> {
+        self.buf
+            .get(self.pos..self.pos + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
     /// A big-endian `u16`.
     ///
     /// # Errors

@@ -222,6 +222,29 @@ impl BasicProperties {
         Ok(p)
     }
 
+    /// The properties boxed, or `None` when none is set: how a message keeps them (a
+    /// message without properties costs one pointer, and moving it costs no copy).
+    pub fn into_boxed(self) -> Option<Box<BasicProperties>> {
+        if self.is_empty() {
+            None
+        } else {
+            Some(Box::new(self))
+        }
+    }
+
+    /// Decodes a properties block straight into its boxed form ([`BasicProperties::into_boxed`]):
+    /// a block with no flag set allocates nothing.
+    ///
+    /// # Errors
+    /// As [`BasicProperties::decode`].
+    pub fn decode_boxed(r: &mut Reader<'_>) -> Result<Option<Box<BasicProperties>>, DecodeError> {
+        if r.peek_u16() == Some(0) {
+            r.u16("property flags")?;
+            return Ok(None);
+        }
+        Ok(BasicProperties::decode(r)?.into_boxed())
+    }
+
     /// Decodes a whole buffer holding exactly one properties block.
     ///
     /// # Errors
