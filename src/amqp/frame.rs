@@ -14,7 +14,7 @@
 
 use super::error::FrameError;
 use super::method::AmqpMethod;
-use crate::types::codec::{put_u16, put_u32};
+use crate::types::codec::{put_short_str, put_u16, put_u32, put_u64};
 
 /// The bytes a client sends first: `AMQP`, 0, then protocol version 0-9-1 (AMQP 0-9-1
 /// §4.2.2). A server that does not speak the version answers with this header and closes.
@@ -156,7 +156,53 @@ pub fn write_method(out: &mut Vec<u8>, channel: u16, m: &AmqpMethod) {
     write_frame(out, FrameType::Method, channel, |out| m.encode(out));
 }
 
+/// Appends the `basic.deliver` (60,60) method frame from borrowed parts: the same bytes
+/// as [`write_method`] with [`AmqpMethod::BasicDeliver`], without building the method
+/// (the delivery path runs once per message).
+pub fn write_basic_deliver(
+    out: &mut Vec<u8>,
+    channel: u16,
+    consumer_tag: &str,
+    delivery_tag: u64,
+    redelivered: bool,
+    exchange: &str,
+    routing_key: &str,
+) {
+    write_frame(out, FrameType::Method, channel, |out| {
+        put_u16(out, 60);
+        put_u16(out, 60);
+        put_short_str(out, consumer_tag);
+        put_u64(out, delivery_tag);
+        out.push(u8::from(redelivered));
+        put_short_str(out, exchange);
+        put_short_str(out, routing_key);
+    });
+}
+
 /// Appends one heartbeat frame: type 8, channel 0, empty payload (AMQP 0-9-1 §4.2.7).
 pub fn write_heartbeat(out: &mut Vec<u8>) {
     out.extend_from_slice(&[FrameType::Heartbeat as u8, 0, 0, 0, 0, 0, 0, FRAME_END]);
+}
+
+#[cfg(test)]
+mod deliver_tests {
+    use super::*;
+
+    #[test]
+    fn basic_deliver_from_parts_matches_the_method_encoder() {
+        for (tag, redelivered, exchange) in [(1, false, ""), (u64::MAX, true, "amq.topic")] {
+            let mut a = Vec::new();
+            write_basic_deliver(&mut a, 7, "ctag-1", tag, redelivered, exchange, "a.b");
+            let mut b = Vec::new();
+            let m = AmqpMethod::BasicDeliver {
+                consumer_tag: "ctag-1".into(),
+                delivery_tag: tag,
+                redelivered,
+                exchange: exchange.into(),
+                routing_key: "a.b".into(),
+            };
+            write_method(&mut b, 7, &m);
+            assert_eq!(a, b);
+        }
+    }
 }

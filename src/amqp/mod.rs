@@ -45,7 +45,7 @@ mod tests;
 pub use content::{parse_content_header, write_content, ContentHeader, BASIC_CLASS_ID};
 pub use error::{FrameError, MethodError};
 pub use frame::{
-    check, write_heartbeat, write_method, FrameType, RawFrameHeader, FRAME_END, FRAME_HEADER_BYTES,
-    FRAME_OVERHEAD_BYTES, PROTOCOL_HEADER,
+    check, write_basic_deliver, write_heartbeat, write_method, FrameType, RawFrameHeader,
+    FRAME_END, FRAME_HEADER_BYTES, FRAME_OVERHEAD_BYTES, PROTOCOL_HEADER,
 };
 pub use method::AmqpMethod;

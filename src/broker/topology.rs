@@ -16,16 +16,26 @@ use std::sync::Arc;
 /// Routes a session remembers (the producer's recent exchange and routing key pairs).
 pub const ROUTE_CACHE_ENTRIES: usize = 8;
 
-static VERSION: AtomicU64 = AtomicU64::new(0);
+/// The version counter on a cache line of its own: every publish reads it, so a
+/// neighbour written by another thread must not drag the line away.
+#[repr(align(128))]
+struct Version(AtomicU64);
+
+static VERSION: Version = Version(AtomicU64::new(0));
 
 /// The current topology version.
 pub fn version() -> u64 {
-    VERSION.load(Ordering::SeqCst)
+    VERSION.0.load(Ordering::SeqCst)
 }
 
 /// Marks a topology change. Call while holding the write lock of what changes.
 pub fn bump() {
-    VERSION.fetch_add(1, Ordering::SeqCst);
+    VERSION.0.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Whether two names are equal, compared inline (names are at most 255 bytes; no call).
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 /// One remembered route: what publishing to `exchange` with `routing_key` resolved to.
@@ -55,7 +65,9 @@ impl RouteCache {
     pub fn get(&self, exchange: &str, routing_key: &str) -> Option<&CachedRoute> {
         let now = version();
         self.entries.iter().find(|e| {
-            e.version == now && *e.routing_key == *routing_key && *e.exchange.name == *exchange
+            e.version == now
+                && same(&e.routing_key, routing_key)
+                && same(&e.exchange.name, exchange)
         })
     }
 

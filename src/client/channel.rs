@@ -477,7 +477,7 @@ impl Channel {
                 exchange,
                 routing_key,
                 message_count,
-                properties,
+                properties: *properties,
                 body,
             })),
             other => Err(unexpected(&other, "basic.get")),

@@ -565,7 +565,7 @@ impl State {
                         reply_text,
                         exchange,
                         routing_key,
-                        properties,
+                        properties: *properties,
                         body,
                     });
                 }

@@ -265,7 +265,7 @@ fn confirms_nacks_and_returns() {
             reply_text: "NO_ROUTE".into(),
             exchange: "x".into(),
             routing_key: "nowhere".into(),
-            properties: BasicProperties::default(),
+            properties: Box::default(),
             body: b"m3".to_vec(),
         };
         p.send(ch, 0, ret);

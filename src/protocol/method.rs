@@ -340,8 +340,9 @@ pub enum Method {
         exchange: String,
         /// Routing key.
         routing_key: String,
-        /// Properties.
-        properties: BasicProperties,
+        /// Properties (boxed: keeps the method enum small for the many methods that
+        /// move through mailboxes).
+        properties: Box<BasicProperties>,
         /// Body.
         body: Vec<u8>,
     },
@@ -371,8 +372,8 @@ pub enum Method {
         routing_key: String,
         /// Messages left ready in the queue.
         message_count: u32,
-        /// Properties.
-        properties: BasicProperties,
+        /// Properties (boxed, as in `Return`).
+        properties: Box<BasicProperties>,
         /// Body.
         body: Vec<u8>,
     },
@@ -1024,7 +1025,7 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
             reply_text: sstr(r, "reply_text")?,
             exchange: sstr(r, "exchange")?,
             routing_key: sstr(r, "routing_key")?,
-            properties: BasicProperties::decode(r)?,
+            properties: Box::new(BasicProperties::decode(r)?),
             body: r.long_bytes("body")?.to_vec(),
         },
         0x0056 => {
@@ -1058,7 +1059,7 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
             exchange: sstr(r, "exchange")?,
             routing_key: sstr(r, "routing_key")?,
             message_count: r.u32("message_count")?,
-            properties: BasicProperties::decode(r)?,
+            properties: Box::new(BasicProperties::decode(r)?),
             body: r.long_bytes("body")?.to_vec(),
         },
         0x0059 => GetEmpty,

@@ -673,7 +673,7 @@ impl AmqpHandler {
                         &exchange,
                         &routing_key,
                         mandatory,
-                        content.properties.into_boxed(),
+                        content.properties,
                         content.body,
                     )?
                 }
@@ -894,7 +894,7 @@ fn run_channel_method(
                 &exchange,
                 &routing_key,
                 mandatory,
-                content.properties.into_boxed(),
+                content.properties,
                 content.body,
             );
             session.flush_confirms(ch);

@@ -8,6 +8,7 @@
 //! channel is closed with 406 as RabbitMQ does.
 
 use crate::amqp::{parse_content_header, AmqpMethod, FrameType, RawFrameHeader, BASIC_CLASS_ID};
+use crate::broker::channel_hasher::BuildChannelHasher;
 use crate::error::ReplyCode;
 use crate::server::conn::{Content, Event};
 use std::collections::HashMap;
@@ -51,7 +52,7 @@ enum Pending {
 /// Per-connection AMQP input state.
 #[derive(Debug)]
 pub struct AmqpInput {
-    pending: HashMap<u16, Pending>,
+    pending: HashMap<u16, Pending, BuildChannelHasher>,
     /// Largest body accepted, in bytes (`--max-message-bytes`).
     body_bytes_max: usize,
 }
@@ -60,7 +61,7 @@ impl AmqpInput {
     /// Input state for a connection accepting bodies up to `body_bytes_max` bytes.
     pub fn new(body_bytes_max: usize) -> AmqpInput {
         AmqpInput {
-            pending: HashMap::new(),
+            pending: HashMap::default(),
             body_bytes_max,
         }
     }
@@ -166,7 +167,7 @@ impl AmqpInput {
             )));
         }
         let content = Content {
-            properties: h.properties,
+            properties: h.properties.into_boxed(),
             body: Vec::new(),
         };
         if h.body_size == 0 {
@@ -295,7 +296,7 @@ mod tests {
                 ..
             } => {
                 assert_eq!(c.body, body);
-                assert_eq!(c.properties, props);
+                assert_eq!(c.properties.as_deref(), Some(&props));
             }
             other => panic!("{other:?}"),
         }

@@ -1,7 +1,7 @@
 //! The AMQP 0-9-1 [`ClientSink`]: encodes the core's pushes (deliveries, server cancels,
 //! returns, publisher confirms) as AMQP frames into a connection's outbound buffer.
 
-use crate::amqp::{write_content, write_method, AmqpMethod, BASIC_CLASS_ID};
+use crate::amqp::{write_basic_deliver, write_content, write_method, AmqpMethod, BASIC_CLASS_ID};
 use crate::broker::{ClientSink, Message};
 use crate::error::ReplyCode;
 use crate::server::conn::Conn;
@@ -58,14 +58,26 @@ impl ClientSink for AmqpSink {
         redelivered: bool,
         message: &Message,
     ) {
-        let m = AmqpMethod::BasicDeliver {
-            consumer_tag: consumer_tag.to_string(),
-            delivery_tag,
-            redelivered,
-            exchange: message.exchange.to_string(),
-            routing_key: message.routing_key.to_string(),
-        };
-        self.push_content(channel, &m, message);
+        let frame_max = self.frame_max;
+        self.outbound.write_with(|buf| {
+            write_basic_deliver(
+                buf,
+                channel,
+                consumer_tag,
+                delivery_tag,
+                redelivered,
+                &message.exchange,
+                &message.routing_key,
+            );
+            write_content(
+                buf,
+                channel,
+                BASIC_CLASS_ID,
+                message.properties(),
+                &message.body,
+                frame_max,
+            );
+        });
     }
 
     fn cancel(&self, channel: u16, consumer_tag: &str) {

@@ -138,7 +138,6 @@ fn not_transactional() -> BrokerError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::BasicProperties;
 
     fn publish(body: usize) -> TxOp {
         TxOp::Publish {
@@ -146,7 +145,7 @@ mod tests {
             routing_key: "q".into(),
             mandatory: false,
             content: Box::new(Content {
-                properties: BasicProperties::default(),
+                properties: None,
                 body: vec![0; body],
             }),
         }

@@ -95,11 +95,17 @@ pub enum Event {
 /// The content of an AMQP 0-9-1 method (`basic.publish`): properties and body.
 #[derive(Debug)]
 pub struct Content {
-    /// Message properties from the content header.
-    pub properties: BasicProperties,
+    /// Message properties from the content header, boxed (`None` when none is set).
+    pub properties: Option<Box<BasicProperties>>,
     /// Body bytes (every body frame joined).
     pub body: Vec<u8>,
 }
+
+/// Largest in-memory size of an [`Event`], bytes: every request is moved into and out of
+/// a mailbox, so large method fields (properties) are boxed to keep this small.
+pub const EVENT_BYTES_MAX: usize = 160;
+
+const _: () = assert!(std::mem::size_of::<Event>() <= EVENT_BYTES_MAX);
 
 /// Which protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

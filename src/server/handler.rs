@@ -624,7 +624,7 @@ impl Handler {
                             exchange: g.message.exchange.to_string(),
                             routing_key: g.message.routing_key.to_string(),
                             message_count: g.message_count,
-                            properties: g.message.properties().clone(),
+                            properties: Box::new(g.message.properties().clone()),
                             body: g.message.body.clone(),
                         };
                         outbound.write_with(|buf| {

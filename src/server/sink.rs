@@ -88,7 +88,7 @@ impl ClientSink for NativeSink {
                 reply_text: reply_text.to_string(),
                 exchange: message.exchange.to_string(),
                 routing_key: message.routing_key.to_string(),
-                properties: message.properties().clone(),
+                properties: Box::new(message.properties().clone()),
                 body: message.body.clone(),
             },
         );
