@@ -24,6 +24,10 @@ use std::sync::Arc;
 /// (RabbitMQ's cycle rule), and a chain of such knock-on dead-letterings is cut after
 /// [`DEAD_LETTER_DEPTH_MAX`] links. However many messages are given, each is handled.
 pub fn run(vhost: &VirtualHost, jobs_in: Vec<DeadLetterJob>) {
+    if jobs_in.is_empty() {
+        // The publish path calls this for every message.
+        return;
+    }
     let mut work: VecDeque<DeadLetterJob> = jobs_in.into();
     let mut no_exchange: HashMap<(Arc<str>, String), usize> = HashMap::new();
     let mut cut = 0usize;

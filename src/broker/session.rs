@@ -526,7 +526,9 @@ impl Session {
                 Enqueued::Accepted { sync: s, dropped } => {
                     routed += 1;
                     sync = sync.max(s);
-                    dead.extend(jobs(q, dropped, "maxlen"));
+                    if !dropped.is_empty() {
+                        dead.extend(jobs(q, dropped, "maxlen"));
+                    }
                 }
                 Enqueued::Gone => {}
                 Enqueued::Refused(text) => refused = Some(text),
