@@ -188,6 +188,22 @@ impl Conn {
         self.schedule();
     }
 
+    /// Appends every event of `events` (draining it) under one mailbox lock, then schedules
+    /// the connection once; nothing happens for an empty vector.
+    pub fn push_all(self: &Arc<Self>, events: &mut Vec<(Event, usize)>) {
+        if events.is_empty() {
+            return;
+        }
+        {
+            let mut mb = self.mailbox.lock().unwrap_or_else(|e| e.into_inner());
+            for (event, bytes) in events.drain(..) {
+                mb.events.push_back((event, bytes));
+                mb.bytes += bytes;
+            }
+        }
+        self.schedule();
+    }
+
     /// Puts the connection on the pool's queue unless it is scheduled already.
     pub fn schedule(self: &Arc<Self>) {
         if !self.scheduled.swap(true, Ordering::AcqRel) {

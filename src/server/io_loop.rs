@@ -77,7 +77,13 @@ struct IoConn {
     closing_since: Option<Instant>,
     /// The peer shut its write side after input we refused; nothing more is read.
     peer_done: bool,
+    /// AMQP events of the parse pass under way, pushed together (kept empty between
+    /// passes; its capacity reused up to [`STAGED_EVENTS_KEEP`]).
+    staged: Vec<(Event, usize)>,
 }
+
+/// Capacity, in events, of a connection's staging vector kept between parse passes.
+const STAGED_EVENTS_KEEP: usize = 1024;
 
 /// How a connection's bytes become events: by protocol.
 enum Input {
@@ -314,6 +320,7 @@ impl IoLoop {
                             linger_until: None,
                             closing_since: None,
                             peer_done: false,
+                            staged: Vec::new(),
                         },
                     );
                 }
@@ -680,6 +687,9 @@ fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
         at = amqp::PROTOCOL_HEADER.len();
         io.conn.push(Event::AmqpHeader, 0);
     }
+    // The events of this pass go to the mailbox together (one lock, one wake-up): an
+    // AMQP publish is an event per message.
+    let mut staged = std::mem::take(&mut io.staged);
     while !io.input_closed {
         let frame_max = io.conn.frame_max.load(Ordering::Acquire);
         match amqp::check(&data[at..], frame_max) {
@@ -692,8 +702,9 @@ fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
                 };
                 match input.frame(&header, header.payload(frame)) {
                     Ok(None) => {}
-                    Ok(Some((event, cost))) => io.conn.push(event, cost),
+                    Ok(Some((event, cost))) => staged.push((event, cost)),
                     Err(v) => {
+                        io.conn.push_all(&mut staged);
                         let text = if v.class_method == (0, 0) {
                             v.text
                         } else {
@@ -706,8 +717,15 @@ fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
                     }
                 }
             }
-            Err(e) => protocol_error(io, e.code, e.text),
+            Err(e) => {
+                io.conn.push_all(&mut staged);
+                protocol_error(io, e.code, e.text);
+            }
         }
+    }
+    io.conn.push_all(&mut staged);
+    if staged.capacity() <= STAGED_EVENTS_KEEP {
+        io.staged = staged;
     }
     if io.input_closed {
         data.len()
