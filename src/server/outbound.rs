@@ -368,4 +368,39 @@ mod tests {
         }
         assert_eq!(tags, vec![vec![11], vec![12]]);
     }
+
+    #[test]
+    fn appends_while_a_write_runs_are_deferred_not_woken() {
+        let poll = mio::Poll::new().unwrap();
+        let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
+        let notifier = Arc::new(Notifier::new(waker));
+        let out = Outbound::new(1, Arc::clone(&notifier), 1 << 20);
+        let marked = |n: &Notifier| {
+            let mut ids = Vec::new();
+            n.take(&mut ids);
+            ids
+        };
+        delivery(&out, 1, 1, b"a");
+        assert_eq!(marked(&notifier), vec![1], "the first append marks");
+        let mut writing = Vec::new();
+        out.take(&mut writing);
+        // Appended while the I/O thread writes what it took: no mark, no wake-up.
+        delivery(&out, 1, 2, b"b");
+        assert!(marked(&notifier).is_empty());
+        out.wrote(writing.len(), 0);
+        assert!(
+            out.finish_write(),
+            "more to write: the caller comes back for it"
+        );
+        writing.clear();
+        out.take(&mut writing);
+        out.wrote(writing.len(), 0);
+        assert!(!out.finish_write(), "all written");
+        delivery(&out, 1, 3, b"c");
+        assert_eq!(
+            marked(&notifier),
+            vec![1],
+            "an idle buffer's append marks again"
+        );
+    }
 }
