@@ -21,6 +21,11 @@ use std::time::Duration;
 /// may wait in memory for a round, in ms, when no publish asks for one sooner.
 pub const LAZY_WRITE_DELAY_MS: u64 = 10;
 
+/// Failed epochs remembered, so a waiter that registers after its round failed is nacked
+/// rather than left waiting or acked by a later round (failures are rare; the oldest is
+/// forgotten first).
+const FAILED_EPOCHS_KEPT: usize = 1024;
+
 /// When the broker fsyncs persistent messages (`--fsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsyncMode {
@@ -91,6 +96,8 @@ struct State {
     write_epoch: u64,
     /// Highest epoch known durable.
     synced_epoch: u64,
+    /// Epochs whose round failed, most recent last (at most [`FAILED_EPOCHS_KEPT`]).
+    failed_epochs: std::collections::VecDeque<u64>,
     waiters: Vec<Arc<dyn SyncWaiter>>,
     stop: bool,
 }
@@ -174,7 +181,13 @@ impl Flusher {
     /// Asks to be told once `epoch` is durable (at once if it already is).
     pub fn wait(&self, epoch: u64, waiter: Arc<dyn SyncWaiter>) {
         let mut st = self.inner.lock();
-        if st.synced_epoch >= epoch {
+        if st.failed_epochs.contains(&epoch) {
+            drop(st);
+            if !waiter.failed(epoch) {
+                return;
+            }
+            st = self.inner.lock();
+        } else if st.synced_epoch >= epoch {
             let synced = st.synced_epoch;
             drop(st);
             if !waiter.synced(synced) {
@@ -292,7 +305,12 @@ fn run(inner: &Inner) {
         }
         let (waiters, synced) = {
             let mut st = inner.lock();
-            if !failed {
+            if failed {
+                if st.failed_epochs.len() >= FAILED_EPOCHS_KEPT {
+                    st.failed_epochs.pop_front();
+                }
+                st.failed_epochs.push_back(epoch);
+            } else {
                 st.synced_epoch = st.synced_epoch.max(epoch);
             }
             (std::mem::take(&mut st.waiters), st.synced_epoch)
