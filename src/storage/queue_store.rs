@@ -334,7 +334,8 @@ pub struct QueueStore {
     /// Record bytes of the active segment not written yet; they end the segment (its
     /// `data_bytes` counts them), so they start at `data_bytes - pending_data.len()`.
     pending_data: Vec<u8>,
-    /// Ack-log entries not written yet, per segment.
+    /// Ack-log entries not written yet, per segment; an empty buffer marks a segment whose
+    /// log was written since the last write-out (its next entries wait).
     pending_acks: BTreeMap<u64, Vec<u8>>,
     /// Set after a write failed: the files may no longer match the index, so the store
     /// refuses further writes until it is reopened (ARCHITECTURE.md §5).
@@ -721,6 +722,9 @@ impl QueueStore {
 
     /// Appends encoded ack entries to segment `n`'s log and notes the file for the flusher.
     fn write_acks(&mut self, n: u64, bytes: &[u8]) -> Result<(), StorageError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
         let file = self.file(n, Part::Acks)?;
         file.append(bytes)
             .map_err(|e| StorageError::io(file.path(), e))?;
@@ -773,12 +777,27 @@ impl QueueStore {
     }
 
     /// Writes what is buffered and returns the files to sync: [`QueueStore::write_pending`]
-    /// then [`QueueStore::files_to_sync`], for the flusher.
+    /// then [`QueueStore::files_to_sync`], for the flusher. Only a failure to write
+    /// records is an error: ack entries need no durability (a lost one brings a message
+    /// back), so failing to write them takes the store out of service and drops them, but
+    /// the records already written are still returned to be synced and confirmed.
     ///
     /// # Errors
-    /// As [`QueueStore::write_pending`]; the flusher then nacks what waited for the round.
+    /// The records could not be written, or the store is out of service with records
+    /// buffered; the flusher then nacks what waited for the round.
     pub fn take_files_to_sync(&mut self) -> Result<Vec<Arc<dyn StorageFile>>, StorageError> {
-        self.write_pending()?;
+        if !self.pending_data.is_empty() {
+            self.check_ok()?;
+            let r = self.write_pending_data();
+            self.poison_on_err(r)?;
+        }
+        if let Err(e) = self.write_pending() {
+            log::warn!(
+                "queue store {}: buffered ack entries dropped: {e}",
+                self.dir.display()
+            );
+            self.pending_acks.clear();
+        }
         Ok(self.files_to_sync())
     }
 
@@ -895,7 +914,10 @@ impl QueueStore {
 
     fn append_ack(&mut self, segment: u64, kind: AckKind, id: u64) -> Result<(), StorageError> {
         let entry = ack_log::encode(AckEntry { kind, id });
-        if self.buffering {
+        // As for records, the first entry after a write-out goes to the file at once (a
+        // process crash right after a lone delivery or ack keeps it); the rest of a burst
+        // waits for the round.
+        if self.buffering && self.pending_acks.contains_key(&segment) {
             let pending = self.pending_acks.entry(segment).or_default();
             pending.extend_from_slice(&entry);
             if pending.len() >= ACK_BUFFER_BYTES_MAX {
@@ -903,6 +925,9 @@ impl QueueStore {
             }
         } else {
             self.write_acks(segment, &entry)?;
+            if self.buffering {
+                self.pending_acks.insert(segment, Vec::new());
+            }
         }
         if let Some(s) = self.segments.get_mut(&segment) {
             s.ack_bytes += ack_log::ENTRY_BYTES as u64;
