@@ -44,6 +44,9 @@ struct Workload {
     steps: u64,
     /// Whether the "flusher" really syncs ("--fsync never" when false).
     fsync: bool,
+    /// Whether the store holds writes in memory until the flusher takes its files
+    /// (`--fsync always` in the server).
+    buffered: bool,
     append_pct: u64,
     settle_recent_pct: u64,
     settle_oldest_pct: u64,
@@ -56,6 +59,7 @@ const SMALL: Workload = Workload {
     segment_bytes: 1500,
     steps: 800,
     fsync: true,
+    buffered: false,
     append_pct: 50,
     settle_recent_pct: 25,
     settle_oldest_pct: 8,
@@ -68,6 +72,7 @@ const COMPACTING: Workload = Workload {
     segment_bytes: 110_000,
     steps: 10_000,
     fsync: true,
+    buffered: false,
     append_pct: 48,
     settle_recent_pct: 28,
     settle_oldest_pct: 8,
@@ -117,6 +122,8 @@ fn open(sim: &SimBackend, w: Workload) -> (QueueStore, Vec<RecoveredMessage>) {
         },
     )
     .expect("recovery never fails after a power loss");
+    let mut store = store;
+    store.set_write_buffering(w.buffered).unwrap();
     (store, msgs)
 }
 
@@ -184,7 +191,7 @@ fn step(
         }
     } else if pick(w.flush_pct) {
         // The flusher: take the files, sync them (outside any lock), then confirm.
-        let files = store.files_to_sync();
+        let files = store.take_files_to_sync()?;
         if w.fsync {
             for f in &files {
                 f.sync().map_err(|e| StorageError::io(f.path(), e))?;
@@ -304,7 +311,7 @@ fn run(seed: u64, w: Workload, fault_after: Option<u64>) -> Outcome {
             }
         }
         keep.push(append(&mut store, b"after").unwrap());
-        for f in store.files_to_sync() {
+        for f in store.take_files_to_sync().unwrap() {
             f.sync().unwrap();
         }
         drop(store);
@@ -342,6 +349,30 @@ fn confirmed_messages_survive_power_loss_at_any_moment() {
     }
     assert!(deletions > 0, "the workload never deleted a segment");
     assert!(crashes_midway > 100);
+}
+
+#[test]
+fn buffered_writes_survive_power_loss() {
+    for seed in 0..100 {
+        let w = Workload {
+            buffered: true,
+            ..SMALL
+        };
+        let fault = (seed % 4 != 0).then(|| Rng(seed ^ 0xB0F).below(w.steps));
+        assert_nothing_lost(seed, &run(2000 + seed, w, fault));
+    }
+    let mut compactions = 0;
+    for seed in 0..20 {
+        let w = Workload {
+            buffered: true,
+            ..COMPACTING
+        };
+        let fault = Rng(seed ^ 0xB0FC).below(2 * w.steps);
+        let out = run(3000 + seed, w, Some(fault));
+        assert_nothing_lost(seed, &out);
+        compactions += out.compactions;
+    }
+    assert!(compactions > 0, "the buffered workload never compacted");
 }
 
 #[test]

@@ -2,12 +2,17 @@
 //! messages, record deliveries and settlements, hand written files to the group-commit
 //! flusher, and go out of service after a storage failure.
 //!
+//! Under `--fsync always` the store buffers: records and ack entries wait in memory and
+//! the flusher has them written, one `write` per file per round, just before it syncs
+//! (ARCHITECTURE.md §14.1).
+//!
 //! Lock order: a queue's state lock, then this store's lock (ARCHITECTURE.md §4); fsync
-//! never runs under either (the flusher syncs the handles it was given).
+//! never runs under either (the flusher writes under the store's lock alone, then syncs
+//! the handles without it).
 
 use crate::broker::message::Message;
 use crate::storage::compactor::Compactor;
-use crate::storage::flusher::Flusher;
+use crate::storage::flusher::{Flusher, FsyncMode, SyncSource};
 use crate::storage::{MessageData, QueueStore, RecordRef, StorageFile, StoreStats};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +24,8 @@ const COMPACTION_CHECK_SETTLES: u32 = 256;
 /// A durable queue's store, its failure flag and the flusher that syncs it.
 pub struct QueueStorage {
     store: Arc<Mutex<QueueStore>>,
+    /// The store as the flusher sees it (the same store and failure flag).
+    source: Arc<dyn SyncSource>,
     /// Settlements since compaction was last considered.
     settled: AtomicU32,
     /// Where stores that may need compacting are sent (the compactor thread).
@@ -26,6 +33,31 @@ pub struct QueueStorage {
     /// Set when a write or an fsync of this store failed: persistent publishes are refused.
     failed: Arc<AtomicBool>,
     flusher: Arc<Flusher>,
+}
+
+/// What the flusher holds of a store: it writes the store's buffers and syncs its files.
+struct StoreSource {
+    store: Arc<Mutex<QueueStore>>,
+    failed: Arc<AtomicBool>,
+    /// In the flusher's batch (see [`SyncSource::queued`]).
+    queued: AtomicBool,
+}
+
+impl SyncSource for StoreSource {
+    fn take_files(&self) -> Result<Vec<Arc<dyn StorageFile>>, String> {
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        store
+            .take_files_to_sync()
+            .map_err(|e| format!("{}: {e}", store.dir().display()))
+    }
+
+    fn mark_failed(&self) {
+        self.failed.store(true, Ordering::Release);
+    }
+
+    fn queued(&self) -> &AtomicBool {
+        &self.queued
+    }
 }
 
 impl std::fmt::Debug for QueueStorage {
@@ -36,23 +68,50 @@ impl std::fmt::Debug for QueueStorage {
     }
 }
 
-/// Files written by an append, to hand to the flusher once the queue lock is released.
-pub struct Written(Vec<Arc<dyn StorageFile>>);
+/// Proof of an append, to hand to the flusher ([`QueueStorage::submit`]) once the queue
+/// lock is released.
+pub struct Written(());
 
 impl QueueStorage {
     /// Wraps an opened store; `compactor` compacts it in the background when settlements
     /// leave sealed segments mostly empty.
     pub fn new(
-        store: QueueStore,
+        mut store: QueueStore,
         flusher: Arc<Flusher>,
         compactor: Option<Compactor>,
     ) -> QueueStorage {
+        // Only `always` has a round right behind every publish; the other modes confirm
+        // after the write, so it must happen at once.
+        let buffered = flusher.mode() == FsyncMode::Always;
+        let failed = Arc::new(AtomicBool::new(false));
+        if let Err(e) = store.set_write_buffering(buffered) {
+            // Nothing is buffered in a store just opened; the store is out of service.
+            log::error!("{}: {e}", store.dir().display());
+            failed.store(true, Ordering::Release);
+        }
+        let store = Arc::new(Mutex::new(store));
+        let source: Arc<dyn SyncSource> = Arc::new(StoreSource {
+            store: Arc::clone(&store),
+            failed: Arc::clone(&failed),
+            queued: AtomicBool::new(false),
+        });
         QueueStorage {
-            store: Arc::new(Mutex::new(store)),
+            store,
+            source,
             settled: AtomicU32::new(0),
             compactor,
-            failed: Arc::new(AtomicBool::new(false)),
+            failed,
             flusher,
+        }
+    }
+
+    /// Hands the store to the flusher after a write without a waiter (an ack-log entry).
+    /// Under `--fsync never` nothing is synced: the list of written files is dropped.
+    fn written_lazily(&self, store: &mut QueueStore) {
+        if self.flusher.mode() == FsyncMode::Never {
+            store.files_to_sync();
+        } else {
+            self.flusher.submit(&self.source, false);
         }
     }
 
@@ -95,19 +154,25 @@ impl QueueStorage {
                 log::error!("queue '{queue}': cannot store a persistent message: {e}");
                 format!("queue '{queue}' cannot store the message: {e}")
             })?;
-        Ok((record, Written(store.files_to_sync())))
+        if self.flusher.mode() == FsyncMode::Never {
+            store.files_to_sync();
+        }
+        Ok((record, Written(())))
     }
 
-    /// Gives written files to the flusher (call with no lock held); returns the epoch a
-    /// confirm must wait for (`--fsync always`).
+    /// Gives the store to the flusher after an append (call with no lock held); returns
+    /// the epoch a confirm must wait for (`--fsync always`).
     pub fn submit(&self, written: Written) -> Option<u64> {
-        self.flusher.submit(written.0, &self.failed)
+        let Written(()) = written;
+        self.flusher.submit(&self.source, true)
     }
 
     /// Records a delivery (persists the redelivered flag and the delivery count).
     pub fn mark_delivered(&self, queue: &str, record: RecordRef) {
-        if let Err(e) = self.lock().mark_delivered(record) {
-            log::error!("queue '{queue}': cannot record a delivery: {e}");
+        let mut store = self.lock();
+        match store.mark_delivered(record) {
+            Ok(()) => self.written_lazily(&mut store),
+            Err(e) => log::error!("queue '{queue}': cannot record a delivery: {e}"),
         }
     }
 
@@ -118,6 +183,7 @@ impl QueueStorage {
             log::error!("queue '{queue}': cannot record a settlement: {e}");
             return;
         }
+        self.written_lazily(&mut store);
         let n = self.settled.fetch_add(1, Ordering::Relaxed) + 1;
         if n.is_multiple_of(COMPACTION_CHECK_SETTLES) && store.needs_compaction() {
             if let Some(c) = &self.compactor {

@@ -1,10 +1,11 @@
 //! Group commit: one thread fsyncs every file written since its last round, once, and
 //! then releases the publisher confirms that waited for it (ARCHITECTURE.md §2.4).
 //!
-//! Writers append records without syncing and [`Flusher::submit`] the files they touched;
-//! the call returns the *epoch* whose sync will cover those bytes. The flusher takes the
-//! whole batch at once, so one fsync per file serves every publisher that wrote to it since
-//! the previous round. Waiters ([`SyncWaiter`]) are told when their epoch is durable, or
+//! Writers append records without syncing (a buffering store keeps them in memory) and
+//! [`Flusher::submit`] the [`SyncSource`] they wrote to; the call returns the *epoch* whose
+//! sync will cover those bytes. The flusher takes the whole batch at once, has each source
+//! write what it buffers (one `write` per file) and fsyncs each file once, so one round
+//! serves every publisher that wrote since the previous one. Waiters ([`SyncWaiter`]) are told when their epoch is durable, or
 //! that it failed. A failed fsync is never retried as if the data were safe: the epoch is
 //! reported failed and the owners of the files are marked out of service.
 
@@ -15,6 +16,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// How long entries submitted without a waiter (deliveries and settlements in ack logs)
+/// may wait in memory for a round, in ms, when no publish asks for one sooner.
+pub const LAZY_WRITE_DELAY_MS: u64 = 10;
+
+/// Failed epochs remembered, so a waiter that registers after its round failed is nacked
+/// rather than left waiting or acked by a later round (failures are rare; the oldest is
+/// forgotten first).
+const FAILED_EPOCHS_KEPT: usize = 1024;
 
 /// When the broker fsyncs persistent messages (`--fsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,22 +66,38 @@ pub trait SyncWaiter: Send + Sync {
     fn failed(&self, epoch: u64) -> bool;
 }
 
-/// A file to sync and the flag of the store that owns it (set when its sync fails).
-struct Dirty {
-    file: Arc<dyn StorageFile>,
-    owner_failed: Arc<AtomicBool>,
+/// Something the flusher writes out and syncs: a queue's store.
+pub trait SyncSource: Send + Sync {
+    /// Writes what the source buffers and returns the files written since the previous
+    /// call, to be synced (called by the flusher thread, with no lock of its own held).
+    ///
+    /// # Errors
+    /// A text saying why the write failed; the round's waiters are then nacked.
+    fn take_files(&self) -> Result<Vec<Arc<dyn StorageFile>>, String>;
+    /// A write or a sync of the source failed: it goes out of service.
+    fn mark_failed(&self);
+    /// Set while the source is in the flusher's batch (cleared when a round takes it), so
+    /// a submission without a waiter skips the flusher's lock.
+    fn queued(&self) -> &AtomicBool;
 }
 
 #[derive(Default)]
 struct State {
-    dirty: Vec<Dirty>,
-    /// Addresses of the files in `dirty`, so a submit checks membership in O(1) (a
-    /// fanout to many stored queues submits many files per round).
+    dirty: Vec<Arc<dyn SyncSource>>,
+    /// Addresses of the sources in `dirty`, so a submit checks membership in O(1) (a
+    /// fanout to many stored queues submits many sources per round).
     dirty_files: HashSet<usize>,
+    /// A submission waits for the next round: run it now (else after
+    /// [`LAZY_WRITE_DELAY_MS`]).
+    urgent: bool,
+    /// The thread waits on the condvar (a submission only wakes it then).
+    sleeping: bool,
     /// Epoch that new submissions belong to.
     write_epoch: u64,
     /// Highest epoch known durable.
     synced_epoch: u64,
+    /// Epochs whose round failed, most recent last (at most [`FAILED_EPOCHS_KEPT`]).
+    failed_epochs: std::collections::VecDeque<u64>,
     waiters: Vec<Arc<dyn SyncWaiter>>,
     stop: bool,
 }
@@ -123,41 +149,45 @@ impl Flusher {
         self.inner.mode
     }
 
-    /// Registers files written by a store whose failure flag is `owner_failed`; returns
-    /// the epoch that must be durable before a confirm of those writes may be sent, or
-    /// `None` when confirms need not wait (modes `interval` and `never`).
-    pub fn submit(
-        &self,
-        files: Vec<Arc<dyn StorageFile>>,
-        owner_failed: &Arc<AtomicBool>,
-    ) -> Option<u64> {
-        if self.inner.mode == FsyncMode::Never || files.is_empty() {
+    /// Registers a source written to; returns the epoch that must be durable before a
+    /// confirm of those writes may be sent, or `None` when confirms need not wait (modes
+    /// `interval` and `never`, or `urgent` false). `urgent` (a publish) starts a round at
+    /// once; otherwise (ack-log entries) the next round takes it, within
+    /// [`LAZY_WRITE_DELAY_MS`].
+    pub fn submit(&self, source: &Arc<dyn SyncSource>, urgent: bool) -> Option<u64> {
+        if self.inner.mode == FsyncMode::Never
+            || (!urgent && source.queued().load(Ordering::Acquire))
+        {
             return None;
         }
         let mut st = self.inner.lock();
-        for file in files {
-            if st.dirty_files.insert(file_key(&file)) {
-                st.dirty.push(Dirty {
-                    file,
-                    owner_failed: Arc::clone(owner_failed),
-                });
-            }
+        if st.dirty_files.insert(source_key(source)) {
+            source.queued().store(true, Ordering::Release);
+            st.dirty.push(Arc::clone(source));
         }
         let epoch = st.write_epoch;
-        drop(st);
-        match self.inner.mode {
-            FsyncMode::Always => {
-                self.inner.wake.notify_one();
-                Some(epoch)
-            }
-            _ => None,
+        let always = self.inner.mode == FsyncMode::Always;
+        let wake = always && st.sleeping && (urgent || st.dirty.len() == 1);
+        if always && urgent {
+            st.urgent = true;
         }
+        drop(st);
+        if wake {
+            self.inner.wake.notify_one();
+        }
+        (always && urgent).then_some(epoch)
     }
 
     /// Asks to be told once `epoch` is durable (at once if it already is).
     pub fn wait(&self, epoch: u64, waiter: Arc<dyn SyncWaiter>) {
         let mut st = self.inner.lock();
-        if st.synced_epoch >= epoch {
+        if st.failed_epochs.contains(&epoch) {
+            drop(st);
+            if !waiter.failed(epoch) {
+                return;
+            }
+            st = self.inner.lock();
+        } else if st.synced_epoch >= epoch {
             let synced = st.synced_epoch;
             drop(st);
             if !waiter.synced(synced) {
@@ -168,8 +198,11 @@ impl Flusher {
         if !st.waiters.iter().any(|w| Arc::ptr_eq(w, &waiter)) {
             st.waiters.push(waiter);
         }
+        let wake = st.sleeping;
         drop(st);
-        self.inner.wake.notify_one();
+        if wake {
+            self.inner.wake.notify_one();
+        }
     }
 
     /// Syncs what is pending and stops the thread (clean shutdown).
@@ -189,9 +222,34 @@ impl Drop for Flusher {
     }
 }
 
-/// Identity of a file handle: the address of its shared allocation.
-fn file_key(file: &Arc<dyn StorageFile>) -> usize {
-    Arc::as_ptr(file) as *const () as usize
+/// Identity of a source: the address of its shared allocation.
+fn source_key(source: &Arc<dyn SyncSource>) -> usize {
+    Arc::as_ptr(source) as *const () as usize
+}
+
+/// Waits (mode `always`) until a round is due: a submission asked for one, or lazily
+/// submitted entries waited [`LAZY_WRITE_DELAY_MS`], or the flusher stops.
+fn wait_for_round<'a>(inner: &'a Inner, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    let lazy = Duration::from_millis(LAZY_WRITE_DELAY_MS);
+    while !st.stop && !st.urgent {
+        st.sleeping = true;
+        if st.dirty.is_empty() {
+            st = inner.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.sleeping = false;
+            continue;
+        }
+        let (g, timeout) = inner
+            .wake
+            .wait_timeout(st, lazy)
+            .unwrap_or_else(|e| e.into_inner());
+        st = g;
+        st.sleeping = false;
+        if timeout.timed_out() {
+            break;
+        }
+    }
+    st.sleeping = false;
+    st
 }
 
 fn run(inner: &Inner) {
@@ -207,31 +265,52 @@ fn run(inner: &Inner) {
                         .map(|(g, _)| g)
                         .unwrap_or_else(|e| e.into_inner().0);
                 }
-                _ => {
-                    while !st.stop && st.dirty.is_empty() {
-                        st = inner.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-                    }
-                }
+                _ => st = wait_for_round(inner, st),
             }
             let epoch = st.write_epoch;
             st.write_epoch += 1;
+            st.urgent = false;
             st.dirty_files.clear();
-            (std::mem::take(&mut st.dirty), epoch, st.stop)
+            let batch = std::mem::take(&mut st.dirty);
+            for source in &batch {
+                source.queued().store(false, Ordering::Release);
+            }
+            (batch, epoch, st.stop)
         };
         let mut failed = false;
-        for d in &batch {
-            if let Err(e) = d.file.sync() {
+        // Every source writes first, then every file is synced: the writes of one store
+        // overlap nothing, but the syncs come after all of them.
+        let mut files = Vec::with_capacity(batch.len() * 2);
+        for source in &batch {
+            match source.take_files() {
+                Ok(written) => files.extend(written.into_iter().map(|f| (f, source))),
+                Err(e) => {
+                    log::error!(
+                        "write failed: {e}; its queue is taken out of service and pending confirms are nacked"
+                    );
+                    source.mark_failed();
+                    failed = true;
+                }
+            }
+        }
+        for (file, source) in &files {
+            if let Err(e) = file.sync() {
                 log::error!(
                     "fsync of {} failed: {e}; its queue is taken out of service and pending confirms are nacked",
-                    d.file.path().display()
+                    file.path().display()
                 );
-                d.owner_failed.store(true, Ordering::Release);
+                source.mark_failed();
                 failed = true;
             }
         }
         let (waiters, synced) = {
             let mut st = inner.lock();
-            if !failed {
+            if failed {
+                if st.failed_epochs.len() >= FAILED_EPOCHS_KEPT {
+                    st.failed_epochs.pop_front();
+                }
+                st.failed_epochs.push_back(epoch);
+            } else {
                 st.synced_epoch = st.synced_epoch.max(epoch);
             }
             (std::mem::take(&mut st.waiters), st.synced_epoch)

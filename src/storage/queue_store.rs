@@ -62,6 +62,15 @@ pub const COMPACT_VALID_PERCENT_MAX: u64 = 50;
 /// Largest encode buffer kept between appends, in bytes (larger ones are released).
 const ENCODE_BUFFER_KEEP_BYTES: usize = 1024 * 1024;
 
+/// Record bytes a buffering store holds for its active segment at most before it writes
+/// them itself, in bytes ([`QueueStore::set_write_buffering`]; normally the flusher has
+/// them written sooner).
+pub const WRITE_BUFFER_BYTES_MAX: usize = 1024 * 1024;
+
+/// Ack-log bytes a buffering store holds per segment at most before it writes them itself,
+/// in bytes (5 041 entries of [`ack_log::ENTRY_BYTES`]).
+pub const ACK_BUFFER_BYTES_MAX: usize = 64 * 1024;
+
 /// Damaged spans or entries listed one by one in a report before they are summarised.
 const FINDINGS_LISTED_MAX: usize = 20;
 
@@ -319,6 +328,15 @@ pub struct QueueStore {
     stat_bytes: u64,
     /// Reused buffer for encoding records.
     encode_buf: Vec<u8>,
+    /// Whether appends and ack entries are held in memory until [`QueueStore::write_pending`]
+    /// (group commit under `--fsync always`) instead of written one by one.
+    buffering: bool,
+    /// Record bytes of the active segment not written yet; they end the segment (its
+    /// `data_bytes` counts them), so they start at `data_bytes - pending_data.len()`.
+    pending_data: Vec<u8>,
+    /// Ack-log entries not written yet, per segment; an empty buffer marks a segment whose
+    /// log was written since the last write-out (its next entries wait).
+    pending_acks: BTreeMap<u64, Vec<u8>>,
     /// Set after a write failed: the files may no longer match the index, so the store
     /// refuses further writes until it is reopened (ARCHITECTURE.md §5).
     failed: Option<String>,
@@ -567,6 +585,9 @@ impl QueueStore {
             next_id,
             stat_bytes: 0,
             encode_buf: Vec::new(),
+            buffering: false,
+            pending_data: Vec::new(),
+            pending_acks: BTreeMap::new(),
             failed: None,
         };
         let stat_state = read_stat(&*backend, &dir);
@@ -636,29 +657,148 @@ impl QueueStore {
         let next_id = id
             .checked_add(1)
             .ok_or_else(|| StorageError::Failed("record ids exhausted".into()))?;
-        let file = Arc::clone(&self.active_data);
-        let offset = file
-            .append(bytes)
-            .map_err(|e| StorageError::io(file.path(), e))?;
-        let segment = self.active_segment_mut()?;
-        if offset != segment.data_bytes {
-            return Err(StorageError::Corrupt {
-                path: file.path().to_path_buf(),
-                reason: format!(
-                    "record written at offset {offset}, expected {}: the file changed behind \
-                     the store",
-                    segment.data_bytes
-                ),
-            });
+        let offset = self.active_segment()?.data_bytes;
+        // The first record after a write-out goes to the file at once, so a disk that is
+        // already full refuses the publish itself; the others of the round wait in memory.
+        if self.buffering && !self.pending_data.is_empty() {
+            self.pending_data.extend_from_slice(bytes);
+        } else {
+            self.write_data(bytes, offset)?;
         }
+        let segment = self.active_segment_mut()?;
         segment.push(id, offset, 0);
         segment.data_bytes += bytes.len() as u64;
         self.next_id = next_id;
-        self.active_data_dirty = true;
+        if self.pending_data.len() >= WRITE_BUFFER_BYTES_MAX {
+            self.write_pending_data()?;
+        }
         Ok(RecordRef {
             segment: self.active,
             id,
         })
+    }
+
+    /// Writes `bytes` at the end of the active segment, which must be at `offset`.
+    fn write_data(&mut self, bytes: &[u8], offset: u64) -> Result<(), StorageError> {
+        let file = Arc::clone(&self.active_data);
+        let at = file
+            .append(bytes)
+            .map_err(|e| StorageError::io(file.path(), e))?;
+        if at != offset {
+            return Err(StorageError::Corrupt {
+                path: file.path().to_path_buf(),
+                reason: format!(
+                    "record written at offset {at}, expected {offset}: the file changed behind \
+                     the store"
+                ),
+            });
+        }
+        self.active_data_dirty = true;
+        Ok(())
+    }
+
+    /// Writes the active segment's buffered records (one `write`).
+    fn write_pending_data(&mut self) -> Result<(), StorageError> {
+        if self.pending_data.is_empty() {
+            return Ok(());
+        }
+        let bytes = std::mem::take(&mut self.pending_data);
+        let offset = self.active_segment()?.data_bytes - bytes.len() as u64;
+        self.write_data(&bytes, offset)?;
+        if bytes.capacity() <= ENCODE_BUFFER_KEEP_BYTES {
+            self.pending_data = bytes;
+            self.pending_data.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered ack entries of segment `n` (one `write`).
+    fn write_pending_acks(&mut self, n: u64) -> Result<(), StorageError> {
+        let Some(bytes) = self.pending_acks.remove(&n) else {
+            return Ok(());
+        };
+        self.write_acks(n, &bytes)
+    }
+
+    /// Appends encoded ack entries to segment `n`'s log and notes the file for the flusher.
+    fn write_acks(&mut self, n: u64, bytes: &[u8]) -> Result<(), StorageError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let file = self.file(n, Part::Acks)?;
+        file.append(bytes)
+            .map_err(|e| StorageError::io(file.path(), e))?;
+        if n == self.active {
+            self.active_acks_dirty = true;
+        } else {
+            self.dirty.entry((n, Part::Acks)).or_insert(file);
+        }
+        Ok(())
+    }
+
+    /// Holds appends and ack entries in memory until [`QueueStore::write_pending`] (or
+    /// until [`WRITE_BUFFER_BYTES_MAX`] / [`ACK_BUFFER_BYTES_MAX`] are reached) instead of
+    /// writing each at once: one `write` per file per group-commit round. The first record
+    /// after a write-out is still written at once (a full disk refuses it). Off by default.
+    ///
+    /// # Errors
+    /// Turning it off writes what is pending; the I/O error of that, after which the
+    /// store is out of service.
+    pub fn set_write_buffering(&mut self, on: bool) -> Result<(), StorageError> {
+        if !on {
+            self.write_pending()?;
+        }
+        self.buffering = on;
+        Ok(())
+    }
+
+    /// Writes every buffered record and ack entry (one `write` per file); the files then
+    /// show up in [`QueueStore::files_to_sync`]. Nothing to do for a store that does not
+    /// buffer.
+    ///
+    /// # Errors
+    /// [`StorageError::Failed`] when the store is out of service; an I/O error (a full
+    /// disk, for instance), after which it is.
+    pub fn write_pending(&mut self) -> Result<(), StorageError> {
+        if self.pending_data.is_empty() && self.pending_acks.is_empty() {
+            return Ok(());
+        }
+        self.check_ok()?;
+        let r = self.write_pending_inner();
+        self.poison_on_err(r)
+    }
+
+    fn write_pending_inner(&mut self) -> Result<(), StorageError> {
+        self.write_pending_data()?;
+        while let Some((n, bytes)) = self.pending_acks.pop_first() {
+            self.write_acks(n, &bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered and returns the files to sync: [`QueueStore::write_pending`]
+    /// then [`QueueStore::files_to_sync`], for the flusher. Only a failure to write
+    /// records is an error: ack entries need no durability (a lost one brings a message
+    /// back), so failing to write them takes the store out of service and drops them, but
+    /// the records already written are still returned to be synced and confirmed.
+    ///
+    /// # Errors
+    /// The records could not be written, or the store is out of service with records
+    /// buffered; the flusher then nacks what waited for the round.
+    pub fn take_files_to_sync(&mut self) -> Result<Vec<Arc<dyn StorageFile>>, StorageError> {
+        if !self.pending_data.is_empty() {
+            self.check_ok()?;
+            let r = self.write_pending_data();
+            self.poison_on_err(r)?;
+        }
+        if let Err(e) = self.write_pending() {
+            log::warn!(
+                "queue store {}: buffered ack entries dropped: {e}",
+                self.dir.display()
+            );
+            self.pending_acks.clear();
+        }
+        Ok(self.files_to_sync())
     }
 
     /// Seals the active segment and starts the next one.
@@ -667,6 +807,9 @@ impl QueueStore {
         let n = old
             .checked_add(1)
             .ok_or_else(|| StorageError::Failed("segment numbers exhausted".into()))?;
+        // The sealed segment's records reach its file before anything goes to the next.
+        self.write_pending_data()?;
+        self.write_pending_acks(old)?;
         let data = self.create_empty(&data_name(n))?;
         let acks = self.create_empty(&acks_name(n))?;
         self.backend
@@ -770,13 +913,21 @@ impl QueueStore {
     }
 
     fn append_ack(&mut self, segment: u64, kind: AckKind, id: u64) -> Result<(), StorageError> {
-        let entry = AckEntry { kind, id };
-        let file = self.file(segment, Part::Acks)?;
-        ack_log::append(&*file, entry).map_err(|e| StorageError::io(file.path(), e))?;
-        if segment == self.active {
-            self.active_acks_dirty = true;
+        let entry = ack_log::encode(AckEntry { kind, id });
+        // As for records, the first entry after a write-out goes to the file at once (a
+        // process crash right after a lone delivery or ack keeps it); the rest of a burst
+        // waits for the round.
+        if self.buffering && self.pending_acks.contains_key(&segment) {
+            let pending = self.pending_acks.entry(segment).or_default();
+            pending.extend_from_slice(&entry);
+            if pending.len() >= ACK_BUFFER_BYTES_MAX {
+                self.write_pending_acks(segment)?;
+            }
         } else {
-            self.dirty.entry((segment, Part::Acks)).or_insert(file);
+            self.write_acks(segment, &entry)?;
+            if self.buffering {
+                self.pending_acks.insert(segment, Vec::new());
+            }
         }
         if let Some(s) = self.segments.get_mut(&segment) {
             s.ack_bytes += ack_log::ENTRY_BYTES as u64;
@@ -796,6 +947,7 @@ impl QueueStore {
             lock(&self.handles).forget(&path);
         }
         self.segments.remove(&n);
+        self.pending_acks.remove(&n);
         self.dirty.remove(&(n, Part::Data));
         self.dirty.remove(&(n, Part::Acks));
         Ok(())
@@ -804,7 +956,8 @@ impl QueueStore {
     /// Files written since the previous call (segments and ack logs), for the group-commit
     /// flusher, which fsyncs them without holding any lock. A message is durable (its
     /// confirm may go out) once every file returned by a call made after its `append` has
-    /// been synced successfully.
+    /// been synced successfully. A buffering store must write what it holds first
+    /// ([`QueueStore::take_files_to_sync`] does both).
     pub fn files_to_sync(&mut self) -> Vec<Arc<dyn StorageFile>> {
         let mut files: Vec<_> = std::mem::take(&mut self.dirty).into_values().collect();
         if std::mem::take(&mut self.active_data_dirty) {
@@ -844,6 +997,9 @@ impl QueueStore {
     }
 
     fn compact_inner(&mut self) -> Result<u64, StorageError> {
+        // The copy reads the files and the rewritten ack logs replace them: nothing may
+        // still wait in memory.
+        self.write_pending_inner()?;
         let candidates: Vec<u64> = self
             .segments
             .iter()
@@ -980,18 +1136,15 @@ impl QueueStore {
         let segment = self.segments.get(&record.segment).ok_or_else(not_found)?;
         let i = self.live_index(record).ok_or_else(not_found)?;
         let offset = segment.offsets[i];
-        let file = self.file(record.segment, Part::Data)?;
         let corrupt = |reason: String| StorageError::Corrupt {
             path: path.clone(),
             reason: format!("record {} at offset {offset}: {reason}", record.id),
         };
         let mut header = [0u8; HEADER_BYTES];
-        file.read_at(offset, &mut header)
-            .map_err(|e| StorageError::io(&path, e))?;
+        self.read_data(record.segment, offset, &mut header)?;
         let h = record::decode_header(&header).map_err(|e| corrupt(e.to_string()))?;
         let mut buf = vec![0u8; h.record_len()];
-        file.read_at(offset, &mut buf)
-            .map_err(|e| StorageError::io(&path, e))?;
+        self.read_data(record.segment, offset, &mut buf)?;
         let view = record::decode(&buf).map_err(|e| corrupt(e.to_string()))?;
         if view.id != record.id {
             return Err(corrupt(format!("holds id {}", view.id)));
@@ -1005,6 +1158,32 @@ impl QueueStore {
             body: view.body.to_vec(),
             delivery_count: segment.state[i] & COUNT_MASK,
         })
+    }
+
+    /// Fills `buf` from segment `n` at `offset`: from the records still buffered when they
+    /// are there (they end the active segment), from the file otherwise.
+    fn read_data(&self, n: u64, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        if n == self.active && !self.pending_data.is_empty() {
+            let end = self.active_segment()?.data_bytes;
+            let start = end - self.pending_data.len() as u64;
+            if offset >= start {
+                let from = (offset - start) as usize;
+                let part = self
+                    .pending_data
+                    .get(from..from + buf.len())
+                    .ok_or_else(|| {
+                        StorageError::io(
+                            self.active_data.path(),
+                            io::Error::from(io::ErrorKind::UnexpectedEof),
+                        )
+                    })?;
+                buf.copy_from_slice(part);
+                return Ok(());
+            }
+        }
+        let file = self.file(n, Part::Data)?;
+        file.read_at(offset, buf)
+            .map_err(|e| StorageError::io(file.path(), e))
     }
 
     /// Counters for listings: segments, records, valid records, bytes of all files.
@@ -1022,13 +1201,15 @@ impl QueueStore {
         s
     }
 
-    /// Rewrites `queue_stat` from the index (called at clean shutdown; the store calls it
-    /// itself after a seal, a compaction or a deletion), atomically and durably.
+    /// Rewrites `queue_stat` from the index (called at clean shutdown, after writing what
+    /// is buffered; the store calls it itself after a seal, a compaction or a deletion),
+    /// atomically and durably.
     ///
     /// # Errors
     /// [`StorageError::Failed`] when the store is out of service; the I/O error otherwise
     /// (the old `queue_stat`, a hint, stays).
     pub fn write_stat(&mut self) -> Result<(), StorageError> {
+        self.write_pending()?;
         self.check_ok()?;
         self.write_stat_inner()
     }
