@@ -334,6 +334,9 @@ pub struct QueueStore {
     /// Record bytes of the active segment not written yet; they end the segment (its
     /// `data_bytes` counts them), so they start at `data_bytes - pending_data.len()`.
     pending_data: Vec<u8>,
+    /// A record was written at once since the flusher's last round: later ones of the
+    /// round are buffered.
+    data_since_round: bool,
     /// Ack-log entries not written yet, per segment; an empty buffer marks a segment whose
     /// log was written since the last write-out (its next entries wait).
     pending_acks: BTreeMap<u64, Vec<u8>>,
@@ -587,6 +590,7 @@ impl QueueStore {
             encode_buf: Vec::new(),
             buffering: false,
             pending_data: Vec::new(),
+            data_since_round: false,
             pending_acks: BTreeMap::new(),
             failed: None,
         };
@@ -660,10 +664,11 @@ impl QueueStore {
         let offset = self.active_segment()?.data_bytes;
         // The first record after a write-out goes to the file at once, so a disk that is
         // already full refuses the publish itself; the others of the round wait in memory.
-        if self.buffering && !self.pending_data.is_empty() {
+        if self.buffering && self.data_since_round {
             self.pending_data.extend_from_slice(bytes);
         } else {
             self.write_data(bytes, offset)?;
+            self.data_since_round = self.buffering;
         }
         let segment = self.active_segment_mut()?;
         segment.push(id, offset, 0);
@@ -786,6 +791,7 @@ impl QueueStore {
     /// The records could not be written, or the store is out of service with records
     /// buffered; the flusher then nacks what waited for the round.
     pub fn take_files_to_sync(&mut self) -> Result<Vec<Arc<dyn StorageFile>>, StorageError> {
+        self.data_since_round = false;
         if !self.pending_data.is_empty() {
             self.check_ok()?;
             let r = self.write_pending_data();
@@ -1778,6 +1784,37 @@ mod tests {
         ] {
             assert_eq!(classify(Path::new(odd)), FileName::Unknown, "{odd}");
         }
+    }
+
+    #[test]
+    fn a_buffering_store_writes_the_first_record_of_a_round_and_holds_the_rest() {
+        let sim = SimBackend::new();
+        let (mut s, _) = open(&sim, 1 << 20);
+        s.set_write_buffering(true).unwrap();
+        let data = PathBuf::from("/data/q").join(data_name(s.active));
+        let len = |sim: &SimBackend| sim.contents(&data).map_or(0, |c| c.len());
+        let ops = sim.ops();
+        s.append(&message(b"first!")).unwrap();
+        let one = len(&sim);
+        assert!(one > 0, "the first record of a round is written at once");
+        for body in [b"second", b"third!"] {
+            s.append(&message(body)).unwrap();
+        }
+        assert_eq!(len(&sim), one, "the rest wait for the round");
+        assert_eq!(sim.ops() - ops, 1, "one write so far");
+        let files = s.take_files_to_sync().unwrap();
+        assert_eq!(len(&sim), 3 * one, "the round writes them in one go");
+        assert_eq!(sim.ops() - ops, 2);
+        for f in files {
+            f.sync().unwrap();
+        }
+        // A new round: its first record goes at once again.
+        s.append(&message(b"fourth")).unwrap();
+        assert_eq!(
+            sim.ops() - ops,
+            4,
+            "one sync, then the new round's first write"
+        );
     }
 
     #[test]

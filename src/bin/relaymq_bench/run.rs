@@ -33,6 +33,9 @@ const ROUTE_HEADER: &str = "relaymq-bench-queue";
 /// Messages a flat-out producer hands to `publish_batch` at once.
 const PUBLISH_BATCH_MESSAGES: usize = 1_000;
 
+/// With `--confirm N`, a publish batch is at most N / this many messages.
+const CONFIRM_BATCHES_PER_WINDOW: usize = 4;
+
 /// Longest a paced producer sleeps before looking at the clock and the stop flag again.
 const PACE_SLEEP_MAX: Duration = Duration::from_millis(10);
 
@@ -437,9 +440,12 @@ fn produce(run: &Run, index: usize) -> Result<(), String> {
     } else {
         None
     };
-    let batch_max = opts
-        .confirm
-        .map_or(PUBLISH_BATCH_MESSAGES, |w| w.min(PUBLISH_BATCH_MESSAGES));
+    // With confirms, batches of a quarter of the window: the next batch goes out while
+    // the rest of the window is still unconfirmed (a whole-window batch would wait for
+    // every confirm first, stop-and-wait, and keep far fewer than N in flight on average).
+    let batch_max = opts.confirm.map_or(PUBLISH_BATCH_MESSAGES, |w| {
+        (w / CONFIRM_BATCHES_PER_WINDOW).clamp(1, PUBLISH_BATCH_MESSAGES)
+    });
     let mut next_queue = index % opts.queues;
     let mut sent: u64 = 0;
     let mut confirmed: u64 = 0;
