@@ -11,11 +11,14 @@
 mod relaymq_bench;
 
 use relaymq_bench::args::{self, Invocation, Options, Target};
-use relaymq_bench::{compare, idle, null_relay, recovery, run, BenchError};
+use relaymq_bench::{compare, idle, interrupt, null_relay, recovery, run, BenchError};
 use std::io::Write;
 
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    if let Err(e) = interrupt::install() {
+        eprintln!("warning: Ctrl-C will not clean up: {e}");
+    }
     let mut argv = std::env::args_os().skip(1).peekable();
     match argv.peek().and_then(|a| a.to_str()) {
         Some(idle::SUBCOMMAND) => std::process::exit(idle::main(argv.skip(1))),

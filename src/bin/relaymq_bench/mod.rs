@@ -9,6 +9,7 @@ pub mod amqp_conn;
 pub mod args;
 pub mod compare;
 pub mod idle;
+pub mod interrupt;
 pub mod native;
 pub mod native_wire;
 pub mod null_relay;

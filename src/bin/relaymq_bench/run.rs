@@ -8,7 +8,7 @@
 use super::args::{Amount, Options};
 use super::report::{self, interval_line, Latency, Stats, Summary};
 use super::session::{self, AdminSession, Batch, DeliveryInfo, Route};
-use super::{queued, rss};
+use super::{interrupt, queued, rss};
 use hdrhistogram::Histogram;
 use relaymq::types::properties::DELIVERY_MODE_PERSISTENT;
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
@@ -32,6 +32,10 @@ const ROUTE_HEADER: &str = "relaymq-bench-queue";
 
 /// Messages a flat-out producer hands to `publish_batch` at once.
 const PUBLISH_BATCH_MESSAGES: usize = 1_000;
+
+/// Bytes of bodies a publish batch carries at most (the server refuses a batch payload
+/// over its message size limit, 16 MiB by default).
+const PUBLISH_BATCH_BYTES_MAX: usize = 1024 * 1024;
 
 /// With `--confirm N`, a publish batch is at most N / this many messages.
 const CONFIRM_BATCHES_PER_WINDOW: usize = 4;
@@ -175,7 +179,7 @@ pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
     while run_end.is_none() {
         std::thread::sleep(MAIN_POLL);
         let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
+        if deadline.is_some_and(|d| now >= d) || interrupt::interrupted() {
             run.stop_producers.store(true, Ordering::Relaxed);
         }
         if !producers_done && run.producers_running.load(Ordering::Acquire) == 0 {
@@ -191,7 +195,16 @@ pub fn run(opts: Options) -> Result<Summary, (String, Option<Summary>)> {
             drain_deadline = Some(Instant::now() + DRAIN_TIMEOUT);
         }
         if producers_done {
-            if !failures.is_empty() || opts.consumers == 0 || drained(&run) {
+            // A consumer that ended on its own failed: no use waiting for the drain.
+            let consumer_failed = consumers.iter().any(|c| c.is_finished());
+            if interrupt::interrupted() {
+                failures.push("interrupted (Ctrl-C): the queues were deleted".into());
+                run_end = Some(now);
+            } else if !failures.is_empty()
+                || consumer_failed
+                || opts.consumers == 0
+                || drained(&run)
+            {
                 run_end = Some(if opts.consumers == 0 {
                     publish_end
                 } else {
@@ -446,6 +459,7 @@ fn produce(run: &Run, index: usize) -> Result<(), String> {
     let batch_max = opts.confirm.map_or(PUBLISH_BATCH_MESSAGES, |w| {
         (w / CONFIRM_BATCHES_PER_WINDOW).clamp(1, PUBLISH_BATCH_MESSAGES)
     });
+    let batch_max = batch_max.min((PUBLISH_BATCH_BYTES_MAX / opts.size).max(1));
     let mut next_queue = index % opts.queues;
     let mut sent: u64 = 0;
     let mut confirmed: u64 = 0;
