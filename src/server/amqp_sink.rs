@@ -62,8 +62,8 @@ impl ClientSink for AmqpSink {
             consumer_tag: consumer_tag.to_string(),
             delivery_tag,
             redelivered,
-            exchange: message.exchange.to_string(),
-            routing_key: message.routing_key.to_string(),
+            exchange: message.exchange().to_string(),
+            routing_key: message.routing_key().to_string(),
         };
         self.push_content(channel, &m, message);
     }
@@ -89,8 +89,8 @@ impl ClientSink for AmqpSink {
         let m = AmqpMethod::BasicReturn {
             reply_code: reply_code.as_u16(),
             reply_text: reply_text.to_string(),
-            exchange: message.exchange.to_string(),
-            routing_key: message.routing_key.to_string(),
+            exchange: message.exchange().to_string(),
+            routing_key: message.routing_key().to_string(),
         };
         self.push_content(channel, &m, message);
     }
