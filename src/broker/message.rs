@@ -2,8 +2,6 @@
 //! every queue it was routed to.
 
 use crate::broker::message_body::MessageBody;
-#[cfg(doc)]
-use crate::broker::message_body::INLINE_BODY_BYTES_MAX;
 use crate::types::{BasicProperties, FieldTable};
 use std::sync::Arc;
 
@@ -57,7 +55,8 @@ impl RouteNames {
 /// A published message. Held as `Arc<Message>`: a fanout to N queues shares one body.
 ///
 /// 40 bytes (56 with the `Arc` counts: one 64-byte malloc chunk), a body of up to
-/// [`INLINE_BODY_BYTES_MAX`] bytes included (a test checks it). Absent properties cost one
+/// [`INLINE_BODY_BYTES_MAX`](crate::broker::message_body::INLINE_BODY_BYTES_MAX) bytes
+/// included (a test checks it). Absent properties cost one
 /// null pointer; both names are one shared pointer ([`RouteNames`]).
 #[derive(Debug, PartialEq)]
 pub struct Message {
