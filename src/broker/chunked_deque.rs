@@ -163,35 +163,37 @@ impl<T> ChunkedDeque<T> {
         // The single block is full up to its end.
         let cap = first.len();
         if self.len <= cap / 2 {
-            self.compact_single(cap);
+            self.move_single(cap, 0);
         } else if cap < BLOCK_ENTRIES {
-            self.compact_single((cap * 2).min(BLOCK_ENTRIES));
+            self.move_single((cap * 2).min(BLOCK_ENTRIES), 0);
         } else {
             self.blocks.push_back(new_block(BLOCK_ENTRIES));
         }
     }
 
-    /// Moves the entries of the single block to the start of a block of `slots` slots
-    /// (the same block when it has that size already).
-    fn compact_single(&mut self, slots: usize) {
+    /// Moves the entries of the single block to slot `to` of a block of `slots` slots (the
+    /// same block when it has that size already; `to + len ≤ slots`).
+    fn move_single(&mut self, slots: usize, to: usize) {
+        let (head, len) = (self.head, self.len);
         let Some(old) = self.blocks.front_mut() else {
             return;
         };
+        debug_assert!(to + len <= slots);
         if old.len() == slots {
-            for i in 0..self.len {
-                old.swap(i, self.head + i);
+            // Each target slot is free or already moved from when it is written.
+            if to < head {
+                (0..len).for_each(|i| old.swap(to + i, head + i));
+            } else {
+                (0..len).rev().for_each(|i| old.swap(to + i, head + i));
             }
         } else {
             let mut block = new_block(slots);
-            for (to, from) in block
-                .iter_mut()
-                .zip(&mut old[self.head..self.head + self.len])
-            {
+            for (to, from) in block[to..].iter_mut().zip(&mut old[head..head + len]) {
                 *to = from.take();
             }
             *old = block;
         }
-        self.head = 0;
+        self.head = to;
     }
 
     /// Inserts `value` before the first entry.
@@ -200,12 +202,7 @@ impl<T> ChunkedDeque<T> {
             self.blocks.push_back(new_block(FIRST_BLOCK_ENTRIES));
         }
         if self.head == 0 && self.len > 0 {
-            // A new block goes in front: every block must then be full size.
-            if self.blocks.len() == 1 && self.blocks[0].len() < BLOCK_ENTRIES {
-                self.compact_single(BLOCK_ENTRIES);
-            }
-            self.blocks.push_front(new_block(BLOCK_ENTRIES));
-            self.head = BLOCK_ENTRIES;
+            self.make_room_at_front();
         }
         if self.len > 0 {
             self.head -= 1;
@@ -215,6 +212,24 @@ impl<T> ChunkedDeque<T> {
             debug_assert!(slot.is_none(), "head slot must be free");
             *slot = Some(value);
         }
+    }
+
+    /// Makes room before the first entry (at `head` = 0): a single block at most half
+    /// full centres its entries (so pushes at either end have a quarter of it free); a
+    /// fuller small one doubles; otherwise a full block goes in front.
+    fn make_room_at_front(&mut self) {
+        let cap = self.blocks.front().map_or(0, |b| b.len());
+        if self.blocks.len() == 1 && (self.len <= cap / 2 || cap < BLOCK_ENTRIES) {
+            let slots = if self.len <= cap / 2 {
+                cap
+            } else {
+                (cap * 2).min(BLOCK_ENTRIES)
+            };
+            self.move_single(slots, (slots - self.len).div_ceil(2));
+            return;
+        }
+        self.blocks.push_front(new_block(BLOCK_ENTRIES));
+        self.head = BLOCK_ENTRIES;
     }
 
     /// Takes the first entry. A block the head leaves is freed, except the last one.
@@ -474,6 +489,25 @@ mod tests {
                 model.binary_search_by_key(&key, |&y| y)
             );
         }
+    }
+
+    #[test]
+    fn requeues_at_the_front_of_a_small_deque_keep_it_small() {
+        let mut d = ChunkedDeque::new();
+        let mut model = VecDeque::new();
+        for x in 0..3u64 {
+            d.push_back(x);
+            model.push_back(x);
+        }
+        for x in 100..110u64 {
+            d.push_front(x);
+            model.push_front(x);
+            check(&d, &model);
+            d.push_back(x);
+            model.push_back(x);
+            check(&d, &model);
+        }
+        assert!(d.capacity() <= 4 * FIRST_BLOCK_ENTRIES, "{}", d.capacity());
     }
 
     #[test]
