@@ -116,12 +116,13 @@ impl<T> ChunkedDeque<T> {
 
     /// The first entry.
     pub(crate) fn front(&self) -> Option<&T> {
-        self.get(0)
+        // The head is always in the first block (the fast path of dispatch).
+        self.blocks.front()?.get(self.head)?.as_ref()
     }
 
     /// The first entry, mutably.
     pub(crate) fn front_mut(&mut self) -> Option<&mut T> {
-        self.get_mut(0)
+        self.blocks.front_mut()?.get_mut(self.head)?.as_mut()
     }
 
     /// The last entry.
@@ -137,6 +138,17 @@ impl<T> ChunkedDeque<T> {
 
     /// Appends `value`.
     pub(crate) fn push_back(&mut self, value: T) {
+        // Fast path: the tail slot is in the last block (always so unless it is full).
+        let last = self.blocks.len().wrapping_sub(1);
+        let p = self.head + self.len;
+        if let Some(block) = self.blocks.back_mut() {
+            if let Some(slot) = block.get_mut(p.wrapping_sub(last * BLOCK_ENTRIES)) {
+                debug_assert!(slot.is_none(), "tail slot must be free");
+                *slot = Some(value);
+                self.len += 1;
+                return;
+            }
+        }
         self.make_room_at_back();
         let i = self.len;
         self.len += 1;
@@ -148,6 +160,8 @@ impl<T> ChunkedDeque<T> {
     }
 
     /// Makes sure position `head + len` is a slot of an allocated block.
+    #[cold]
+    #[inline(never)]
     fn make_room_at_back(&mut self) {
         let p = self.head + self.len;
         let Some(first) = self.blocks.front() else {
@@ -237,7 +251,7 @@ impl<T> ChunkedDeque<T> {
         if self.len == 0 {
             return None;
         }
-        let value = self.slot_mut(0)?.take();
+        let value = self.blocks.front_mut()?.get_mut(self.head)?.take();
         self.len -= 1;
         self.head += 1;
         if self.len == 0 {
@@ -269,8 +283,14 @@ impl<T> ChunkedDeque<T> {
     /// Once empty, gives back the room of a long block list (a drained backlog).
     fn release_idle_block_list(&mut self) {
         if self.blocks.capacity() > IDLE_BLOCK_LIST_ENTRIES {
-            self.blocks.shrink_to(IDLE_BLOCK_LIST_ENTRIES);
+            self.shrink_block_list();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shrink_block_list(&mut self) {
+        self.blocks.shrink_to(IDLE_BLOCK_LIST_ENTRIES);
     }
 
     /// Swaps entries `i` and `j` (both `< len`).
