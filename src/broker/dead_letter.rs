@@ -62,7 +62,7 @@ impl DeadLetter {
         let routing_key = self
             .routing_key
             .clone()
-            .unwrap_or_else(|| msg.routing_key.to_string());
+            .unwrap_or_else(|| msg.routing_key().to_string());
         let mut properties: BasicProperties = msg.properties().clone();
         let mut headers = properties.headers.take().unwrap_or_default();
         let expiration = properties.expiration.take();
@@ -114,10 +114,10 @@ fn record_death(
             t.insert("queue".into(), s(queue));
             t.insert("reason".into(), s(reason));
             t.insert("count".into(), FieldValue::I64(1));
-            t.insert("exchange".into(), s(&msg.exchange));
+            t.insert("exchange".into(), s(msg.exchange()));
             t.insert(
                 "routing-keys".into(),
-                FieldValue::Array(vec![s(&msg.routing_key)]),
+                FieldValue::Array(vec![s(msg.routing_key())]),
             );
             t.insert("time".into(), FieldValue::Timestamp(now_s));
             if let Some(e) = original_expiration {
@@ -131,7 +131,7 @@ fn record_death(
     for (key, value) in [
         ("queue", queue),
         ("reason", reason),
-        ("exchange", &msg.exchange),
+        ("exchange", msg.exchange()),
     ] {
         headers
             .entry(format!("x-first-death-{key}"))

@@ -8,6 +8,7 @@
 pub mod broker;
 pub mod channel;
 pub mod channel_hasher;
+pub(crate) mod chunked_deque;
 pub mod confirm;
 pub mod consumer;
 pub mod consumer_timeout;
@@ -19,6 +20,7 @@ pub mod housekeeping;
 pub mod length_limit;
 pub mod listing;
 pub mod message;
+pub mod message_body;
 pub mod names;
 pub mod queue;
 pub mod queue_args;
@@ -31,7 +33,8 @@ pub mod topology;
 pub mod vhost;
 
 pub use broker::{Broker, BrokerConfig, ConnectionInfo, DEFAULT_VHOST};
-pub use message::Message;
+pub use message::{Message, RouteNames};
+pub use message_body::MessageBody;
 pub use session::{GetResult, Session};
 pub use sink::ClientSink;
 pub use vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};

@@ -28,7 +28,7 @@ use crate::broker::length_limit::{LengthLimit, Overflow};
 use crate::broker::message::Message;
 use crate::broker::queue_args::{effective_ttl_ms, LifecycleArgs};
 use crate::broker::queue_storage::QueueStorage;
-use crate::broker::ready::{Body, Ready, ReadyList};
+use crate::broker::ready::{Ready, ReadyList};
 use crate::error::BrokerError;
 use crate::limits::{CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
 use crate::storage::queue_store::Recovered;
@@ -236,10 +236,9 @@ fn with_delivery_count(msg: &Arc<Message>, count: u32) -> Arc<Message> {
         .headers
         .get_or_insert_with(FieldTable::new)
         .insert("x-delivery-count".into(), FieldValue::I64(i64::from(count)));
-    Arc::new(Message::new(
-        &msg.exchange,
-        &msg.routing_key,
-        properties,
+    Arc::new(Message::with_names(
+        Arc::clone(msg.names()),
+        properties.into_boxed(),
         msg.body.clone(),
     ))
 }
@@ -371,15 +370,7 @@ impl Queue {
         st.next_seq += 1;
         st.stats.published += 1;
         let level = st.ready.level_of_message(&msg);
-        let entry = Ready {
-            seq,
-            redelivered: false,
-            delivery_count: 0,
-            body: match record {
-                Some(r) => Body::Loaded(msg, r),
-                None => Body::Transient(msg),
-            },
-        };
+        let entry = Ready::in_memory(seq, false, 0, msg, record);
         st.stats.add_ready(&entry);
         st.ready.push_back(level, entry);
         // A consumer ready now takes even a message whose TTL is 0 (RabbitMQ): the deadline
@@ -433,17 +424,12 @@ impl Queue {
                         .map(|ttl| m.timestamp_ms.saturating_add(ttl));
                     let size = m.body.len();
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
-                    let body = if fits {
+                    let entry = if fits {
                         let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
-                        Body::Loaded(self.with_count_header(Arc::new(msg), count), record)
+                        let msg = self.with_count_header(Arc::new(msg), count);
+                        Ready::in_memory(seq, redelivered, count, msg, Some(record))
                     } else {
-                        Body::Paged(record, size)
-                    };
-                    let entry = Ready {
-                        seq,
-                        redelivered,
-                        delivery_count: count,
-                        body,
+                        Ready::paged(seq, redelivered, count, record, size)
                     };
                     (entry, level, deadline)
                 }
@@ -452,15 +438,13 @@ impl Queue {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
                     };
-                    let entry = Ready {
+                    let entry = Ready::paged(
                         seq,
-                        redelivered: p.delivery_count > 0,
-                        delivery_count: p.delivery_count,
-                        body: Body::Paged(
-                            p.record,
-                            usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
-                        ),
-                    };
+                        p.delivery_count > 0,
+                        p.delivery_count,
+                        p.record,
+                        usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
+                    );
                     let level = st.ready.level_of(p.priority);
                     (entry, level, ttl.map(|t| p.timestamp_ms.saturating_add(t)))
                 }
@@ -485,14 +469,14 @@ impl Queue {
             let Some(front) = st.ready.front() else {
                 return false;
             };
-            let Body::Paged(record, size) = front.body else {
+            let Some((record, size)) = front.paged_record() else {
                 return true;
             };
-            let count = front.delivery_count;
+            let count = front.delivery_count();
             match self.read_checked(record, size) {
                 Ok(msg) => {
                     if let Some(front) = st.ready.front_mut() {
-                        front.body = Body::Loaded(self.with_count_header(msg, count), record);
+                        front.page_in(self.with_count_header(msg, count));
                     }
                     st.stats.ready_paged -= 1;
                     st.stats.ready_memory_bytes += size;
@@ -543,9 +527,10 @@ impl Queue {
     /// The body of a message leaving the ready list, read back if it was paged out
     /// (`None`, logged, when it cannot be read).
     fn body_of(&self, r: &Ready) -> Option<Arc<Message>> {
-        match &r.body {
-            Body::Transient(m) | Body::Loaded(m, _) => Some(Arc::clone(m)),
-            Body::Paged(record, size) => self.read_checked(*record, *size).ok(),
+        match (r.message(), r.paged_record()) {
+            (Some(m), _) => Some(Arc::clone(m)),
+            (None, Some((record, size))) => self.read_checked(record, size).ok(),
+            (None, None) => None,
         }
     }
 
@@ -821,7 +806,7 @@ impl Queue {
         // goes in at the front of its level in O(1). Oldest first would insert each behind
         // the previous one, shifting them all: quadratic for a channel closing with
         // hundreds of thousands of unacked deliveries.
-        entries.sort_unstable_by(|a, b| b.seq.cmp(&a.seq));
+        entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
         let mut st = self.lock();
         let n = entries.len();
         st.stats.unacked = st.stats.unacked.saturating_sub(n);
@@ -1032,7 +1017,7 @@ mod tests {
     impl ClientSink for Recorder {
         fn deliver(&self, _: u16, _: &str, tag: u64, redelivered: bool, message: &Message) {
             let mut v = self.0.lock().unwrap();
-            v.push((tag, redelivered, message.body.clone()));
+            v.push((tag, redelivered, message.body.to_vec()));
         }
         fn cancel(&self, _: u16, _: &str) {}
         fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
@@ -1244,7 +1229,7 @@ mod tests {
         }
         for i in 0..3u8 {
             let e = get(&q).unwrap();
-            assert_eq!((e.msg.body.clone(), e.redelivered), (body(i), i < 2));
+            assert_eq!((e.msg.body.to_vec(), e.redelivered), (body(i), i < 2));
         }
     }
 
@@ -1393,7 +1378,7 @@ mod tests {
         publish_with(&q, 4, Some("3600000"), None);
         assert!(q.has_expired(now_ms()));
         let expired = q.expire(now_ms());
-        let bodies: Vec<Vec<u8>> = expired.iter().map(|l| l.msg.body.clone()).collect();
+        let bodies: Vec<Vec<u8>> = expired.iter().map(|l| l.msg.body.to_vec()).collect();
         assert_eq!(bodies, [body(1), body(3)]);
         let records: Vec<RecordRef> = expired.iter().filter_map(|l| l.record).collect();
         assert_eq!(records.len(), 2);

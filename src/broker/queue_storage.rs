@@ -145,8 +145,8 @@ impl QueueStorage {
         let record = store
             .append(&MessageData {
                 timestamp_ms,
-                exchange: &msg.exchange,
-                routing_key: &msg.routing_key,
+                exchange: msg.exchange(),
+                routing_key: msg.routing_key(),
                 properties: msg.properties(),
                 body: &msg.body,
             })

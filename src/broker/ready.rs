@@ -5,94 +5,193 @@
 //! priority 0..=max; a message's level is its `priority` property capped at the maximum
 //! (absent = 0), as RabbitMQ does. A bitmap of non-empty levels finds the head in a few
 //! instructions whatever the maximum.
+//!
+//! Memory: each level is a `ChunkedDeque` (blocks of `BLOCK_ENTRIES` = 1024 entries,
+//! allocated and freed one block at a time) of 24-byte `Ready` entries. A queued transient message costs its entry
+//! plus its `Arc<Message>` (one 64-byte malloc chunk when the body is inline): 88 bytes
+//! (docs/benchmarks.md, "Memory per queued message").
 
+use crate::broker::chunked_deque::ChunkedDeque;
 use crate::broker::message::Message;
 use crate::broker::queue::QueuedMessage;
 use crate::storage::RecordRef;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Where a ready message's body is.
-#[derive(Debug)]
-pub(crate) enum Body {
-    /// In memory and not stored (a transient message, or a queue without a store): it
-    /// cannot leave memory.
-    Transient(Arc<Message>),
-    /// In memory and stored.
-    Loaded(Arc<Message>, RecordRef),
-    /// Only in the store: read back when offered. The body size keeps `ready_bytes` exact.
-    Paged(RecordRef, usize),
-}
-
-/// A ready message: 48 bytes whether its body is in memory or not (a test checks it).
+/// A ready message: its queue position and where its body is. 24 bytes (a test checks
+/// it): a transient message is its position, its delivery state and the message pointer;
+/// a stored one keeps its record and paging state in a [`Stored`] box.
 #[derive(Debug)]
 pub(crate) struct Ready {
     pub(crate) seq: u64,
-    pub(crate) redelivered: bool,
-    /// Deliveries so far (persisted by the store's delivered entries).
-    pub(crate) delivery_count: u32,
-    pub(crate) body: Body,
+    body: Body,
+}
+
+/// Where a ready message's body is, with its delivery state (in the variants so the tag
+/// shares a word with them).
+#[derive(Debug)]
+enum Body {
+    /// In memory and not stored (a transient message, or a queue without a store): it
+    /// cannot leave memory.
+    Transient {
+        redelivered: bool,
+        /// Deliveries so far.
+        delivery_count: u32,
+        msg: Arc<Message>,
+    },
+    /// Stored (a persistent message of a stored queue), in memory or paged out.
+    Stored {
+        redelivered: bool,
+        /// Deliveries so far (persisted by the store's delivered entries).
+        delivery_count: u32,
+        stored: Box<Stored>,
+    },
+}
+
+/// A stored ready message's place in the store and its body, if in memory.
+#[derive(Debug)]
+struct Stored {
+    record: RecordRef,
+    /// Body size in bytes, kept while paged out so `ready_bytes` stays exact.
+    size: usize,
+    /// The message; `None` while it is only in the store (paged out).
+    msg: Option<Arc<Message>>,
 }
 
 impl Ready {
+    /// A message in memory: stored when `record` is given.
+    pub(crate) fn in_memory(
+        seq: u64,
+        redelivered: bool,
+        delivery_count: u32,
+        msg: Arc<Message>,
+        record: Option<RecordRef>,
+    ) -> Ready {
+        let body = match record {
+            None => Body::Transient {
+                redelivered,
+                delivery_count,
+                msg,
+            },
+            Some(record) => Body::Stored {
+                redelivered,
+                delivery_count,
+                stored: Box::new(Stored {
+                    record,
+                    size: msg.body_size(),
+                    msg: Some(msg),
+                }),
+            },
+        };
+        Ready { seq, body }
+    }
+
+    /// A stored message whose body of `size` bytes is only in the store.
+    pub(crate) fn paged(
+        seq: u64,
+        redelivered: bool,
+        delivery_count: u32,
+        record: RecordRef,
+        size: usize,
+    ) -> Ready {
+        Ready {
+            seq,
+            body: Body::Stored {
+                redelivered,
+                delivery_count,
+                stored: Box::new(Stored {
+                    record,
+                    size,
+                    msg: None,
+                }),
+            },
+        }
+    }
+
     /// A message back from a channel (requeued), body in memory.
     pub(crate) fn returned(e: QueuedMessage) -> Ready {
-        let body = match e.record {
-            None => Body::Transient(e.msg),
-            Some(r) => Body::Loaded(e.msg, r),
-        };
-        Ready {
-            seq: e.seq,
-            redelivered: e.redelivered,
-            delivery_count: e.delivery_count,
-            body,
+        Ready::in_memory(e.seq, e.redelivered, e.delivery_count, e.msg, e.record)
+    }
+
+    /// Delivered at least once before (AMQP `redelivered`).
+    pub(crate) fn redelivered(&self) -> bool {
+        match &self.body {
+            Body::Transient { redelivered, .. } | Body::Stored { redelivered, .. } => *redelivered,
+        }
+    }
+
+    /// Deliveries so far.
+    pub(crate) fn delivery_count(&self) -> u32 {
+        match &self.body {
+            Body::Transient { delivery_count, .. } | Body::Stored { delivery_count, .. } => {
+                *delivery_count
+            }
+        }
+    }
+
+    /// The message, when its body is in memory.
+    pub(crate) fn message(&self) -> Option<&Arc<Message>> {
+        match &self.body {
+            Body::Transient { msg, .. } => Some(msg),
+            Body::Stored { stored, .. } => stored.msg.as_ref(),
         }
     }
 
     /// Body size in bytes, in memory or not.
     pub(crate) fn body_size(&self) -> usize {
         match &self.body {
-            Body::Transient(m) | Body::Loaded(m, _) => m.body_size(),
-            Body::Paged(_, size) => *size,
+            Body::Transient { msg, .. } => msg.body_size(),
+            Body::Stored { stored, .. } => stored.size,
         }
     }
 
     /// Where the message is stored, if it is.
     pub(crate) fn record(&self) -> Option<RecordRef> {
         match &self.body {
-            Body::Transient(_) => None,
-            Body::Loaded(_, r) | Body::Paged(r, _) => Some(*r),
+            Body::Transient { .. } => None,
+            Body::Stored { stored, .. } => Some(stored.record),
         }
     }
 
     /// Whether its body is only in the store.
     pub(crate) fn is_paged(&self) -> bool {
-        matches!(self.body, Body::Paged(..))
+        matches!(&self.body, Body::Stored { stored, .. } if stored.msg.is_none())
+    }
+
+    /// The record and body size of a paged-out message, to read it back.
+    pub(crate) fn paged_record(&self) -> Option<(RecordRef, usize)> {
+        match &self.body {
+            Body::Stored { stored, .. } if stored.msg.is_none() => {
+                Some((stored.record, stored.size))
+            }
+            _ => None,
+        }
+    }
+
+    /// Puts the body read back from the store in memory (a paged-out message only).
+    pub(crate) fn page_in(&mut self, msg: Arc<Message>) {
+        if let Body::Stored { stored, .. } = &mut self.body {
+            debug_assert!(stored.msg.is_none(), "page_in of a message in memory");
+            stored.msg = Some(msg);
+        }
     }
 
     /// Drops the body of a stored message held in memory; returns the bytes released.
     pub(crate) fn page_out(&mut self) -> Option<usize> {
-        let Body::Loaded(m, r) = &self.body else {
+        let Body::Stored { stored, .. } = &mut self.body else {
             return None;
         };
-        let size = m.body_size();
-        self.body = Body::Paged(*r, size);
-        Some(size)
+        stored.msg.take()?;
+        Some(stored.size)
     }
 
     /// The message as handed to a channel; `None` while it is paged out.
     pub(crate) fn to_delivery(&self) -> Option<QueuedMessage> {
-        let (msg, record) = match &self.body {
-            Body::Transient(m) => (m, None),
-            Body::Loaded(m, r) => (m, Some(*r)),
-            Body::Paged(..) => return None,
-        };
         Some(QueuedMessage {
             seq: self.seq,
-            msg: Arc::clone(msg),
-            redelivered: self.redelivered,
-            delivery_count: self.delivery_count,
-            record,
+            msg: Arc::clone(self.message()?),
+            redelivered: self.redelivered(),
+            delivery_count: self.delivery_count(),
+            record: self.record(),
             deadline_ms: None,
         })
     }
@@ -104,7 +203,7 @@ const LEVEL_WORDS: usize = 4;
 /// Ready messages by priority level, each level in `seq` order.
 #[derive(Debug)]
 pub(crate) struct ReadyList {
-    levels: Vec<VecDeque<Ready>>,
+    levels: Vec<ChunkedDeque<Ready>>,
     /// Bit `l` set when level `l` holds messages.
     nonempty: [u64; LEVEL_WORDS],
     /// Words of `nonempty` in use (1 for up to 64 levels).
@@ -123,7 +222,7 @@ impl ReadyList {
     pub(crate) fn new(max_priority: Option<u8>) -> ReadyList {
         let levels = usize::from(max_priority.unwrap_or(0)) + 1;
         ReadyList {
-            levels: (0..levels).map(|_| VecDeque::new()).collect(),
+            levels: (0..levels).map(|_| ChunkedDeque::new()).collect(),
             nonempty: [0; LEVEL_WORDS],
             words: levels.div_ceil(64),
             len: 0,
@@ -254,8 +353,8 @@ impl ReadyList {
                     }
                 }
             } else {
-                let mut kept = VecDeque::with_capacity(l.len());
-                for r in l.drain(..) {
+                let mut kept = ChunkedDeque::new();
+                for r in std::mem::take(l) {
                     if chunk.binary_search(&(chunk[0].0, r.seq)).is_ok() {
                         out.push(r);
                     } else {
@@ -271,23 +370,28 @@ impl ReadyList {
     }
 
     /// Every ready message, level by level (lowest first), each level in `seq` order.
-    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Ready> {
-        self.levels.iter().flatten()
+        self.levels.iter().flat_map(ChunkedDeque::iter)
     }
 
     /// Every level's messages in `seq` order, lowest level first.
     #[cfg(test)]
-    pub(crate) fn levels(&self) -> impl Iterator<Item = &VecDeque<Ready>> {
+    pub(crate) fn levels(&self) -> impl Iterator<Item = &ChunkedDeque<Ready>> {
         self.levels.iter()
     }
 
-    /// Removes every message.
-    pub(crate) fn take_all(&mut self) -> Vec<Ready> {
-        let out: Vec<Ready> = self.levels.iter_mut().flat_map(|l| l.drain(..)).collect();
-        self.nonempty = [0; LEVEL_WORDS];
-        self.len = 0;
-        out
+    /// Removes every message: returns them as a list of their own (same levels), to drop
+    /// or walk after the queue lock is released.
+    pub(crate) fn take_all(&mut self) -> ReadyList {
+        let empty = ReadyList {
+            levels: (0..self.levels.len())
+                .map(|_| ChunkedDeque::new())
+                .collect(),
+            nonempty: [0; LEVEL_WORDS],
+            words: self.words,
+            len: 0,
+        };
+        std::mem::replace(self, empty)
     }
 }
 
@@ -298,12 +402,7 @@ mod tests {
 
     fn ready(seq: u64) -> Ready {
         let msg = Message::new("", "q", BasicProperties::default(), vec![seq as u8]);
-        Ready {
-            seq,
-            redelivered: false,
-            delivery_count: 0,
-            body: Body::Transient(Arc::new(msg)),
-        }
+        Ready::in_memory(seq, false, 0, Arc::new(msg), None)
     }
 
     fn drain(list: &mut ReadyList) -> Vec<u64> {
@@ -311,11 +410,39 @@ mod tests {
     }
 
     #[test]
-    fn a_ready_message_costs_48_bytes_in_memory_or_not() {
-        assert!(
-            std::mem::size_of::<Ready>() <= 48,
-            "{}",
-            std::mem::size_of::<Ready>()
+    fn a_ready_message_costs_24_bytes_in_memory_or_not() {
+        assert_eq!(std::mem::size_of::<Ready>(), 24);
+        // The chunked deque's slots are `Option<Ready>`: the tag's niche makes it free.
+        assert_eq!(std::mem::size_of::<Option<Ready>>(), 24);
+    }
+
+    #[test]
+    fn a_stored_message_pages_out_and_in() {
+        let msg = Arc::new(Message::new(
+            "",
+            "q",
+            BasicProperties::default(),
+            vec![1; 40],
+        ));
+        let record = RecordRef { segment: 3, id: 9 };
+        let mut r = Ready::in_memory(5, true, 2, Arc::clone(&msg), Some(record));
+        assert_eq!(
+            (r.record(), r.body_size(), r.is_paged()),
+            (Some(record), 40, false)
+        );
+        assert_eq!(r.page_out(), Some(40));
+        assert_eq!(r.page_out(), None);
+        assert!(r.is_paged() && r.to_delivery().is_none());
+        assert_eq!(r.paged_record(), Some((record, 40)));
+        r.page_in(msg);
+        let d = r
+            .to_delivery()
+            .map(|d| (d.seq, d.redelivered, d.delivery_count, d.record));
+        assert_eq!(d, Some((5, true, 2, Some(record))));
+        let mut t = ready(1);
+        assert_eq!(
+            (t.record(), t.page_out(), t.paged_record()),
+            (None, None, None)
         );
     }
 

@@ -13,7 +13,8 @@ use crate::broker::channel_hasher::BuildChannelHasher;
 use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
-use crate::broker::message::Message;
+use crate::broker::message::{Message, RouteNames};
+use crate::broker::message_body::MessageBody;
 use crate::broker::names;
 use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
@@ -468,15 +469,15 @@ impl Session {
         routing_key: &str,
         mandatory: bool,
         properties: Option<Box<BasicProperties>>,
-        body: Vec<u8>,
+        body: impl AsRef<[u8]> + Into<MessageBody>,
     ) -> Result<(), BrokerError> {
         let max = self.broker.config.message_bytes_max;
         self.channel(ch)?;
         self.check_vhost()?;
-        if body.len() > max {
+        let size = body.as_ref().len();
+        if size > max {
             return Err(BrokerError::precondition(format!(
-                "message size {} is larger than configured max size {max}",
-                body.len()
+                "message size {size} is larger than configured max size {max}"
             )));
         }
         if let Some(props) = &properties {
@@ -490,30 +491,18 @@ impl Session {
             }
         }
         let (msg, queues) = if let Some(route) = self.routes.get(exchange, routing_key) {
-            let msg = Message::with_names(
-                Arc::clone(&route.exchange.name),
-                Arc::clone(&route.routing_key),
-                properties,
-                body,
-            );
+            let msg = Message::with_names(Arc::clone(&route.names), properties, body);
             (Arc::new(msg), Arc::clone(&route.queues))
         } else {
             // Read before routing: a change made meanwhile makes the entry stale.
             let version = topology::version();
             let ex = self.vhost.exchange_for_publish(exchange)?;
-            let routing_key: Arc<str> = routing_key.into();
-            let msg = Message::with_names(
-                Arc::clone(&ex.name),
-                Arc::clone(&routing_key),
-                properties,
-                body,
-            );
-            let msg = Arc::new(msg);
+            let names = Arc::new(RouteNames::new(Arc::clone(&ex.name), routing_key.into()));
+            let msg = Arc::new(Message::with_names(Arc::clone(&names), properties, body));
             let (queues, keyed) = self.vhost.route_keyed(&ex, &msg);
             let queues: Arc<[Arc<Queue>]> = queues.into();
             if keyed {
-                self.routes
-                    .insert(version, ex, routing_key, Arc::clone(&queues));
+                self.routes.insert(version, ex, names, Arc::clone(&queues));
             }
             (msg, queues)
         };

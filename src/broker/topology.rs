@@ -9,6 +9,7 @@
 //! (every broker in it) is enough: an unrelated change only costs a recomputation.
 
 use crate::broker::exchange::Exchange;
+use crate::broker::message::RouteNames;
 use crate::broker::queue::Queue;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -44,8 +45,8 @@ pub struct CachedRoute {
     version: u64,
     /// The exchange, checked publishable (present, not internal).
     pub exchange: Arc<Exchange>,
-    /// The routing key, shared by the messages published with it.
-    pub routing_key: Arc<str>,
+    /// The exchange and routing key names, shared by the messages published with them.
+    pub names: Arc<RouteNames>,
     /// The queues it routes to, deduplicated.
     pub queues: Arc<[Arc<Queue>]>,
 }
@@ -66,7 +67,7 @@ impl RouteCache {
         let now = version();
         self.entries.iter().find(|e| {
             e.version == now
-                && same(&e.routing_key, routing_key)
+                && same(e.names.routing_key(), routing_key)
                 && same(&e.exchange.name, exchange)
         })
     }
@@ -76,13 +77,13 @@ impl RouteCache {
         &mut self,
         version: u64,
         exchange: Arc<Exchange>,
-        routing_key: Arc<str>,
+        names: Arc<RouteNames>,
         queues: Arc<[Arc<Queue>]>,
     ) {
         let entry = CachedRoute {
             version,
             exchange,
-            routing_key,
+            names,
             queues,
         };
         if let Some(stale) = self.entries.iter_mut().find(|e| e.version != version) {

@@ -918,13 +918,13 @@ impl VirtualHost {
     pub fn route_keyed(&self, exchange: &Exchange, msg: &Message) -> (Vec<Arc<Queue>>, bool) {
         let mut names: Vec<Arc<str>> = Vec::new();
         if exchange.is_default() {
-            return (self.queue(&msg.routing_key).into_iter().collect(), true);
+            return (self.queue(msg.routing_key()).into_iter().collect(), true);
         }
         let mut keyed = exchange.kind != ExchangeKind::Headers;
         let mut dests = Vec::new();
         exchange
             .router()
-            .route(&msg.routing_key, msg.headers(), &mut dests);
+            .route(msg.routing_key(), msg.headers(), &mut dests);
         let mut visited: Option<HashSet<Arc<str>>> = None;
         while let Some(d) = dests.pop() {
             match d {
@@ -941,7 +941,7 @@ impl VirtualHost {
                     if let Some(next) = self.exchange(&x) {
                         keyed &= next.kind != ExchangeKind::Headers;
                         next.router()
-                            .route(&msg.routing_key, msg.headers(), &mut dests);
+                            .route(msg.routing_key(), msg.headers(), &mut dests);
                     }
                 }
             }

@@ -905,8 +905,8 @@ fn run_channel_method(
                 let m = M::BasicGetOk {
                     delivery_tag: g.delivery_tag,
                     redelivered: g.redelivered,
-                    exchange: g.message.exchange.to_string(),
-                    routing_key: g.message.routing_key.to_string(),
+                    exchange: g.message.exchange().to_string(),
+                    routing_key: g.message.routing_key().to_string(),
                     message_count: g.message_count,
                 };
                 outbound.write_with(|buf| {

@@ -66,8 +66,8 @@ impl ClientSink for AmqpSink {
                 consumer_tag,
                 delivery_tag,
                 redelivered,
-                &message.exchange,
-                &message.routing_key,
+                message.exchange(),
+                message.routing_key(),
             );
             write_content(
                 buf,
@@ -101,8 +101,8 @@ impl ClientSink for AmqpSink {
         let m = AmqpMethod::BasicReturn {
             reply_code: reply_code.as_u16(),
             reply_text: reply_text.to_string(),
-            exchange: message.exchange.to_string(),
-            routing_key: message.routing_key.to_string(),
+            exchange: message.exchange().to_string(),
+            routing_key: message.routing_key().to_string(),
         };
         self.push_content(channel, &m, message);
     }

@@ -421,7 +421,7 @@ impl Handler {
                 m.routing_key,
                 m.mandatory,
                 m.properties,
-                m.body.to_vec(),
+                m.body,
             );
             if result.is_err() {
                 break;
@@ -621,11 +621,11 @@ impl Handler {
                         let m = Method::GetOk {
                             delivery_tag: g.delivery_tag,
                             redelivered: g.redelivered,
-                            exchange: g.message.exchange.to_string(),
-                            routing_key: g.message.routing_key.to_string(),
+                            exchange: g.message.exchange().to_string(),
+                            routing_key: g.message.routing_key().to_string(),
                             message_count: g.message_count,
                             properties: Box::new(g.message.properties().clone()),
-                            body: g.message.body.clone(),
+                            body: g.message.body.to_vec(),
                         };
                         outbound.write_with(|buf| {
                             write_method(buf, ch, frame_max, |b| m.encode(request_id, b))

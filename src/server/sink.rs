@@ -57,8 +57,8 @@ impl ClientSink for NativeSink {
                     consumer_tag,
                     delivery_tag,
                     redelivered,
-                    &message.exchange,
-                    &message.routing_key,
+                    message.exchange(),
+                    message.routing_key(),
                     message.properties(),
                     &message.body,
                 );
@@ -86,10 +86,10 @@ impl ClientSink for NativeSink {
             &Method::Return {
                 reply_code: reply_code.as_u16(),
                 reply_text: reply_text.to_string(),
-                exchange: message.exchange.to_string(),
-                routing_key: message.routing_key.to_string(),
+                exchange: message.exchange().to_string(),
+                routing_key: message.routing_key().to_string(),
                 properties: Box::new(message.properties().clone()),
-                body: message.body.clone(),
+                body: message.body.to_vec(),
             },
         );
     }
