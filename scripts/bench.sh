@@ -18,7 +18,7 @@
 # them), else a release build (`cargo build --release`, honouring CARGO_TARGET_DIR).
 # Loopback only. Bounded: every scenario runs under `timeout` (SCENARIO_TIMEOUT_S), every
 # wait has a limit; the whole script takes about 4 minutes, under 10.
-# A failed scenario (including the AMQP one while amqp:// is not supported) is recorded
+# A failed scenario is recorded
 # as {"error": ..., "exit_code": N} and the others still run; the exit code is then 1.
 set -uo pipefail
 

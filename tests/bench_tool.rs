@@ -237,6 +237,26 @@ fn usage_errors_exit_2() {
         &["--no-ack", "--multi-ack", "5"],
         &["--frobnicate"],
         &["--uri", "localhost:5673"],
+        &["--client-lib", "--uri", "amqp://127.0.0.1:5672"],
+        &[
+            "idle",
+            "--uri",
+            "amqp://127.0.0.1:5672",
+            "--connections",
+            "3",
+        ],
+        &[
+            "recovery", "--server", "x", "--count", "5", "--fsync", "bogus",
+        ],
+        &[
+            "recovery",
+            "--server",
+            "x",
+            "--count",
+            "5",
+            "--fsync",
+            "interval:0",
+        ],
     ] {
         let out = bench(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -301,4 +321,63 @@ fn bodies_larger_than_a_frame() {
         50,
         1,
     );
+}
+
+/// A publish batch is capped in bytes, not only in messages: 1,000 bodies of 20 KB would
+/// be a 20 MB payload, over the server's 16 MiB message limit.
+#[test]
+fn bodies_larger_than_the_message_limit_over_a_batch() {
+    let server = TestServer::start();
+    check(
+        &server,
+        &["--count", "2000", "--size", "20000"],
+        2000,
+        2000,
+        1,
+    );
+}
+
+/// Ctrl-C (SIGINT) stops the run, deletes the queues and still prints what was measured;
+/// the run fails (exit 1) saying why.
+#[test]
+fn an_interrupted_run_cleans_up_and_reports() {
+    let server = TestServer::start();
+    let child = Command::new(BENCH)
+        .args(["--uri", &format!("relaymq://{}", server.addr_string())])
+        .args(["--duration", "60", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the queue exists and messages flow.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let conn = relaymq::client::Connection::connect(&server.addr_string()).unwrap();
+        let ch = conn.open_channel().unwrap();
+        let passive = relaymq::client::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        if ch.queue_declare("relaymq-bench.q.0", passive).is_ok() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON summary");
+    assert!(count(&v, "messages_published") > 0, "{v}");
+    assert_queues_gone(&server, 1);
 }

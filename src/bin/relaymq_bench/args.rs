@@ -299,6 +299,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Invocation, Ben
     if bindings > 0 && exchange_type.is_none() {
         return Err(usage("--bindings needs --exchange-type"));
     }
+    if client_lib && target.protocol != Protocol::Native {
+        return Err(usage(
+            "--client-lib is the native client library: give a relaymq:// --uri",
+        ));
+    }
     if consumers > 0 && consumers < queues {
         return Err(usage(
             "--consumers must be at least --queues (every queue needs a consumer), or 0",

@@ -230,8 +230,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Option<IdleOpti
         }
     }
     let connections = connections.ok_or_else(|| usage("--connections N is required".into()))?;
+    let target = parse_uri(&uri)?;
+    if target.protocol != super::uri::Protocol::Native {
+        return Err(usage(
+            "idle opens native connections: give a relaymq:// --uri".into(),
+        ));
+    }
     Ok(Some(IdleOptions {
-        target: parse_uri(&uri)?,
+        target,
         connections,
         hold_s,
         json,

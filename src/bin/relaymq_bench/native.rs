@@ -28,7 +28,8 @@ fn connect(opts: &Options, role: &str) -> Result<Connection, String> {
         client_name: format!("relaymq-bench {role}"),
         ..ConnectOptions::default()
     })
-    .map_err(|e| format!("cannot connect to {}: {e}", t.addr))
+    // The client's error names the address already.
+    .map_err(|e| e.to_string())
 }
 
 fn text(e: ClientError) -> String {

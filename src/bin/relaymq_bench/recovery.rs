@@ -242,7 +242,18 @@ pub fn parse(
                 }
                 size = n as usize;
             }
-            Long("fsync") => fsync = value(&mut parser)?.to_string_lossy().into_owned(),
+            Long("fsync") => {
+                fsync = value(&mut parser)?.to_string_lossy().into_owned();
+                let interval_ok = fsync
+                    .strip_prefix("interval:")
+                    .and_then(|ms| ms.parse::<u64>().ok())
+                    .is_some_and(|ms| ms > 0);
+                if !(fsync == "always" || fsync == "never" || interval_ok) {
+                    return Err(usage(format!(
+                        "--fsync: '{fsync}' is not always, never or interval:MS (MS > 0)"
+                    )));
+                }
+            }
             Long("json") => json = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(usage(arg.unexpected().to_string())),
@@ -368,6 +379,15 @@ impl Setup<'_> {
     }
 }
 
+/// Ends a step early after Ctrl-C: the caller's error path kills the servers and removes
+/// the temporary directory.
+fn stop_if_interrupted() -> Result<(), String> {
+    if super::interrupt::interrupted() {
+        return Err("interrupted (Ctrl-C)".into());
+    }
+    Ok(())
+}
+
 /// A free loopback port: bound, read, released (the server binds it with SO_REUSEADDR).
 fn free_addr() -> Result<String, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
@@ -423,6 +443,7 @@ pub fn run(opts: &RecoveryOptions) -> Result<RecoveryReport, (String, Option<Rec
 fn wait_ready(setup: &Setup<'_>, server: &mut Server) -> Result<(), String> {
     let deadline = Instant::now() + START_TIMEOUT;
     while !setup.ready_file().exists() {
+        stop_if_interrupted()?;
         setup.check_alive(server)?;
         if Instant::now() >= deadline {
             return Err(format!(
@@ -497,6 +518,7 @@ fn fill_one(setup: &Setup<'_>, size: usize, count: u64) -> Result<(), String> {
     let mut sent = 0u64;
     let mut batch = Vec::with_capacity(FILL_BATCH_MESSAGES);
     while sent < count {
+        stop_if_interrupted()?;
         let n = (count - sent).min(FILL_BATCH_MESSAGES as u64);
         let (_, all_acked) = ch
             .wait_for_confirms_at_most(FILL_CONFIRM_WINDOW - n as usize, CONFIRM_TIMEOUT)
@@ -546,6 +568,7 @@ fn serve_again(
     let mut ready_file = None;
     let mut connected: Option<(Connection, Duration)> = None;
     loop {
+        stop_if_interrupted()?;
         if Instant::now() >= deadline {
             return Err(format!(
                 "not serving {QUEUE} within {} s",
