@@ -6,35 +6,11 @@
 
 mod common;
 
+use common::bench::{bench, count, json_of, BENCH};
 use common::TestServer;
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BENCH: &str = env!("CARGO_BIN_EXE_relaymq-bench");
 const SERVER: &str = env!("CARGO_BIN_EXE_relaymq-server");
-
-fn bench(args: &[&str]) -> Output {
-    Command::new(BENCH)
-        .args(args)
-        .output()
-        .expect("relaymq-bench runs")
-}
-
-/// Runs `args` (plus `--json`), expects exit 0 and exactly one JSON line.
-fn json_of(args: &[&str]) -> serde_json::Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    let out = bench(&all);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{args:?}: exit {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{args:?}: one JSON line: {stdout}");
-    serde_json::from_str(lines[0]).expect("JSON")
-}
 
 /// Runs a message scenario against `server` and returns its JSON summary.
 fn run(server: &TestServer, args: &[&str]) -> serde_json::Value {
@@ -42,10 +18,6 @@ fn run(server: &TestServer, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["--uri", uri.as_str()];
     all.extend_from_slice(args);
     json_of(&all)
-}
-
-fn count(v: &serde_json::Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
 /// Published, confirmed and delivered counts.

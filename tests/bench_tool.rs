@@ -4,35 +4,16 @@
 
 mod common;
 
+use common::bench::{assert_queues_gone, bench, count, json_of, BENCH};
 use common::TestServer;
-use relaymq::client::{Connection, QueueDeclareOptions};
-use std::process::{Command, Output};
-
-const BENCH: &str = env!("CARGO_BIN_EXE_relaymq-bench");
-
-fn bench(args: &[&str]) -> Output {
-    Command::new(BENCH)
-        .args(args)
-        .output()
-        .expect("relaymq-bench runs")
-}
+use std::process::Command;
 
 /// Runs a configuration with `--json` and returns the parsed object.
 fn run_json(server: &TestServer, args: &[&str]) -> serde_json::Value {
     let uri = format!("relaymq://{}", server.addr_string());
-    let mut all = vec!["--uri", uri.as_str(), "--json"];
+    let mut all = vec!["--uri", uri.as_str()];
     all.extend_from_slice(args);
-    let out = bench(&all);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{args:?}: exit {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 1, "{args:?}: exactly one JSON line: {stdout}");
-    let v: serde_json::Value = serde_json::from_str(lines[0]).expect("JSON");
+    let v = json_of(&all);
     for key in [
         "published_per_s",
         "confirmed_per_s",
@@ -51,29 +32,6 @@ fn run_json(server: &TestServer, args: &[&str]) -> serde_json::Value {
         );
     }
     v
-}
-
-/// Asserts that no `relaymq-bench.q.N` queue (N < `queues`) is left.
-fn assert_queues_gone(server: &TestServer, queues: usize) {
-    let conn = Connection::connect(&server.addr_string()).expect("connect");
-    for i in 0..queues {
-        let ch = conn.open_channel().expect("channel");
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        };
-        let r = ch.queue_declare(&format!("relaymq-bench.q.{i}"), passive);
-        assert_eq!(
-            r.err().and_then(|e| e.reply_code()),
-            Some(404),
-            "queue {i} was deleted"
-        );
-    }
-    conn.close().expect("close");
-}
-
-fn count(v: &serde_json::Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} in {v}"))
 }
 
 /// Runs `args`, checks the published and delivered counts and that the queues are gone.

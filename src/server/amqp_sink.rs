@@ -34,9 +34,19 @@ impl AmqpSink {
     /// Writes a content-carrying method, its content header and body frames, in one go so
     /// no other frame of the channel comes between them (AMQP 0-9-1 §4.2.6).
     fn push_content(&self, channel: u16, method: &AmqpMethod, message: &Message) {
+        self.push_with_content(channel, message, |buf| write_method(buf, channel, method));
+    }
+
+    /// As `push_content`, the method frame written by `write_head`.
+    fn push_with_content(
+        &self,
+        channel: u16,
+        message: &Message,
+        write_head: impl FnOnce(&mut Vec<u8>),
+    ) {
         let frame_max = self.frame_max;
         self.outbound.write_with(|buf| {
-            write_method(buf, channel, method);
+            write_head(buf);
             write_content(
                 buf,
                 channel,
@@ -58,8 +68,7 @@ impl ClientSink for AmqpSink {
         redelivered: bool,
         message: &Message,
     ) {
-        let frame_max = self.frame_max;
-        self.outbound.write_with(|buf| {
+        self.push_with_content(channel, message, |buf| {
             write_basic_deliver(
                 buf,
                 channel,
@@ -68,14 +77,6 @@ impl ClientSink for AmqpSink {
                 redelivered,
                 message.exchange(),
                 message.routing_key(),
-            );
-            write_content(
-                buf,
-                channel,
-                BASIC_CLASS_ID,
-                message.properties(),
-                &message.body,
-                frame_max,
             );
         });
     }

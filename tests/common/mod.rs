@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod amqp_raw;
+pub mod bench;
 
 use relaymq::protocol::frame::{self, Payload, FRAME_HEADER_BYTES};
 use relaymq::protocol::{FrameAssembler, Method, PROTOCOL_HEADER};
