@@ -34,11 +34,6 @@ pub fn bump() {
     VERSION.0.fetch_add(1, Ordering::SeqCst);
 }
 
-/// Whether two names are equal, compared inline (names are at most 255 bytes; no call).
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
-}
-
 /// One remembered route: what publishing to `exchange` with `routing_key` resolved to.
 pub struct CachedRoute {
     /// Topology version the route was computed at.
@@ -67,8 +62,8 @@ impl RouteCache {
         let now = version();
         self.entries.iter().find(|e| {
             e.version == now
-                && same(e.names.routing_key(), routing_key)
-                && same(&e.exchange.name, exchange)
+                && e.names.routing_key() == routing_key
+                && *e.exchange.name == *exchange
         })
     }
 

@@ -413,21 +413,16 @@ impl Handler {
         let State::Open(session) = &mut self.state else {
             return;
         };
-        let mut result = Ok(());
-        for m in batch.messages() {
-            result = session.basic_publish(
+        let result = publish_in_order(session, ch, batch.messages(), |s, m| {
+            s.basic_publish(
                 ch,
                 m.exchange,
                 m.routing_key,
                 m.mandatory,
                 m.properties,
                 m.body,
-            );
-            if result.is_err() {
-                break;
-            }
-        }
-        session.flush_confirms(ch);
+            )
+        });
         if let Err(e) = result {
             self.fail(ch, request_id, PUBLISH_METHOD_ID, e);
         }
@@ -462,24 +457,11 @@ impl Handler {
                 ReplyCode::ChannelError,
                 format!("channel {ch} is not open"),
             )),
-            Method::Publish { messages } => {
-                let mut result = Ok(None);
-                for m in messages {
-                    if let Err(e) = session.basic_publish(
-                        ch,
-                        &m.exchange,
-                        &m.routing_key,
-                        m.mandatory,
-                        m.properties.into_boxed(),
-                        m.body,
-                    ) {
-                        result = Err(e);
-                        break;
-                    }
-                }
-                session.flush_confirms(ch);
-                result
-            }
+            Method::Publish { messages } => publish_in_order(session, ch, messages, |s, m| {
+                let props = m.properties.into_boxed();
+                s.basic_publish(ch, &m.exchange, &m.routing_key, m.mandatory, props, m.body)
+            })
+            .map(|()| None),
             Method::ExchangeDeclare {
                 exchange,
                 kind,
@@ -665,4 +647,20 @@ impl Handler {
             Err(e) => self.fail(ch, request_id, id, e),
         }
     }
+}
+
+/// A publish batch's rule (docs/architecture.md §4): messages go to the core in order
+/// until one fails (the rest are dropped), then the confirms of those published are
+/// flushed; returns the failure, if any.
+fn publish_in_order<T>(
+    session: &mut Session,
+    ch: u16,
+    messages: impl IntoIterator<Item = T>,
+    mut publish: impl FnMut(&mut Session, T) -> Result<(), BrokerError>,
+) -> Result<(), BrokerError> {
+    let result = messages
+        .into_iter()
+        .try_for_each(|m| publish(&mut *session, m));
+    session.flush_confirms(ch);
+    result
 }
