@@ -22,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod amqp;
+pub mod auth;
 pub mod broker;
 pub mod client;
 pub mod error;

@@ -22,7 +22,8 @@ OPTIONS:
   --log-level LEVEL          error|warn|info|debug|trace [default: info]
   --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
                              here once serving
-  --default-user NAME        the user clients log in as [default: guest]
+  --default-user NAME        the administrator created at the first start (users then
+                             live in meta.db: relaymq-cli user ...) [default: guest]
   --default-pass PASSWORD    its password [default: guest]
   --max-message-bytes N      largest message body accepted [default: 16777216]
   --frame-max BYTES          largest frame offered to clients [default: 131072]

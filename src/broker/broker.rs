@@ -1,6 +1,7 @@
 //! The broker: all virtual hosts, the connection registry, configuration and
-//! authentication.
+//! authentication (logins, users and permissions: `access.rs`).
 
+use crate::auth::{LoginThrottle, UserRegistry};
 use crate::broker::consumer_timeout::ChannelRegistry;
 use crate::broker::exchange::Exchange;
 use crate::broker::queue::Queue;
@@ -30,10 +31,17 @@ pub const DEFAULT_VHOST: &str = "/";
 pub struct BrokerConfig {
     /// Largest body accepted, in bytes.
     pub message_bytes_max: usize,
-    /// The configured user's name.
+    /// Name of the user created at the first start (an administrator with full access to
+    /// `/`); after that, users live in `meta.db`.
     pub default_user: String,
-    /// The configured user's password.
+    /// Password of the user created at the first start.
     pub default_pass: String,
+    /// Users that may only log in from a loopback address (RabbitMQ's `loopback_users`,
+    /// default `guest`).
+    pub loopback_users: Vec<String>,
+    /// Loopback peer addresses treated as remote by the loopback-only rule (empty by
+    /// default; tests use a second loopback address to stand for a remote client).
+    pub nonlocal_peers: Vec<std::net::IpAddr>,
     /// Body bytes of ready messages one queue keeps in memory; beyond them, persistent
     /// messages of durable queues are paged out to their store (`--queue-memory-bytes`).
     pub queue_memory_bytes: usize,
@@ -49,6 +57,8 @@ impl Default for BrokerConfig {
             message_bytes_max: MESSAGE_BODY_BYTES_MAX_DEFAULT,
             default_user: "guest".into(),
             default_pass: "guest".into(),
+            loopback_users: vec!["guest".into()],
+            nonlocal_peers: Vec::new(),
             queue_memory_bytes: QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: CONSUMER_TIMEOUT_MS_DEFAULT,
         }
@@ -94,6 +104,10 @@ pub struct Broker {
     channels: ChannelRegistry,
     next_connection_id: AtomicU64,
     started: Instant,
+    /// Users and permissions.
+    pub(crate) users: UserRegistry,
+    /// Failed logins per source address.
+    pub(crate) login_throttle: LoginThrottle,
 }
 
 impl Broker {
@@ -116,6 +130,8 @@ impl Broker {
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
+            users: UserRegistry::default(),
+            login_throttle: LoginThrottle::default(),
         }
     }
 
@@ -223,6 +239,8 @@ impl Broker {
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
+            users: UserRegistry::default(),
+            login_throttle: LoginThrottle::default(),
         }
     }
 
@@ -240,6 +258,11 @@ impl Broker {
         d.flusher().shutdown();
     }
 
+    /// Users and permissions.
+    pub fn users(&self) -> &UserRegistry {
+        &self.users
+    }
+
     /// The storage, when the broker has one.
     pub fn durability(&self) -> Option<&Arc<Durability>> {
         self.durability.as_ref()
@@ -253,30 +276,6 @@ impl Broker {
     /// A fresh connection id (ids are never reused while the process runs).
     pub fn next_connection_id(&self) -> u64 {
         self.next_connection_id.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Checks credentials. The configured user is accepted only from loopback when it is
-    /// `guest`, as RabbitMQ's `loopback_users` default does.
-    ///
-    /// # Errors
-    /// 403 ACCESS_REFUSED for a wrong user or password, or guest from a remote address.
-    pub fn authenticate(
-        &self,
-        user: &str,
-        password: &str,
-        peer: &SocketAddr,
-    ) -> Result<(), BrokerError> {
-        if user != self.config.default_user || password != self.config.default_pass {
-            return Err(BrokerError::access_refused(format!(
-                "login refused for user '{user}': wrong user name or password"
-            )));
-        }
-        if user == "guest" && !peer.ip().is_loopback() {
-            return Err(BrokerError::access_refused(
-                "user 'guest' can only connect via localhost",
-            ));
-        }
-        Ok(())
     }
 
     /// The vhost with `name`.
@@ -361,6 +360,7 @@ impl Broker {
                 &format!("vhost '{name}' is deleted"),
             );
         }
+        self.users.remove_vhost(name);
         vh.remove_all();
         Ok(())
     }

@@ -262,3 +262,39 @@ pub fn status(broker: &Broker) -> FieldTable {
         ("messages_unacknowledged", n(unacked)),
     ])
 }
+
+/// One row per user, sorted by name: `name`, `tags` (comma-separated),
+/// `hashing_algorithm` (RabbitMQ's field names; the hash itself is never listed).
+pub fn users(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .users()
+        .users()
+        .iter()
+        .map(|u| {
+            row(vec![
+                ("name", s(&u.name)),
+                ("tags", s(&u.tags.join(","))),
+                ("hashing_algorithm", s(&u.hash.algorithm)),
+            ])
+        })
+        .collect()
+}
+
+/// One row per (user, vhost) permission, sorted: `user`, `vhost`, `configure`, `write`,
+/// `read`.
+pub fn permissions(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .users()
+        .all_permissions()
+        .into_iter()
+        .map(|(user, vhost, p)| {
+            row(vec![
+                ("user", s(&user)),
+                ("vhost", s(&vhost)),
+                ("configure", s(&p.configure)),
+                ("write", s(&p.write)),
+                ("read", s(&p.read)),
+            ])
+        })
+        .collect()
+}

@@ -4,6 +4,7 @@
 //! Protocol adapters drive it through [`Session`] (one per client connection) and receive
 //! pushes through [`ClientSink`]. Nothing here sees wire bytes.
 
+pub mod access;
 #[allow(clippy::module_inception)]
 pub mod broker;
 pub mod channel;
@@ -28,6 +29,7 @@ pub mod queue_storage;
 pub mod ready;
 pub mod router;
 pub mod session;
+pub mod session_access;
 pub mod sink;
 pub mod topology;
 pub mod vhost;

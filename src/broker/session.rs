@@ -7,6 +7,7 @@
 //! [`ClientSink`]. Method names and reply codes follow AMQP 0-9-1 §1.8 (the class and
 //! method reference) and RabbitMQ's extensions.
 
+use crate::auth::permission::{Access, Resource};
 use crate::broker::broker::Broker;
 use crate::broker::channel::Channel;
 use crate::broker::channel_hasher::BuildChannelHasher;
@@ -19,6 +20,7 @@ use crate::broker::names;
 use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
 use crate::broker::router::Destination;
+use crate::broker::session_access::SessionAccess;
 use crate::broker::sink::ClientSink;
 use crate::broker::topology::{self, RouteCache};
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
@@ -68,6 +70,9 @@ pub struct Session {
     channel_max: u16,
     /// The authenticated user: a published `user_id` property must name it.
     user: Option<String>,
+    /// The user's permissions in the vhost; `None` (sessions made inside the broker, unit
+    /// tests) checks nothing.
+    access: Option<SessionAccess>,
     /// Recent publish routes, valid while the topology version is unchanged.
     routes: RouteCache,
 }
@@ -106,15 +111,44 @@ impl Session {
             channel_count,
             channel_max,
             user: None,
+            access: None,
             routes: RouteCache::default(),
         }
     }
 
-    /// Sets the authenticated user. A publish whose `user_id` property names another user
-    /// is then refused (RabbitMQ's validated user-ID).
+    /// Sets the authenticated user: every operation is then checked against the user's
+    /// permissions in the vhost, and a publish whose `user_id` property names another user
+    /// is refused (RabbitMQ's validated user-ID).
     pub fn with_user(mut self, user: &str) -> Session {
         self.user = Some(user.to_string());
+        self.access = Some(SessionAccess::new(
+            self.broker.users(),
+            user,
+            Arc::clone(&self.vhost.name),
+        ));
         self
+    }
+
+    /// Checks the user's `access` to a resource (RabbitMQ's table of which operation needs
+    /// which permission: docs/security.md).
+    ///
+    /// # Errors
+    /// 403 ACCESS_REFUSED naming the resource.
+    fn permit(
+        &mut self,
+        access: Access,
+        resource: Resource,
+        name: &str,
+    ) -> Result<(), BrokerError> {
+        match &mut self.access {
+            Some(a) => a.check(self.broker.users(), access, resource, name),
+            None => Ok(()),
+        }
+    }
+
+    /// The authenticated user, when there is one.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
     }
 
     /// The broker this session belongs to.
@@ -232,6 +266,17 @@ impl Session {
     pub fn exchange_declare(&mut self, ch: u16, spec: &ExchangeSpec) -> Result<(), BrokerError> {
         self.channel(ch)?;
         self.check_vhost()?;
+        if !spec.passive {
+            self.permit(Access::Configure, Resource::Exchange, &spec.name)?;
+            if let Some(ae) = spec
+                .arguments
+                .get("alternate-exchange")
+                .and_then(|v| v.as_str())
+            {
+                self.permit(Access::Write, Resource::Exchange, ae)?;
+                self.permit(Access::Read, Resource::Exchange, &spec.name)?;
+            }
+        }
         self.vhost.declare_exchange(spec)
     }
 
@@ -246,6 +291,7 @@ impl Session {
         if_unused: bool,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Configure, Resource::Exchange, name)?;
         self.vhost.delete_exchange(name, if_unused)
     }
 
@@ -262,6 +308,8 @@ impl Session {
         args: &FieldTable,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Write, Resource::Exchange, destination)?;
+        self.permit(Access::Read, Resource::Exchange, source)?;
         self.vhost.bind(
             source,
             &Destination::Exchange(Arc::from(destination)),
@@ -284,6 +332,8 @@ impl Session {
         args: &FieldTable,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Write, Resource::Exchange, destination)?;
+        self.permit(Access::Read, Resource::Exchange, source)?;
         self.vhost.unbind(
             source,
             &Destination::Exchange(Arc::from(destination)),
@@ -304,7 +354,22 @@ impl Session {
     ) -> Result<QueueDeclared, BrokerError> {
         self.channel(ch)?;
         self.check_vhost()?;
-        self.vhost.declare_queue(spec, self.id)
+        if spec.passive {
+            return self.vhost.declare_queue(spec, self.id);
+        }
+        // A server-named queue is checked under the name it will get, as in RabbitMQ.
+        let generated = spec.name.is_empty().then(|| names::generate("amq.gen-"));
+        let name = generated.as_deref().unwrap_or(&spec.name).to_string();
+        self.permit(Access::Configure, Resource::Queue, &name)?;
+        if let Some(dlx) = spec
+            .arguments
+            .get("x-dead-letter-exchange")
+            .and_then(|v| v.as_str())
+        {
+            self.permit(Access::Write, Resource::Exchange, dlx)?;
+            self.permit(Access::Read, Resource::Queue, &name)?;
+        }
+        self.vhost.declare_queue_as(spec, generated, self.id)
     }
 
     /// AMQP `queue.bind`.
@@ -320,6 +385,8 @@ impl Session {
         args: &FieldTable,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Write, Resource::Queue, queue)?;
+        self.permit(Access::Read, Resource::Exchange, exchange)?;
         self.vhost.bind(
             exchange,
             &Destination::Queue(Arc::from(queue)),
@@ -342,6 +409,8 @@ impl Session {
         args: &FieldTable,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Write, Resource::Queue, queue)?;
+        self.permit(Access::Read, Resource::Exchange, exchange)?;
         self.vhost.unbind(
             exchange,
             &Destination::Queue(Arc::from(queue)),
@@ -357,6 +426,7 @@ impl Session {
     /// 404 absent; 405 exclusive to another connection.
     pub fn queue_purge(&mut self, ch: u16, queue: &str) -> Result<u32, BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Read, Resource::Queue, queue)?;
         let q = self.vhost.queue_for(queue, self.id)?;
         Ok(q.purge() as u32)
     }
@@ -373,6 +443,7 @@ impl Session {
         if_empty: bool,
     ) -> Result<u32, BrokerError> {
         self.channel(ch)?;
+        self.permit(Access::Configure, Resource::Queue, queue)?;
         self.vhost.delete_queue(queue, if_unused, if_empty, self.id)
     }
 
@@ -413,6 +484,7 @@ impl Session {
         let q = {
             self.channel(ch)?;
             self.check_vhost()?;
+            self.permit(Access::Read, Resource::Queue, queue)?;
             self.vhost.queue_for(queue, self.id)?
         };
         let vhost_name = Arc::clone(&self.vhost.name);
@@ -494,8 +566,10 @@ impl Session {
             let msg = Message::with_names(Arc::clone(&route.names), properties, body);
             (Arc::new(msg), Arc::clone(&route.queues))
         } else {
-            // Read before routing: a change made meanwhile makes the entry stale.
+            // Read before routing: a change made meanwhile makes the entry stale. A
+            // permission change moves the version too, so a cached route was permitted.
             let version = topology::version();
+            self.permit(Access::Write, Resource::Exchange, exchange)?;
             let ex = self.vhost.exchange_for_publish(exchange)?;
             let names = Arc::new(RouteNames::new(Arc::clone(&ex.name), routing_key.into()));
             let msg = Arc::new(Message::with_names(Arc::clone(&names), properties, body));
@@ -603,6 +677,7 @@ impl Session {
     ) -> Result<bool, BrokerError> {
         let q = {
             self.channel(ch)?;
+            self.permit(Access::Read, Resource::Queue, queue)?;
             self.vhost.queue_for(queue, self.id)?
         };
         let channel = Arc::clone(&self.channel(ch)?.shared);

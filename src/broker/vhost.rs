@@ -645,6 +645,20 @@ impl VirtualHost {
         spec: &QueueSpec,
         connection_id: u64,
     ) -> Result<QueueDeclared, BrokerError> {
+        self.declare_queue_as(spec, None, connection_id)
+    }
+
+    /// [`VirtualHost::declare_queue`] with the server-generated name chosen by the caller
+    /// (used when `spec.name` is empty, so permissions can be checked on it first).
+    ///
+    /// # Errors
+    /// As [`VirtualHost::declare_queue`].
+    pub fn declare_queue_as(
+        &self,
+        spec: &QueueSpec,
+        generated: Option<String>,
+        connection_id: u64,
+    ) -> Result<QueueDeclared, BrokerError> {
         // A declaration, passive or not, is a use: it renews an `x-expires` lease
         // (RabbitMQ).
         let declared = |q: &Queue| QueueDeclared {
@@ -676,7 +690,7 @@ impl VirtualHost {
             e
         })?;
         let name = if spec.name.is_empty() {
-            names::generate("amq.gen-")
+            generated.unwrap_or_else(|| names::generate("amq.gen-"))
         } else if names::is_reserved(&spec.name) {
             return Err(BrokerError::access_refused(format!(
                 "queue name '{}' contains reserved prefix 'amq.*'",

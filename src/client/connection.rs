@@ -205,7 +205,7 @@ impl Connection {
         }
     }
 
-    fn call(&self, method: Method) -> Result<Method, ClientError> {
+    pub(super) fn call(&self, method: Method) -> Result<Method, ClientError> {
         self.shared.call(0, method, Hook::None)
     }
 

@@ -37,6 +37,7 @@
 //! - `io` (private): the writer, the frame reader, the reader and heartbeat threads.
 //! - `validate` (private): argument checks before encoding.
 
+pub mod admin;
 pub mod channel;
 pub mod connection;
 pub mod consumer;

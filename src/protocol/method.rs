@@ -30,6 +30,10 @@ pub enum ListKind {
     Consumers = 5,
     /// Connections to the server.
     Connections = 6,
+    /// Users (administrators only).
+    Users = 7,
+    /// Permissions of every user in every vhost (administrators only).
+    Permissions = 8,
 }
 
 impl ListKind {
@@ -45,9 +49,26 @@ impl ListKind {
             4 => ListKind::Bindings,
             5 => ListKind::Consumers,
             6 => ListKind::Connections,
+            7 => ListKind::Users,
+            8 => ListKind::Permissions,
             _ => return Err(DecodeError::new(format!("unknown list kind {v}"))),
         })
     }
+}
+
+/// What `permission.set` carries: a user's three patterns in a vhost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermissionSpec {
+    /// User name.
+    pub user: String,
+    /// Vhost name.
+    pub vhost: String,
+    /// Configure pattern (declare, delete).
+    pub configure: String,
+    /// Write pattern (publish, bind to).
+    pub write: String,
+    /// Read pattern (consume, get, purge, bind from).
+    pub read: String,
 }
 
 /// One message of a publish batch.
@@ -160,6 +181,50 @@ pub enum Method {
     StatusOk {
         /// Status fields.
         info: FieldTable,
+    },
+    /// 0x0016 channel 0, administrators: `sstr name, lstr secret, sstr hash_algorithm,
+    /// sstr tags`. Creates a user; `hash_algorithm` empty means `secret` is a password in
+    /// clear (hashed by the server), otherwise `secret` is a hash of that algorithm
+    /// (`rabbit_password_hashing_sha256`, …). `tags` is a comma-separated list.
+    UserAdd {
+        /// User name.
+        name: String,
+        /// Password, or hash when `hash_algorithm` is set.
+        secret: String,
+        /// Empty, or the algorithm of the hash in `secret`.
+        hash_algorithm: String,
+        /// Comma-separated tags.
+        tags: String,
+    },
+    /// 0x0017 channel 0, administrators: `sstr name`. Deletes a user and its permissions
+    /// and closes its connections.
+    UserDelete {
+        /// User name.
+        name: String,
+    },
+    /// 0x0018 channel 0, administrators: `sstr name, lstr password`. Changes a password.
+    UserPasswd {
+        /// User name.
+        name: String,
+        /// New password in clear.
+        password: String,
+    },
+    /// 0x0019 channel 0, administrators: `sstr name, sstr tags`. Replaces a user's tags.
+    UserTags {
+        /// User name.
+        name: String,
+        /// Comma-separated tags.
+        tags: String,
+    },
+    /// 0x001A channel 0, administrators: `sstr user, sstr vhost, lstr configure, lstr
+    /// write, lstr read`. Sets a user's permissions in a vhost.
+    PermissionSet(Box<PermissionSpec>),
+    /// 0x001B channel 0, administrators: `sstr user, sstr vhost`. Clears them.
+    PermissionClear {
+        /// User name.
+        user: String,
+        /// Vhost name.
+        vhost: String,
     },
     /// 0x0020 client→server on a new channel number: opens the channel.
     ChannelOpen,
@@ -428,6 +493,12 @@ impl Method {
             ListOk { .. } => 0x0013,
             Status => 0x0014,
             StatusOk { .. } => 0x0015,
+            UserAdd { .. } => 0x0016,
+            UserDelete { .. } => 0x0017,
+            UserPasswd { .. } => 0x0018,
+            UserTags { .. } => 0x0019,
+            PermissionSet(_) => 0x001A,
+            PermissionClear { .. } => 0x001B,
             ChannelOpen => 0x0020,
             ChannelClose { .. } => 0x0021,
             ExchangeDeclare { .. } => 0x0030,
@@ -525,6 +596,37 @@ impl Method {
                 }
             }
             StatusOk { info } => encode_table(out, info),
+            UserAdd {
+                name,
+                secret,
+                hash_algorithm,
+                tags,
+            } => {
+                put_short_str(out, name);
+                put_long_bytes(out, secret.as_bytes());
+                put_short_str(out, hash_algorithm);
+                put_short_str(out, tags);
+            }
+            UserDelete { name } => put_short_str(out, name),
+            UserPasswd { name, password } => {
+                put_short_str(out, name);
+                put_long_bytes(out, password.as_bytes());
+            }
+            UserTags { name, tags } => {
+                put_short_str(out, name);
+                put_short_str(out, tags);
+            }
+            PermissionSet(p) => {
+                put_short_str(out, &p.user);
+                put_short_str(out, &p.vhost);
+                put_long_bytes(out, p.configure.as_bytes());
+                put_long_bytes(out, p.write.as_bytes());
+                put_long_bytes(out, p.read.as_bytes());
+            }
+            PermissionClear { user, vhost } => {
+                put_short_str(out, user);
+                put_short_str(out, vhost);
+            }
             ExchangeDeclare {
                 exchange,
                 kind,
@@ -807,6 +909,12 @@ pub fn method_name(id: u16) -> &'static str {
         0x0013 => "list-ok",
         0x0014 => "status",
         0x0015 => "status-ok",
+        0x0016 => "user.add",
+        0x0017 => "user.delete",
+        0x0018 => "user.passwd",
+        0x0019 => "user.tags",
+        0x001A => "permission.set",
+        0x001B => "permission.clear",
         0x0020 => "channel.open",
         0x0021 => "channel.close",
         0x0030 => "exchange.declare",
@@ -894,6 +1002,34 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         0x0014 => Status,
         0x0015 => StatusOk {
             info: decode_table(r)?,
+        },
+        0x0016 => UserAdd {
+            name: sstr(r, "user name")?,
+            secret: r.long_str("password")?.to_string(),
+            hash_algorithm: sstr(r, "hash algorithm")?,
+            tags: sstr(r, "tags")?,
+        },
+        0x0017 => UserDelete {
+            name: sstr(r, "user name")?,
+        },
+        0x0018 => UserPasswd {
+            name: sstr(r, "user name")?,
+            password: r.long_str("password")?.to_string(),
+        },
+        0x0019 => UserTags {
+            name: sstr(r, "user name")?,
+            tags: sstr(r, "tags")?,
+        },
+        0x001A => PermissionSet(Box::new(PermissionSpec {
+            user: sstr(r, "user name")?,
+            vhost: sstr(r, "vhost")?,
+            configure: r.long_str("configure pattern")?.to_string(),
+            write: r.long_str("write pattern")?.to_string(),
+            read: r.long_str("read pattern")?.to_string(),
+        })),
+        0x001B => PermissionClear {
+            user: sstr(r, "user name")?,
+            vhost: sstr(r, "vhost")?,
         },
         0x0020 => ChannelOpen,
         0x0021 => ChannelClose {

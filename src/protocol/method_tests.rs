@@ -352,11 +352,37 @@ fn one_of_each() -> Vec<Method> {
         },
         Recover { requeue: true },
         ConfirmSelect,
+        UserAdd {
+            name: name_255(),
+            secret: "pässwörd\0with nul".into(),
+            hash_algorithm: "rabbit_password_hashing_sha256".into(),
+            tags: "administrator,management".into(),
+        },
+        UserDelete { name: "bob".into() },
+        UserPasswd {
+            name: "bob".into(),
+            password: "x".repeat(300),
+        },
+        UserTags {
+            name: "bob".into(),
+            tags: String::new(),
+        },
+        PermissionSet(Box::new(crate::protocol::method::PermissionSpec {
+            user: "bob".into(),
+            vhost: "/".into(),
+            configure: "^(?!amq\\.).*".into(),
+            write: String::new(),
+            read: ".*".into(),
+        })),
+        PermissionClear {
+            user: "bob".into(),
+            vhost: ascii_255(),
+        },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 40;
+const VARIANT_COUNT: usize = 46;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -406,6 +432,12 @@ fn variant_index(m: &Method) -> usize {
         Reject { .. } => 37,
         Recover { .. } => 38,
         ConfirmSelect => 39,
+        UserAdd { .. } => 40,
+        UserDelete { .. } => 41,
+        UserPasswd { .. } => 42,
+        UserTags { .. } => 43,
+        PermissionSet(_) => 44,
+        PermissionClear { .. } => 45,
     }
 }
 
@@ -418,16 +450,20 @@ fn list_kind_number(k: ListKind) -> u8 {
         ListKind::Bindings => 4,
         ListKind::Consumers => 5,
         ListKind::Connections => 6,
+        ListKind::Users => 7,
+        ListKind::Permissions => 8,
     }
 }
 
-const LIST_KINDS: [ListKind; 6] = [
+const LIST_KINDS: [ListKind; 8] = [
     ListKind::Vhosts,
     ListKind::Exchanges,
     ListKind::Queues,
     ListKind::Bindings,
     ListKind::Consumers,
     ListKind::Connections,
+    ListKind::Users,
+    ListKind::Permissions,
 ];
 
 /// Boundary instances beyond [`one_of_each`]: empty batches, empty strings and zeros,
@@ -689,7 +725,7 @@ fn malformed_fields_are_refused() {
         },
         1,
     );
-    buf[6] = 7;
+    buf[6] = 9;
     assert!(Method::decode(&buf).is_err());
     // Reserved property flag bits 0-2.
     let mut buf = encode(

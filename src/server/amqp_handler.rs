@@ -345,13 +345,8 @@ impl AmqpHandler {
             );
             return;
         };
-        if let Err(e) = self.broker.authenticate(&user, &password, &self.peer) {
-            log::warn!(
-                "connection {} ({}): login refused for user '{user}': {}",
-                self.id,
-                self.peer,
-                e.text
-            );
+        // Refusals are logged by the broker, with the reason and the peer.
+        if self.broker.login(&user, &password, &self.peer).is_err() {
             self.state = State::AwaitStartOk;
             // authentication_failure_close: RabbitMQ's text, details only in the log.
             self.close_connection(
@@ -418,7 +413,7 @@ impl AmqpHandler {
     }
 
     fn open(&mut self, user: String, vhost: String) {
-        let vh = match self.broker.vhost_for_open(&vhost) {
+        let vh = match self.broker.open_vhost(&user, &vhost) {
             Ok(v) => v,
             Err(e) => {
                 self.state = State::AwaitOpen { user };

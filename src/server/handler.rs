@@ -11,6 +11,7 @@ use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
 use crate::protocol::frame::write_method;
 use crate::protocol::publish_batch::PUBLISH_METHOD_ID;
 use crate::protocol::{ListKind, Method, PublishBatch};
+use crate::server::admin;
 use crate::server::config::{negotiate, ServerConfig};
 use crate::server::conn::{Conn, Event};
 use crate::server::outbound::Outbound;
@@ -251,16 +252,12 @@ impl Handler {
             );
             return;
         }
-        if let Err(e) = self.broker.authenticate(&user, &password, &self.peer) {
-            log::warn!(
-                "connection {} ({}): login refused for user '{user}'",
-                self.id,
-                self.peer
-            );
+        // Refusals are logged by the broker, with the reason and the peer.
+        if let Err(e) = self.broker.login(&user, &password, &self.peer) {
             self.close_connection(e.code, &e.text, 0x0001, request_id);
             return;
         }
-        let vh = match self.broker.vhost_for_open(&vhost) {
+        let vh = match self.broker.open_vhost(&user, &vhost) {
             Ok(v) => v,
             Err(e) => {
                 self.close_connection(e.code, &e.text, 0x0001, request_id);
@@ -349,8 +346,6 @@ impl Handler {
                 return;
             }
             Method::CloseOk => return,
-            Method::VhostDeclare { name } => broker.declare_vhost(&name).map(|_| Method::Ok),
-            Method::VhostDelete { name } => broker.delete_vhost(&name).map(|_| Method::Ok),
             Method::Status => Ok(Method::StatusOk {
                 info: listing::status(&broker),
             }),
@@ -358,24 +353,15 @@ impl Handler {
                 let Some(session) = self.session() else {
                     return;
                 };
-                let vh = session.vhost();
-                let rows = match kind {
-                    ListKind::Vhosts => listing::vhosts(&broker),
-                    ListKind::Exchanges => listing::exchanges(vh),
-                    ListKind::Queues => listing::queues(vh),
-                    ListKind::Bindings => listing::bindings(vh),
-                    ListKind::Consumers => listing::consumers(vh, &broker),
-                    ListKind::Connections => listing::connections(&broker),
-                };
-                let mut rows = rows;
-                // The protocol caps a listing (docs/protocol.md §12); the rest is left out.
-                rows.truncate(LIST_ROWS_MAX);
-                Ok(Method::ListOk { rows })
+                list(&broker, session, kind)
             }
-            other => Err(BrokerError::new(
-                ReplyCode::CommandInvalid,
-                format!("{} is not allowed on channel 0", other.name()),
-            )),
+            other => {
+                let Some(session) = self.session() else {
+                    return;
+                };
+                let user = session.user().unwrap_or_default().to_string();
+                admin::run(&broker, &user, other)
+            }
         };
         match reply {
             Ok(m) => self.send(0, request_id, &m),
@@ -663,4 +649,29 @@ fn publish_in_order<T>(
         .try_for_each(|m| publish(&mut *session, m));
     session.flush_confirms(ch);
     result
+}
+
+/// The rows of a `list` request: users and permissions for administrators, the rest for
+/// users with a management tag (RabbitMQ's management tags).
+fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, BrokerError> {
+    let user = session.user().unwrap_or_default();
+    let what = "list";
+    match kind {
+        ListKind::Users | ListKind::Permissions => broker.require_administrator(user, what)?,
+        _ => broker.require_management(user, what)?,
+    }
+    let vh = session.vhost();
+    let mut rows = match kind {
+        ListKind::Vhosts => listing::vhosts(broker),
+        ListKind::Exchanges => listing::exchanges(vh),
+        ListKind::Queues => listing::queues(vh),
+        ListKind::Bindings => listing::bindings(vh),
+        ListKind::Consumers => listing::consumers(vh, broker),
+        ListKind::Connections => listing::connections(broker),
+        ListKind::Users => listing::users(broker),
+        ListKind::Permissions => listing::permissions(broker),
+    };
+    // The protocol caps a listing (docs/protocol.md §12); the rest is left out.
+    rows.truncate(LIST_ROWS_MAX);
+    Ok(Method::ListOk { rows })
 }

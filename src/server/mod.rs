@@ -4,6 +4,7 @@
 //! [`start`] binds the listener and runs the I/O thread in the background; the returned
 //! [`ServerHandle`] gives the bound address and a graceful [`ServerHandle::shutdown`].
 
+pub mod admin;
 pub mod amqp_handler;
 pub mod amqp_input;
 pub mod amqp_sink;
@@ -151,6 +152,9 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         config.data_dir.display()
     );
     let broker = Arc::new(Broker::open(config.broker.clone(), durability, definitions));
+    broker
+        .load_access()
+        .map_err(|e| io::Error::other(format!("cannot load users: {}", e.text)))?;
     let housekeeper = Housekeeper::start(Arc::clone(&broker))?;
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;

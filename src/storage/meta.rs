@@ -57,6 +57,35 @@
 //! -- Bindings by destination, for deleting the bindings to a queue or exchange.
 //! CREATE INDEX bindings_by_destination ON bindings (vhost, destination, destination_is_exchange);
 //! ```
+//!
+//! # Schema version 2
+//!
+//! ```sql
+//! -- Users (version 2): a password hash with the name of its algorithm (argon2id, or
+//! -- RabbitMQ's rabbit_password_hashing_sha256/_sha512 until the next login), and tags
+//! -- separated by commas.
+//! CREATE TABLE users (
+//!     name           TEXT NOT NULL PRIMARY KEY,
+//!     hash_algorithm TEXT NOT NULL,
+//!     password_hash  TEXT NOT NULL,
+//!     tags           TEXT NOT NULL
+//! ) WITHOUT ROWID;
+//! -- A user's configure, write and read patterns in a vhost.
+//! CREATE TABLE permissions (
+//!     user      TEXT NOT NULL REFERENCES users (name),
+//!     vhost     TEXT NOT NULL REFERENCES vhosts (name),
+//!     configure TEXT NOT NULL,
+//!     write     TEXT NOT NULL,
+//!     read      TEXT NOT NULL,
+//!     PRIMARY KEY (user, vhost)
+//! ) WITHOUT ROWID;
+//! -- One row until the default user is seeded: written with the users table, so the default
+//! -- user is created exactly once, at the first start with this schema.
+//! CREATE TABLE default_user_pending (
+//!     id INTEGER PRIMARY KEY CHECK (id = 1)
+//! );
+//! INSERT INTO default_user_pending (id) VALUES (1);
+//! ```
 
 use crate::storage::error::StorageError;
 use crate::types::codec::Reader;
@@ -67,12 +96,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Current schema version.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Step `i` migrates a file at schema version `i` to version `i + 1` (version 0 is an
 /// empty file). Each step runs in its own transaction together with the version update, so
 /// a crash mid-migration leaves the file at a whole version.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2];
 
 /// Version 1: the whole schema. Kept identical to the module documentation (a unit test
 /// checks every line).
@@ -117,6 +146,35 @@ CREATE TABLE bindings (
 ) WITHOUT ROWID;
 -- Bindings by destination, for deleting the bindings to a queue or exchange.
 CREATE INDEX bindings_by_destination ON bindings (vhost, destination, destination_is_exchange);
+";
+
+/// Version 2: users, permissions and the default user's seed marker. Kept identical to
+/// the module documentation.
+const SCHEMA_V2: &str = "
+-- Users (version 2): a password hash with the name of its algorithm (argon2id, or
+-- RabbitMQ's rabbit_password_hashing_sha256/_sha512 until the next login), and tags
+-- separated by commas.
+CREATE TABLE users (
+    name           TEXT NOT NULL PRIMARY KEY,
+    hash_algorithm TEXT NOT NULL,
+    password_hash  TEXT NOT NULL,
+    tags           TEXT NOT NULL
+) WITHOUT ROWID;
+-- A user's configure, write and read patterns in a vhost.
+CREATE TABLE permissions (
+    user      TEXT NOT NULL REFERENCES users (name),
+    vhost     TEXT NOT NULL REFERENCES vhosts (name),
+    configure TEXT NOT NULL,
+    write     TEXT NOT NULL,
+    read      TEXT NOT NULL,
+    PRIMARY KEY (user, vhost)
+) WITHOUT ROWID;
+-- One row until the default user is seeded: written with the users table, so the default
+-- user is created exactly once, at the first start with this schema.
+CREATE TABLE default_user_pending (
+    id INTEGER PRIMARY KEY CHECK (id = 1)
+);
+INSERT INTO default_user_pending (id) VALUES (1);
 ";
 
 /// How long a statement waits for a lock held by another connection (only `--check` or an
@@ -384,6 +442,7 @@ impl MetaStore {
                 ids
             };
             tx.execute("DELETE FROM bindings WHERE vhost = ?1", params![name])?;
+            tx.execute("DELETE FROM permissions WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM queues WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM exchanges WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM vhosts WHERE name = ?1", params![name])?;
@@ -611,7 +670,7 @@ impl MetaStore {
     }
 
     /// Runs `f` in one immediate transaction and commits it; any error rolls it back.
-    fn write<T>(
+    pub(super) fn write<T>(
         &self,
         what: &'static str,
         f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
@@ -626,7 +685,7 @@ impl MetaStore {
 
     /// [`MetaStore::write`] after checking, in the same transaction, that `vhost` is stored
     /// (a clearer error than the foreign key's).
-    fn write_in_vhost<T>(
+    pub(super) fn write_in_vhost<T>(
         &self,
         what: &'static str,
         vhost: &str,
@@ -778,7 +837,12 @@ mod tests {
             .filter_map(|l| l.strip_prefix("//!"))
             .map(str::trim)
             .collect();
-        for line in SCHEMA_V1.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        for line in SCHEMA_V1
+            .lines()
+            .chain(SCHEMA_V2.lines())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        {
             assert!(
                 doc.contains(&line),
                 "schema line missing from the doc: {line}"

@@ -17,9 +17,70 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(addr: SocketAddr) -> Raw {
-        let s = TcpStream::connect(addr).expect("connect");
+        Raw::from_stream(TcpStream::connect(addr).expect("connect"))
+    }
+
+    /// Wraps a connected socket (e.g. one bound to a chosen source address).
+    pub fn from_stream(s: TcpStream) -> Raw {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Raw { s, buf: Vec::new() }
+    }
+
+    /// Header, start-ok (PLAIN `user`/`password`), tune-ok, open `vhost`: `Ok` with the
+    /// connection open, or the server's `connection.close` code and text.
+    pub fn login(&mut self, user: &str, password: &str, vhost: &str) -> Result<(), (u16, String)> {
+        self.send(&PROTOCOL_HEADER);
+        assert!(matches!(
+            self.recv(),
+            Some((0, AmqpMethod::ConnectionStart { .. }))
+        ));
+        self.method(
+            0,
+            &AmqpMethod::ConnectionStartOk {
+                client_properties: FieldTable::new(),
+                mechanism: "PLAIN".into(),
+                response: format!("\0{user}\0{password}").into_bytes(),
+                locale: "en_US".into(),
+            },
+        );
+        let frame_max = match self.recv() {
+            Some((0, AmqpMethod::ConnectionTune { frame_max, .. })) => frame_max,
+            Some((
+                0,
+                AmqpMethod::ConnectionClose {
+                    reply_code,
+                    reply_text,
+                    ..
+                },
+            )) => return Err((reply_code, reply_text)),
+            other => panic!("expected tune, got {other:?}"),
+        };
+        self.method(
+            0,
+            &AmqpMethod::ConnectionTuneOk {
+                channel_max: 16,
+                frame_max,
+                heartbeat: 0,
+            },
+        );
+        self.method(
+            0,
+            &AmqpMethod::ConnectionOpen {
+                virtual_host: vhost.into(),
+            },
+        );
+        match self.recv() {
+            Some((0, AmqpMethod::ConnectionOpenOk {})) => Ok(()),
+            Some((
+                0,
+                AmqpMethod::ConnectionClose {
+                    reply_code,
+                    reply_text,
+                    ..
+                },
+            )) => Err((reply_code, reply_text)),
+            other => panic!("expected open-ok, got {other:?}"),
+        }
     }
 
     pub fn send(&mut self, bytes: &[u8]) {

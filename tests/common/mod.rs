@@ -59,7 +59,11 @@ pub struct Raw {
 impl Raw {
     /// Connects without sending anything.
     pub fn connect_bare(addr: SocketAddr) -> Raw {
-        let stream = TcpStream::connect(addr).expect("connect");
+        Raw::from_stream(TcpStream::connect(addr).expect("connect"))
+    }
+
+    /// Wraps a connected socket (e.g. one bound to a chosen source address).
+    pub fn from_stream(stream: TcpStream) -> Raw {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -70,6 +74,28 @@ impl Raw {
             frame_max: 128 * 1024,
             next_request: 1,
         }
+    }
+
+    /// Sends the header and `connection.open` as `user`; returns the reply (`OpenOk` or
+    /// `Close`).
+    pub fn open_as(&mut self, user: &str, password: &str, vhost: &str) -> Method {
+        self.stream.write_all(&PROTOCOL_HEADER).unwrap();
+        let (_, _, reply) = self.call(
+            0,
+            Method::Open {
+                user: user.into(),
+                password: password.into(),
+                vhost: vhost.into(),
+                frame_max: 0,
+                heartbeat_s: 0,
+                channel_max: 0,
+                client_name: "raw-test".into(),
+            },
+        );
+        if let Method::OpenOk { frame_max, .. } = reply {
+            self.frame_max = frame_max;
+        }
+        reply
     }
 
     /// Connects, sends the header and `connection.open` as guest, expects `open-ok`.

@@ -40,8 +40,21 @@ commands:
   get QUEUE [--count N] [--requeue | --reject] [--json]
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
-  list vhosts|exchanges|queues|bindings|consumers|connections [--json]
+  list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions [--json]
   status [--json]
+
+administration (the --user needs the administrator tag):
+  user add NAME PASSWORD [--tags T,...]              tags: administrator, management, monitoring
+  user add NAME --password-hash HASH [--hashing-algorithm ALG] [--tags T,...]
+      imports a hash as RabbitMQ exports it (default ALG rabbit_password_hashing_sha256);
+      it is replaced by an argon2id hash at the user's first login
+  user delete NAME                                   (closes the user's connections)
+  user passwd NAME PASSWORD
+  user tags NAME [T,...]
+  user list [--json]
+  permission set USER --configure RE --write RE --read RE   (in the --vhost)
+  permission clear USER                              (in the --vhost)
+  permission list [--json]
 
 values: K=V gives an integer for a decimal integer that fits in 64 bits (a longer one stays
         a string), a boolean for true/false, else a string;
@@ -188,6 +201,50 @@ pub enum Command {
         /// JSON output.
         json: bool,
     },
+    /// `user add|delete|passwd|tags`.
+    User(UserCommand),
+    /// `permission set|clear` (in the global `--vhost`).
+    Permission(PermissionCommand),
+}
+
+/// A `user` subcommand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UserCommand {
+    /// `user add NAME PASSWORD` or `user add NAME --password-hash HASH`.
+    Add {
+        /// User name.
+        name: String,
+        /// Password, or the hash when `hashing_algorithm` is set.
+        secret: String,
+        /// `None` for a password in clear.
+        hashing_algorithm: Option<String>,
+        /// Tags.
+        tags: Vec<String>,
+    },
+    /// `user delete NAME`.
+    Delete(String),
+    /// `user passwd NAME PASSWORD`.
+    Passwd(String, String),
+    /// `user tags NAME [T,...]`.
+    Tags(String, Vec<String>),
+}
+
+/// A `permission` subcommand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PermissionCommand {
+    /// `permission set USER --configure RE --write RE --read RE`.
+    Set {
+        /// User name.
+        user: String,
+        /// Configure pattern.
+        configure: String,
+        /// Write pattern.
+        write: String,
+        /// Read pattern.
+        read: String,
+    },
+    /// `permission clear USER`.
+    Clear(String),
 }
 
 /// What the command line asks for.
@@ -203,8 +260,24 @@ pub enum Invocation {
 
 /// Options taking a value (global and per command).
 const VALUE_OPTIONS: &[&str] = &[
-    "addr", "vhost", "user", "password", "type", "arg", "key", "header", "property", "count",
-    "prefetch", "timeout",
+    "addr",
+    "vhost",
+    "user",
+    "password",
+    "type",
+    "arg",
+    "key",
+    "header",
+    "property",
+    "count",
+    "prefetch",
+    "timeout",
+    "tags",
+    "password-hash",
+    "hashing-algorithm",
+    "configure",
+    "write",
+    "read",
 ];
 
 /// Options without a value.
@@ -420,10 +493,27 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 json: raw.flag("json"),
             })
         }
+        "user" | "permission" => {
+            if raw.positionals.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "'{word}' needs a subcommand: {}",
+                    if word == "user" {
+                        "add, delete, passwd, tags or list"
+                    } else {
+                        "set, clear or list"
+                    }
+                )));
+            }
+            let sub = raw.positionals.remove(0);
+            let name = format!("{word} {sub}");
+            let cmd = admin_command(&mut raw, &word, &sub, &name)?;
+            raw.finish(&name)?;
+            return Ok(cmd);
+        }
         "list" => {
             let [what] = raw.positionals(
                 "list",
-                ["vhosts|exchanges|queues|bindings|consumers|connections"],
+                ["vhosts|exchanges|queues|bindings|consumers|connections|users|permissions"],
             )?;
             Command::List {
                 kind: list_kind(&what)?,
@@ -566,6 +656,111 @@ fn timeout(raw: &mut Raw) -> Result<Option<Duration>, CliError> {
     }
 }
 
+/// `user …` and `permission …`.
+fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Command, CliError> {
+    let tags = |raw: &mut Raw| -> Result<Vec<String>, CliError> {
+        Ok(raw
+            .value("tags")?
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect())
+    };
+    Ok(match (word, sub) {
+        ("user", "add") => {
+            let hash = raw.value("password-hash")?;
+            let algorithm = raw.value("hashing-algorithm")?;
+            match hash {
+                Some(hash) => {
+                    let [user] = raw.positionals(name, ["NAME"])?;
+                    Command::User(UserCommand::Add {
+                        name: user,
+                        secret: hash,
+                        hashing_algorithm: Some(
+                            algorithm.unwrap_or_else(|| "rabbit_password_hashing_sha256".into()),
+                        ),
+                        tags: tags(raw)?,
+                    })
+                }
+                None => {
+                    if algorithm.is_some() {
+                        return Err(CliError::Usage(
+                            "user add: --hashing-algorithm needs --password-hash".into(),
+                        ));
+                    }
+                    let [user, password] = raw.positionals(name, ["NAME", "PASSWORD"])?;
+                    Command::User(UserCommand::Add {
+                        name: user,
+                        secret: password,
+                        hashing_algorithm: None,
+                        tags: tags(raw)?,
+                    })
+                }
+            }
+        }
+        ("user", "delete") => {
+            let [user] = raw.positionals(name, ["NAME"])?;
+            Command::User(UserCommand::Delete(user))
+        }
+        ("user", "passwd") => {
+            let [user, password] = raw.positionals(name, ["NAME", "PASSWORD"])?;
+            Command::User(UserCommand::Passwd(user, password))
+        }
+        ("user", "tags") => {
+            let (user, list) = match raw.positionals.as_slice() {
+                [user] => (user.clone(), String::new()),
+                [user, list] => (user.clone(), list.clone()),
+                _ => {
+                    return Err(CliError::Usage(format!("'{name}' needs NAME [T,...]")));
+                }
+            };
+            raw.positionals.clear();
+            let tags = list
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+                .collect();
+            Command::User(UserCommand::Tags(user, tags))
+        }
+        ("user", "list") | ("permission", "list") => {
+            raw.positionals(name, [])?;
+            Command::List {
+                kind: if word == "user" {
+                    ListKind::Users
+                } else {
+                    ListKind::Permissions
+                },
+                json: raw.flag("json"),
+            }
+        }
+        ("permission", "set") => {
+            let [user] = raw.positionals(name, ["USER"])?;
+            let mut pattern = |what: &str| -> Result<String, CliError> {
+                raw.value(what)?.ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "'{name}' needs --configure, --write and --read (use '' for none, \
+                         '.*' for all)"
+                    ))
+                })
+            };
+            Command::Permission(PermissionCommand::Set {
+                user,
+                configure: pattern("configure")?,
+                write: pattern("write")?,
+                read: pattern("read")?,
+            })
+        }
+        ("permission", "clear") => {
+            let [user] = raw.positionals(name, ["USER"])?;
+            Command::Permission(PermissionCommand::Clear(user))
+        }
+        _ => return Err(CliError::Usage(format!("unknown command '{name}'"))),
+    })
+}
+
 fn list_kind(what: &str) -> Result<ListKind, CliError> {
     Ok(match what {
         "vhosts" => ListKind::Vhosts,
@@ -574,9 +769,12 @@ fn list_kind(what: &str) -> Result<ListKind, CliError> {
         "bindings" => ListKind::Bindings,
         "consumers" => ListKind::Consumers,
         "connections" => ListKind::Connections,
+        "users" => ListKind::Users,
+        "permissions" => ListKind::Permissions,
         other => {
             return Err(CliError::Usage(format!(
-                "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers or connections"
+                "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers, \
+                 connections, users or permissions"
             )))
         }
     })

@@ -1,6 +1,8 @@
 //! Running a parsed command against the server.
 
-use super::args::{Command, ConsumeArgs, GetArgs, Global, PublishArgs};
+use super::args::{
+    Command, ConsumeArgs, GetArgs, Global, PermissionCommand, PublishArgs, UserCommand,
+};
 use super::output::{self, Printed};
 use super::{code_name, CliError};
 use relaymq::client::{
@@ -42,7 +44,7 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
         e => CliError::Connect(e),
     })?;
     let deletes_own_vhost = matches!(&command, Command::DeleteVhost(name) if *name == global.vhost);
-    execute(&conn, command)?;
+    execute(&conn, command, &global.vhost)?;
     match conn.close() {
         // Deleting the vhost this connection uses succeeded; the server then closes the
         // connection with 320, which is the expected end, not a failure.
@@ -51,11 +53,45 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
     }
 }
 
-fn execute(conn: &Connection, command: Command) -> Result<(), CliError> {
+fn user(conn: &Connection, command: UserCommand) -> Result<(), CliError> {
+    match command {
+        UserCommand::Add {
+            name,
+            secret,
+            hashing_algorithm,
+            tags,
+        } => {
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            match hashing_algorithm {
+                Some(algorithm) => conn.add_user_with_hash(&name, &algorithm, &secret, &tags)?,
+                None => conn.add_user(&name, &secret, &tags)?,
+            }
+        }
+        UserCommand::Delete(name) => conn.delete_user(&name)?,
+        UserCommand::Passwd(name, password) => conn.change_password(&name, &password)?,
+        UserCommand::Tags(name, tags) => {
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            conn.set_user_tags(&name, &tags)?
+        }
+    }
+    Ok(())
+}
+
+fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliError> {
     let stdout = io::stdout();
     match command {
         Command::DeclareVhost(name) => conn.declare_vhost(&name)?,
         Command::DeleteVhost(name) => conn.delete_vhost(&name)?,
+        Command::User(c) => user(conn, c)?,
+        Command::Permission(PermissionCommand::Set {
+            user,
+            configure,
+            write,
+            read,
+        }) => conn.set_permissions(&user, vhost, &configure, &write, &read)?,
+        Command::Permission(PermissionCommand::Clear(user)) => {
+            conn.clear_permissions(&user, vhost)?
+        }
         Command::List { kind, json } => {
             let rows = conn.list(kind)?;
             let text = if json {

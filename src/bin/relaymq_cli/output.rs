@@ -134,7 +134,17 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("vhost"),
         col("channels"),
     ];
+    const USERS: &[Column] = &[col("name"), col("tags"), col("hashing_algorithm")];
+    const PERMISSIONS: &[Column] = &[
+        col("user"),
+        col("vhost"),
+        col("configure"),
+        col("write"),
+        col("read"),
+    ];
     match kind {
+        ListKind::Users => USERS,
+        ListKind::Permissions => PERMISSIONS,
         ListKind::Vhosts => VHOSTS,
         ListKind::Exchanges => EXCHANGES,
         ListKind::Queues => QUEUES,

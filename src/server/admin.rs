@@ -1,0 +1,75 @@
+//! Channel-0 administration requests of the native protocol: vhosts, users and
+//! permissions. Each is for administrators only (RabbitMQ's `administrator` tag) and is
+//! refused with 403 ACCESS_REFUSED otherwise.
+
+use crate::auth::permission::PermissionDef;
+use crate::auth::users::parse_tags;
+use crate::broker::access::Credential;
+use crate::broker::Broker;
+use crate::error::{BrokerError, ReplyCode};
+use crate::protocol::Method;
+
+/// Runs the admin request `method` for `user` and returns the reply.
+///
+/// # Errors
+/// 403 ACCESS_REFUSED for a user without the `administrator` tag; the operation's own
+/// errors (404 unknown user or vhost, 406 bad name, tag, password or pattern); 503
+/// COMMAND_INVALID for a method that is not a channel-0 request.
+pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, BrokerError> {
+    let name = method.name();
+    let is_admin_request = matches!(
+        method,
+        Method::VhostDeclare { .. }
+            | Method::VhostDelete { .. }
+            | Method::UserAdd { .. }
+            | Method::UserDelete { .. }
+            | Method::UserPasswd { .. }
+            | Method::UserTags { .. }
+            | Method::PermissionSet(_)
+            | Method::PermissionClear { .. }
+    );
+    if !is_admin_request {
+        return Err(BrokerError::new(
+            ReplyCode::CommandInvalid,
+            format!("{name} is not allowed on channel 0"),
+        ));
+    }
+    broker.require_administrator(user, name)?;
+    match method {
+        // The creator of a new vhost gets full access to it.
+        Method::VhostDeclare { name } if broker.vhost(&name).is_none() => {
+            broker.declare_vhost(&name)?;
+            broker.grant_creator(user, &name)?;
+        }
+        Method::VhostDeclare { .. } => {}
+        Method::VhostDelete { name } => broker.delete_vhost(&name)?,
+        Method::UserAdd {
+            name,
+            secret,
+            hash_algorithm,
+            tags,
+        } => {
+            let credential = if hash_algorithm.is_empty() {
+                Credential::Password(secret)
+            } else {
+                Credential::Hash(hash_algorithm, secret)
+            };
+            broker.add_user(&name, &credential, parse_tags(&tags)?)?;
+        }
+        Method::UserDelete { name } => broker.delete_user(&name)?,
+        Method::UserPasswd { name, password } => broker.change_password(&name, &password)?,
+        Method::UserTags { name, tags } => broker.set_user_tags(&name, parse_tags(&tags)?)?,
+        Method::PermissionSet(p) => broker.set_permission(
+            &p.user,
+            &p.vhost,
+            PermissionDef {
+                configure: p.configure,
+                write: p.write,
+                read: p.read,
+            },
+        )?,
+        Method::PermissionClear { user: u, vhost } => broker.clear_permission(&u, &vhost)?,
+        _ => {}
+    }
+    Ok(Method::Ok)
+}
