@@ -3,6 +3,14 @@
 //! A limit that input can reach is checked where the input enters (the frame codec, the
 //! connection, the broker core) and answered with an AMQP reply code, never a panic or an
 //! unbounded buffer. Values follow RabbitMQ's defaults where RabbitMQ has one.
+//!
+//! The limits an operator sets (`relaymq-server --max-…` flags) are a [`Limits`] value
+//! whose defaults are the constants here; the broker holds the values in force in a
+//! [`LiveLimits`], which can be replaced while the server runs (docs/limits-notes.md).
+
+mod runtime;
+
+pub use runtime::{Limits, LimitsError, LiveLimits};
 
 /// Longest exchange name, queue name, routing key, binding key or consumer tag, in bytes
 /// (AMQP 0-9-1 `shortstr`, §4.2.5.3).
@@ -70,11 +78,49 @@ pub const READ_BYTES_PER_EVENT: usize = 1024 * 1024;
 /// Time a shutdown waits for outbound buffers to flush, in milliseconds (default).
 pub const SHUTDOWN_FLUSH_MS_DEFAULT: u64 = 10_000;
 
-/// Time a client has to complete the handshake after connecting, in milliseconds.
+/// Time a client has to complete the handshake after connecting, in milliseconds, by
+/// default (`--handshake-timeout-ms`; RabbitMQ's `handshake_timeout` is 10 s). Counted
+/// from accept, whatever the client trickles meanwhile (slowloris).
 pub const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
-/// Connections the server accepts at once.
+/// Shortest `--handshake-timeout-ms`, in milliseconds (the I/O thread's timers run every
+/// 250 ms, so a shorter deadline could not be kept anyway).
+pub const HANDSHAKE_TIMEOUT_MS_MIN: u64 = 250;
+
+/// Longest `--handshake-timeout-ms`, in milliseconds (10 minutes).
+pub const HANDSHAKE_TIMEOUT_MS_MAX: u64 = 600_000;
+
+/// Open connections the server allows at most, in connections: the default and the
+/// ceiling of `--max-connections` (RabbitMQ's `connection_max` is unlimited by default;
+/// we bound it).
 pub const CONNECTIONS_MAX: usize = 65_536;
+
+/// Sockets still in their handshake the server holds beyond `--max-connections`, in
+/// sockets. A socket accepted beyond `max_connections + HANDSHAKES_PENDING_MAX` is closed
+/// at once; the others are refused at `connection.open` with 530 when the limit is
+/// reached, or dropped at their handshake deadline.
+pub const HANDSHAKES_PENDING_MAX: usize = 1024;
+
+/// Queues one vhost may hold by default, in queues (`--max-queues-per-vhost`; RabbitMQ's
+/// `max-queues` vhost limit is unlimited by default; we bound it).
+pub const QUEUES_PER_VHOST_MAX_DEFAULT: usize = 100_000;
+
+/// Exchanges one vhost may hold by default, not counting the default and `amq.*` ones, in
+/// exchanges (`--max-exchanges-per-vhost`; RabbitMQ has no such limit).
+pub const EXCHANGES_PER_VHOST_MAX_DEFAULT: usize = 100_000;
+
+/// Consumers one channel may hold by default, in consumers
+/// (`--max-consumers-per-channel`; RabbitMQ's `consumer_max_per_channel`, unlimited by
+/// default; we bound it).
+pub const CONSUMERS_PER_CHANNEL_MAX_DEFAULT: usize = 65_536;
+
+/// Smallest `--max-outbound-bytes`, in bytes: twice the delivery high-water mark, so that
+/// deliveries are held back well before a connection is cut off.
+pub const OUTBOUND_BYTES_MAX_MIN: usize = 2 * OUTBOUND_HIGH_WATER_BYTES;
+
+/// Largest `--max-message-bytes`, in bytes (128 MiB, RabbitMQ's `max_message_size`
+/// default).
+pub const MESSAGE_BODY_BYTES_MAX_MAX: usize = 8 * MESSAGE_BODY_BYTES_MAX_DEFAULT;
 
 /// Rows a `list` reply carries at most.
 pub const LIST_ROWS_MAX: usize = 100_000;

@@ -164,7 +164,7 @@ fn random_bytes_after_the_header_never_take_the_server_down() {
 
 #[test]
 fn a_message_over_the_maximum_is_a_406_channel_error_and_the_connection_survives() {
-    let server = TestServer::start_with(|c| c.broker.message_bytes_max = 256 * 1024);
+    let server = TestServer::start_with(|c| c.broker.limits.message_bytes_max = 256 * 1024);
     let mut raw = Raw::connect(server.addr());
     open_channel_and_queue(&mut raw, 1, "big");
     // Just over the limit: decoded, refused by the core.
@@ -271,7 +271,7 @@ fn an_unknown_vhost_gets_402() {
 
 #[test]
 fn a_silent_client_gets_heartbeats_then_is_closed_after_two_missed_intervals() {
-    let server = TestServer::start_with(|c| c.heartbeat_s = 1);
+    let server = TestServer::start_with(|c| c.broker.limits.heartbeat_s = 1);
     let mut raw = Raw::connect(server.addr());
     let started = Instant::now();
     let mut heartbeats = 0;

@@ -221,7 +221,7 @@ fn a_non_ascii_queue_name_round_trips() {
 }
 
 fn small_limit_server(max: usize) -> TestServer {
-    TestServer::start_with(|c| c.broker.message_bytes_max = max)
+    TestServer::start_with(|c| c.broker.limits.message_bytes_max = max)
 }
 
 /// Publishes an oversized body and checks the refusal and that nothing else broke.

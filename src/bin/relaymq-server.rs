@@ -4,10 +4,58 @@
 //! check).
 
 use anyhow::{bail, Context, Result};
+use relaymq::limits::Limits;
 use relaymq::server::{self, ServerConfig};
 use std::path::PathBuf;
 
 use std::io::Write;
+
+/// The help text: the options, then the limits with their defaults (from the constants
+/// in `relaymq::limits`, so they cannot drift).
+fn usage() -> String {
+    let d = Limits::default();
+    format!(
+        "{USAGE}
+LIMITS (docs/limits-notes.md; reaching one is an error with an AMQP reply code):
+  --max-connections N        open connections, both listeners together; more are
+                             refused at connection.open with 530 [default: {}]
+  --max-connections-per-user N
+                             open connections per user name; more get 530 [default: {}]
+  --max-channels N           channels per connection (the channel_max offered; alias
+                             --channel-max); above it 530 [default: {}]
+  --max-queues-per-vhost N   queues per vhost; a new one beyond gets 406 [default: {}]
+  --max-exchanges-per-vhost N
+                             exchanges per vhost, amq.* and the default one not
+                             counted; a new one beyond gets 406 [default: {}]
+  --max-consumers-per-channel N
+                             consumers per channel; one more gets 406 [default: {}]
+  --max-name-bytes N         longest exchange name, queue name or consumer tag a client
+                             may choose, 1..255; longer gets 406 [default: {}]
+  --max-message-bytes N      largest message body accepted; larger gets 406
+                             [default: {}]
+  --frame-max BYTES          largest frame offered to clients [default: {}]
+  --heartbeat SECONDS        heartbeat interval offered to clients; 0 = none
+                             [default: {}]
+  --handshake-timeout-ms MS  time from connect to a finished handshake, however slowly
+                             the client sends; then the socket is closed [default: {}]
+  --max-outbound-bytes SIZE  bytes waiting for a client that does not read at which it
+                             is disconnected (bytes, or with a KiB/MiB/GiB suffix; raised
+                             to 4 x --max-message-bytes + 1MiB) [default: {}]
+",
+        d.connections_max,
+        d.connections_per_user_max,
+        d.channels_per_connection_max,
+        d.queues_per_vhost_max,
+        d.exchanges_per_vhost_max,
+        d.consumers_per_channel_max,
+        d.name_bytes_max,
+        d.message_bytes_max,
+        d.frame_bytes_max,
+        d.heartbeat_s,
+        d.handshake_timeout_ms,
+        d.outbound_bytes_max,
+    )
+}
 
 const USAGE: &str = "\
 relaymq-server: the RelayMQ message broker
@@ -25,9 +73,6 @@ OPTIONS:
   --default-user NAME        the administrator created at the first start (users then
                              live in meta.db: relaymq-cli user ...) [default: guest]
   --default-pass PASSWORD    its password [default: guest]
-  --max-message-bytes N      largest message body accepted [default: 16777216]
-  --frame-max BYTES          largest frame offered to clients [default: 131072]
-  --heartbeat SECONDS        heartbeat interval offered to clients [default: 60]
   --fsync MODE               always | interval:MS | never: when persistent messages are
                              fsynced; under always a confirm waits for it [default: always]
   --segment-bytes SIZE       size at which a queue's segment file is sealed, 4KiB..1GiB
@@ -71,6 +116,14 @@ fn parse_size(text: &str) -> Result<usize> {
     n.checked_mul(unit)
         .and_then(|b| usize::try_from(b).ok())
         .with_context(|| format!("'{text}' is too large"))
+}
+
+/// The value of a numeric flag, or an error naming the flag.
+fn number<T: std::str::FromStr>(parser: &mut lexopt::Parser, flag: &str) -> Result<T> {
+    use lexopt::prelude::*;
+    let text: String = parser.value()?.parse()?;
+    text.parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: '{text}' is not a number in range"))
 }
 
 /// Accepted values of `--log-level`.
@@ -130,22 +183,49 @@ fn parse_args() -> Result<Args> {
             Long("default-user") => config.broker.default_user = parser.value()?.parse()?,
             Long("default-pass") => config.broker.default_pass = parser.value()?.parse()?,
             Long("max-message-bytes") => {
-                config.broker.message_bytes_max = parser.value()?.parse()?
+                config.broker.limits.message_bytes_max = number(&mut parser, "--max-message-bytes")?
             }
             Long("frame-max") => {
-                let v: u32 = parser.value()?.parse()?;
-                if !(relaymq::limits::FRAME_BYTES_MIN..=relaymq::limits::FRAME_BYTES_MAX)
-                    .contains(&v)
-                {
-                    bail!(
-                        "--frame-max must be between {} and {} bytes",
-                        relaymq::limits::FRAME_BYTES_MIN,
-                        relaymq::limits::FRAME_BYTES_MAX
-                    );
-                }
-                config.frame_max = v;
+                config.broker.limits.frame_bytes_max = number(&mut parser, "--frame-max")?
             }
-            Long("heartbeat") => config.heartbeat_s = parser.value()?.parse()?,
+            Long("heartbeat") => {
+                config.broker.limits.heartbeat_s = number(&mut parser, "--heartbeat")?
+            }
+            Long("max-connections") => {
+                config.broker.limits.connections_max = number(&mut parser, "--max-connections")?
+            }
+            Long("max-connections-per-user") => {
+                config.broker.limits.connections_per_user_max =
+                    number(&mut parser, "--max-connections-per-user")?
+            }
+            Long("max-channels") | Long("channel-max") => {
+                config.broker.limits.channels_per_connection_max =
+                    number(&mut parser, "--max-channels")?
+            }
+            Long("max-queues-per-vhost") => {
+                config.broker.limits.queues_per_vhost_max =
+                    number(&mut parser, "--max-queues-per-vhost")?
+            }
+            Long("max-exchanges-per-vhost") => {
+                config.broker.limits.exchanges_per_vhost_max =
+                    number(&mut parser, "--max-exchanges-per-vhost")?
+            }
+            Long("max-consumers-per-channel") => {
+                config.broker.limits.consumers_per_channel_max =
+                    number(&mut parser, "--max-consumers-per-channel")?
+            }
+            Long("max-name-bytes") => {
+                config.broker.limits.name_bytes_max = number(&mut parser, "--max-name-bytes")?
+            }
+            Long("handshake-timeout-ms") => {
+                config.broker.limits.handshake_timeout_ms =
+                    number(&mut parser, "--handshake-timeout-ms")?
+            }
+            Long("max-outbound-bytes") => {
+                let v: String = parser.value()?.parse()?;
+                config.broker.limits.outbound_bytes_max =
+                    parse_size(&v).context("--max-outbound-bytes")?;
+            }
             Long("fsync") => {
                 let v: String = parser.value()?.parse()?;
                 config.fsync = relaymq::storage::flusher::FsyncMode::parse(&v)
@@ -177,7 +257,7 @@ fn parse_args() -> Result<Args> {
             Long("check") => check = true,
             Short('h') | Long("help") => {
                 // A closed pipe (`--help | head -1`) is not worth a panic.
-                let _ = write!(std::io::stdout(), "{USAGE}");
+                let _ = write!(std::io::stdout(), "{}", usage());
                 std::process::exit(0);
             }
             Short('V') | Long("version") => {
@@ -191,12 +271,7 @@ fn parse_args() -> Result<Args> {
             _ => return Err(arg.unexpected().into()),
         }
     }
-    if config.broker.message_bytes_max > relaymq::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT * 8 {
-        bail!(
-            "--max-message-bytes is limited to {} bytes",
-            relaymq::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT * 8
-        );
-    }
+    config.broker.limits.validate()?;
     Ok(Args {
         config,
         log_level,
@@ -208,7 +283,7 @@ fn main() {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {e:#}\n\n{USAGE}");
+            eprintln!("error: {e:#}\n\n{}", usage());
             std::process::exit(2);
         }
     };

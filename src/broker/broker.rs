@@ -10,9 +10,7 @@ use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::{
-    CONSUMER_TIMEOUT_MS_DEFAULT, MESSAGE_BODY_BYTES_MAX_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT,
-};
+use crate::limits::{Limits, LiveLimits, CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
 use crate::storage::durability::Durability;
 use crate::storage::meta::Definitions;
 use crate::storage::queue_store::Recovered;
@@ -29,8 +27,9 @@ pub const DEFAULT_VHOST: &str = "/";
 /// Broker settings fixed at start-up.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// Largest body accepted, in bytes.
-    pub message_bytes_max: usize,
+    /// The limits the broker starts with (`--max-…` flags; [`Broker::limits`] holds the
+    /// values in force).
+    pub limits: Limits,
     /// Name of the user created at the first start (an administrator with full access to
     /// `/`); after that, users live in `meta.db`.
     pub default_user: String,
@@ -54,7 +53,7 @@ pub struct BrokerConfig {
 impl Default for BrokerConfig {
     fn default() -> BrokerConfig {
         BrokerConfig {
-            message_bytes_max: MESSAGE_BODY_BYTES_MAX_DEFAULT,
+            limits: Limits::default(),
             default_user: "guest".into(),
             default_pass: "guest".into(),
             loopback_users: vec!["guest".into()],
@@ -100,6 +99,11 @@ pub struct Broker {
     durability: Option<Arc<Durability>>,
     vhosts: RwLock<HashMap<String, Arc<VirtualHost>>>,
     connections: Mutex<HashMap<u64, ConnectionInfo>>,
+    /// Registered connections per user name, for `connections_per_user_max`; taken only
+    /// while `connections` is held (a leaf lock).
+    user_connections: Mutex<HashMap<String, usize>>,
+    /// The limits in force, shared with every vhost.
+    limits: Arc<LiveLimits>,
     /// Open channels, for the consumer timeout.
     channels: ChannelRegistry,
     next_connection_id: AtomicU64,
@@ -113,13 +117,15 @@ pub struct Broker {
 impl Broker {
     /// An in-memory broker with the default vhost `/` (nothing is stored).
     pub fn new(config: BrokerConfig) -> Broker {
+        let limits = Arc::new(LiveLimits::new(config.limits));
         let mut vhosts = HashMap::new();
         vhosts.insert(
             DEFAULT_VHOST.to_string(),
             Arc::new(
                 VirtualHost::new(DEFAULT_VHOST, None)
                     .with_queue_memory_bytes(config.queue_memory_bytes)
-                    .with_consumer_timeout_ms(config.consumer_timeout_ms),
+                    .with_consumer_timeout_ms(config.consumer_timeout_ms)
+                    .with_limits(Arc::clone(&limits)),
             ),
         );
         Broker {
@@ -127,6 +133,8 @@ impl Broker {
             durability: None,
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
+            user_connections: Mutex::new(HashMap::new()),
+            limits,
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -148,6 +156,7 @@ impl Broker {
         durability: Arc<Durability>,
         definitions: Definitions,
     ) -> Broker {
+        let limits = Arc::new(LiveLimits::new(config.limits));
         let mut vhosts = HashMap::new();
         for name in &definitions.vhosts {
             vhosts.insert(
@@ -155,7 +164,8 @@ impl Broker {
                 Arc::new(
                     VirtualHost::new(name, Some(Arc::clone(&durability)))
                         .with_queue_memory_bytes(config.queue_memory_bytes)
-                        .with_consumer_timeout_ms(config.consumer_timeout_ms),
+                        .with_consumer_timeout_ms(config.consumer_timeout_ms)
+                        .with_limits(Arc::clone(&limits)),
                 ),
             );
         }
@@ -236,6 +246,8 @@ impl Broker {
             durability: Some(durability),
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
+            user_connections: Mutex::new(HashMap::new()),
+            limits,
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -318,7 +330,8 @@ impl Broker {
             Arc::new(
                 VirtualHost::new(name, durability)
                     .with_queue_memory_bytes(self.config.queue_memory_bytes)
-                    .with_consumer_timeout_ms(self.config.consumer_timeout_ms),
+                    .with_consumer_timeout_ms(self.config.consumer_timeout_ms)
+                    .with_limits(Arc::clone(&self.limits)),
             ),
         );
         Ok(())
@@ -382,14 +395,71 @@ impl Broker {
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds an opened connection to the registry.
-    pub fn register_connection(&self, info: ConnectionInfo) {
-        self.lock_connections().insert(info.id, info);
+    /// The limits in force (read by every limit check; replaceable at run time).
+    pub fn limits(&self) -> &LiveLimits {
+        &self.limits
     }
 
-    /// Removes a closed connection from the registry.
+    /// Adds an opened connection to the registry, counting it against the connection
+    /// limits (both listeners call this at `connection.open`, before `open-ok`). The
+    /// count is exact: check and insert happen under the registry lock.
+    ///
+    /// # Errors
+    /// 530 NOT_ALLOWED when `connections_max` connections are open, or
+    /// `connections_per_user_max` of `info.user` (RabbitMQ's wording for its user limit:
+    /// "connection refused for user 'U': user connection limit (N) is reached"). The
+    /// connection is not registered then.
+    pub fn register_connection(&self, info: ConnectionInfo) -> Result<(), BrokerError> {
+        let mut conns = self.lock_connections();
+        let total_max = self.limits.connections_max();
+        if conns.len() >= total_max {
+            return Err(BrokerError::new(
+                ReplyCode::NotAllowed,
+                format!(
+                    "connection refused for user '{}': node connection limit ({total_max}) is reached",
+                    info.user
+                ),
+            ));
+        }
+        let mut users = self.lock_user_connections();
+        let per_user_max = self.limits.connections_per_user_max();
+        let count = users.entry(info.user.clone()).or_insert(0);
+        if *count >= per_user_max {
+            if *count == 0 {
+                users.remove(&info.user);
+            }
+            return Err(BrokerError::new(
+                ReplyCode::NotAllowed,
+                format!(
+                    "connection refused for user '{}': user connection limit ({per_user_max}) is reached",
+                    info.user
+                ),
+            ));
+        }
+        *count += 1;
+        conns.insert(info.id, info);
+        Ok(())
+    }
+
+    /// Removes a closed connection from the registry (and from its user's count).
     pub fn unregister_connection(&self, id: u64) {
-        self.lock_connections().remove(&id);
+        let mut conns = self.lock_connections();
+        let Some(info) = conns.remove(&id) else {
+            return;
+        };
+        let mut users = self.lock_user_connections();
+        if let Some(count) = users.get_mut(&info.user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                users.remove(&info.user);
+            }
+        }
+    }
+
+    fn lock_user_connections(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.user_connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The open channels of every connection (sessions register theirs; the housekeeper

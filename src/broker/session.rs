@@ -469,7 +469,10 @@ impl Session {
     ///
     /// # Errors
     /// 404 absent queue; 405 exclusive queue of another connection; 403 queue in exclusive
-    /// use; 530 NOT_ALLOWED for a tag already used on the channel.
+    /// use; 530 NOT_ALLOWED for a tag already used on the channel; 406 for a tag longer
+    /// than `name_bytes_max`, or when the channel has `consumers_per_channel_max`
+    /// consumers (RabbitMQ's `consumer_max_per_channel` wording, but a channel error: the
+    /// connection's other channels keep serving).
     #[allow(clippy::too_many_arguments)]
     pub fn basic_consume(
         &mut self,
@@ -488,8 +491,17 @@ impl Session {
             self.vhost.queue_for(queue, self.id)?
         };
         let vhost_name = Arc::clone(&self.vhost.name);
+        let limits = self.broker.limits();
+        let (name_max, consumers_max) =
+            (limits.name_bytes_max(), limits.consumers_per_channel_max());
+        crate::broker::vhost::check_name_bytes("consumer tag", consumer_tag, name_max)?;
         let cs = self.channel(ch)?;
         cs.consumers.retain(|_, c| !c.is_cancelled());
+        if cs.consumers.len() >= consumers_max {
+            return Err(BrokerError::precondition(format!(
+                "reached maximum ({consumers_max}) of consumers per channel"
+            )));
+        }
         let tag: Arc<str> = if consumer_tag.is_empty() {
             Arc::from(names::generate("amq.ctag-"))
         } else {
@@ -543,7 +555,7 @@ impl Session {
         properties: Option<Box<BasicProperties>>,
         body: impl AsRef<[u8]> + Into<MessageBody>,
     ) -> Result<(), BrokerError> {
-        let max = self.broker.config.message_bytes_max;
+        let max = self.broker.limits().message_bytes_max();
         self.channel(ch)?;
         self.check_vhost()?;
         let size = body.as_ref().len();

@@ -16,6 +16,7 @@ use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
 use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
+use crate::limits::LiveLimits;
 use crate::storage::durability::Durability;
 use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
 use crate::storage::{QueueStore, StorageError};
@@ -95,6 +96,28 @@ pub struct VirtualHost {
     /// Consumer timeout of the queues declared here without `x-consumer-timeout`, in ms
     /// (`Queue::consumer_timeout_ms`; 0 = never).
     consumer_timeout_ms: u64,
+    /// The broker's limits in force (queues and exchanges per vhost, name length).
+    limits: Arc<LiveLimits>,
+}
+
+/// Exchanges every vhost has that do not count against `exchanges_per_vhost_max`: the
+/// default exchange and the standard `amq.*` ones (they cannot be deleted).
+const BUILTIN_EXCHANGES: usize = 1 + STANDARD_EXCHANGES.len();
+
+/// 406 PRECONDITION_FAILED when a client-chosen `name` (of an exchange, queue or consumer
+/// tag: `what`) is longer than `max` bytes (`--max-name-bytes`; the AMQP `shortstr`
+/// ceiling is 255).
+///
+/// # Errors
+/// The 406, naming the length and the limit.
+pub fn check_name_bytes(what: &str, name: &str, max: usize) -> Result<(), BrokerError> {
+    if name.len() > max {
+        return Err(BrokerError::precondition(format!(
+            "{what} '{name}' is {} bytes long, over the limit of {max} bytes",
+            name.len()
+        )));
+    }
+    Ok(())
 }
 
 fn inequivalent(
@@ -267,7 +290,14 @@ impl VirtualHost {
             unroutable_returned: AtomicU64::new(0),
             queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: crate::limits::CONSUMER_TIMEOUT_MS_DEFAULT,
+            limits: Arc::new(LiveLimits::default()),
         }
+    }
+
+    /// Shares the broker's limits in force (default: [`crate::limits::Limits::default`]).
+    pub fn with_limits(mut self, limits: Arc<LiveLimits>) -> VirtualHost {
+        self.limits = limits;
+        self
     }
 
     /// Sets the memory budget of the queues declared from now on (`--queue-memory-bytes`).
@@ -417,6 +447,7 @@ impl VirtualHost {
         if name.is_empty() {
             return Err(default_exchange_refused());
         }
+        check_name_bytes("exchange name", name, self.limits.name_bytes_max())?;
         let kind = ExchangeKind::parse(&spec.kind)?;
         if spec.arguments.contains_key("alternate-exchange") {
             return Err(unsupported_argument("alternate-exchange"));
@@ -449,6 +480,13 @@ impl VirtualHost {
                 &current,
                 (&spec.arguments, &e.arguments, None),
             );
+        }
+        let max = self.limits.exchanges_per_vhost_max();
+        if self.exchanges().len().saturating_sub(BUILTIN_EXCHANGES) >= max {
+            return Err(BrokerError::precondition(format!(
+                "cannot declare exchange '{name}': exchange limit in vhost '{}' ({max}) is reached",
+                self.name
+            )));
         }
         if spec.durable {
             self.persist("exchange", |m| {
@@ -689,6 +727,7 @@ impl VirtualHost {
             }
             e
         })?;
+        check_name_bytes("queue name", &spec.name, self.limits.name_bytes_max())?;
         let name = if spec.name.is_empty() {
             generated.unwrap_or_else(|| names::generate("amq.gen-"))
         } else if names::is_reserved(&spec.name) {
@@ -725,6 +764,14 @@ impl VirtualHost {
                 ),
             )?;
             return Ok(declared(&q));
+        }
+        // RabbitMQ's vhost limit `max-queues`, with its wording; only new queues count.
+        let max = self.limits.queues_per_vhost_max();
+        if self.queues().len() >= max {
+            return Err(BrokerError::precondition(format!(
+                "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
+                self.name
+            )));
         }
         let owner = spec.exclusive.then_some(connection_id);
         // Exclusive queues die with their connection, so they are never stored (RabbitMQ

@@ -12,7 +12,6 @@ use crate::broker::{Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::server::amqp_sink::AmqpSink;
 use crate::server::amqp_tx::{Transactions, TxOp};
-use crate::server::config::ServerConfig;
 use crate::server::conn::{Conn, Content, Event};
 use crate::server::handler::log_close;
 use crate::server::outbound::Outbound;
@@ -55,15 +54,18 @@ enum State {
 /// Protocol state of one AMQP 0-9-1 connection; run by one worker at a time.
 pub struct AmqpHandler {
     broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
     conn: Weak<Conn>,
     id: u64,
     peer: SocketAddr,
     local: SocketAddr,
     outbound: Arc<Outbound>,
     state: State,
+    /// Frame size in bytes: the server's offer (the limits in force at accept) until
+    /// `tune-ok`, then the negotiated value.
     frame_max: u32,
+    /// Heartbeat interval in seconds: offered, then negotiated.
     heartbeat_s: u16,
+    /// Highest channel number: offered, then negotiated.
     channel_max: u16,
     client_name: String,
     /// Channels the server closed and that await the client's `close-ok`.
@@ -84,18 +86,17 @@ impl AmqpHandler {
     /// `local` are the socket's two addresses.
     pub fn new(
         broker: Arc<Broker>,
-        config: Arc<ServerConfig>,
         conn: Weak<Conn>,
         id: u64,
         (peer, local): (SocketAddr, SocketAddr),
         outbound: Arc<Outbound>,
     ) -> AmqpHandler {
+        let limits = broker.limits().load();
         AmqpHandler {
-            frame_max: config.frame_max,
-            heartbeat_s: config.heartbeat_s,
-            channel_max: config.channel_max,
+            frame_max: limits.frame_bytes_max,
+            heartbeat_s: limits.heartbeat_s,
+            channel_max: limits.channels_per_connection_max,
             broker,
-            config,
             conn,
             id,
             peer,
@@ -124,7 +125,7 @@ impl AmqpHandler {
                 content,
             } => self.method(channel, method, content),
             Event::AmqpOversized { channel, size } => {
-                let max = self.broker.config.message_bytes_max;
+                let max = self.broker.limits().message_bytes_max();
                 let err = BrokerError::precondition(format!(
                     "message size {size} is larger than configured max size {max}"
                 ));
@@ -362,16 +363,17 @@ impl AmqpHandler {
         self.send(
             0,
             &AmqpMethod::ConnectionTune {
-                channel_max: self.config.channel_max,
-                frame_max: self.config.frame_max,
-                heartbeat: self.config.heartbeat_s,
+                channel_max: self.channel_max,
+                frame_max: self.frame_max,
+                heartbeat: self.heartbeat_s,
             },
         );
         self.state = State::AwaitTuneOk { user };
     }
 
     fn tune_ok(&mut self, user: String, channel_max: u16, frame_max: u32, heartbeat: u16) {
-        let server_frame_max = self.config.frame_max;
+        // What connection.tune offered (the limits in force at accept).
+        let (server_frame_max, server_channel_max) = (self.frame_max, self.channel_max);
         let refuse = if frame_max != 0 && frame_max < AMQP_FRAME_MIN_BYTES {
             Some(format!(
                 "frame_max={frame_max} < {AMQP_FRAME_MIN_BYTES} min size"
@@ -380,10 +382,9 @@ impl AmqpHandler {
             Some(format!(
                 "frame_max={frame_max} > {server_frame_max} max size"
             ))
-        } else if channel_max > self.config.channel_max && self.config.channel_max != 0 {
+        } else if channel_max > server_channel_max && server_channel_max != 0 {
             Some(format!(
-                "channel_max={channel_max} > {} max size",
-                self.config.channel_max
+                "channel_max={channel_max} > {server_channel_max} max size"
             ))
         } else {
             None
@@ -399,7 +400,7 @@ impl AmqpHandler {
             frame_max
         };
         self.channel_max = if channel_max == 0 {
-            self.config.channel_max
+            server_channel_max
         } else {
             channel_max
         };
@@ -436,7 +437,8 @@ impl AmqpHandler {
             Weak::clone(&self.conn),
         ));
         let channels = Arc::new(AtomicUsize::new(0));
-        self.broker.register_connection(ConnectionInfo {
+        // Connection limits (total, per user): 530 before open-ok, as RabbitMQ.
+        let registered = self.broker.register_connection(ConnectionInfo {
             id: self.id,
             peer: self.peer,
             local: self.local,
@@ -449,6 +451,11 @@ impl AmqpHandler {
             channels: Arc::clone(&channels),
             sink: sink.clone(),
         });
+        if let Err(e) = registered {
+            self.state = State::AwaitOpen { user };
+            self.close_connection(e.code, &e.text, OPEN);
+            return;
+        }
         let session = Session::new(
             Arc::clone(&self.broker),
             self.id,

@@ -1,9 +1,7 @@
 //! Server settings: what `relaymq-server`'s flags set.
 
 use crate::broker::BrokerConfig;
-use crate::limits::{
-    CHANNEL_MAX, FRAME_BYTES_DEFAULT, HEARTBEAT_S_DEFAULT, SHUTDOWN_FLUSH_MS_DEFAULT,
-};
+use crate::limits::SHUTDOWN_FLUSH_MS_DEFAULT;
 use crate::storage::flusher::FsyncMode;
 use crate::storage::types::SEGMENT_BYTES_DEFAULT;
 use std::net::SocketAddr;
@@ -31,19 +29,14 @@ pub struct ServerConfig {
     /// Where to write `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` once the server
     /// serves (`amqp_listen` only when that listener is on).
     pub ready_file: Option<PathBuf>,
-    /// Largest frame the server offers, in bytes.
-    pub frame_max: u32,
-    /// Heartbeat interval the server offers, in seconds (0 = none).
-    pub heartbeat_s: u16,
-    /// Highest channel number the server offers.
-    pub channel_max: u16,
     /// Time a shutdown waits for outbound buffers to flush, in milliseconds.
     pub shutdown_flush_ms: u64,
     /// When persistent messages are fsynced (`--fsync`).
     pub fsync: FsyncMode,
     /// Size at which a queue's segment file is sealed, in bytes (`--segment-bytes`).
     pub segment_bytes: u64,
-    /// Core settings.
+    /// Core settings, with the limits the server starts with (`broker.limits`: frame
+    /// size, heartbeat and channel max offered, connection counts, …).
     pub broker: BrokerConfig,
 }
 
@@ -55,9 +48,6 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("./data"),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
             ready_file: None,
-            frame_max: FRAME_BYTES_DEFAULT,
-            heartbeat_s: HEARTBEAT_S_DEFAULT,
-            channel_max: CHANNEL_MAX,
             shutdown_flush_ms: SHUTDOWN_FLUSH_MS_DEFAULT,
             fsync: FsyncMode::Always,
             segment_bytes: SEGMENT_BYTES_DEFAULT,

@@ -12,7 +12,7 @@ use crate::protocol::frame::write_method;
 use crate::protocol::publish_batch::PUBLISH_METHOD_ID;
 use crate::protocol::{ListKind, Method, PublishBatch};
 use crate::server::admin;
-use crate::server::config::{negotiate, ServerConfig};
+use crate::server::config::negotiate;
 use crate::server::conn::{Conn, Event};
 use crate::server::outbound::Outbound;
 use crate::server::sink::NativeSink;
@@ -34,7 +34,6 @@ enum State {
 /// Protocol state of one native connection; run by one worker at a time.
 pub struct Handler {
     broker: Arc<Broker>,
-    config: Arc<ServerConfig>,
     conn: Weak<Conn>,
     id: u64,
     peer: SocketAddr,
@@ -62,7 +61,6 @@ impl Handler {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         broker: Arc<Broker>,
-        config: Arc<ServerConfig>,
         conn: Weak<Conn>,
         id: u64,
         peer: SocketAddr,
@@ -72,7 +70,6 @@ impl Handler {
     ) -> Handler {
         Handler {
             broker,
-            config,
             conn,
             id,
             peer,
@@ -110,7 +107,7 @@ impl Handler {
                 request_id,
                 size,
             } => {
-                let max = self.broker.config.message_bytes_max;
+                let max = self.broker.limits().message_bytes_max();
                 let err = BrokerError::precondition(format!(
                     "a {size}-byte payload (message, properties and names) is larger than \
                      the configured max message size {max}"
@@ -270,9 +267,10 @@ impl Handler {
             self.close_connection(ReplyCode::NotAllowed, &text, 0x0001, request_id);
             return;
         }
-        let frame_max = negotiate(frame_max, self.config.frame_max);
-        let heartbeat_s = negotiate(heartbeat_s, self.config.heartbeat_s);
-        let channel_max = negotiate(channel_max, self.config.channel_max);
+        let limits = self.broker.limits().load();
+        let frame_max = negotiate(frame_max, limits.frame_bytes_max);
+        let heartbeat_s = negotiate(heartbeat_s, limits.heartbeat_s);
+        let channel_max = negotiate(channel_max, limits.channels_per_connection_max);
         let Some(conn) = self.conn.upgrade() else {
             return;
         };
@@ -285,7 +283,8 @@ impl Handler {
             Weak::clone(&self.conn),
         ));
         let channels = Arc::new(AtomicUsize::new(0));
-        self.broker.register_connection(ConnectionInfo {
+        // Connection limits (total, per user): refused with 530 before open-ok.
+        let registered = self.broker.register_connection(ConnectionInfo {
             id: self.id,
             peer: self.peer,
             local: self.local,
@@ -298,6 +297,10 @@ impl Handler {
             channels: Arc::clone(&channels),
             sink: sink.clone(),
         });
+        if let Err(e) = registered {
+            self.close_connection(e.code, &e.text, 0x0001, request_id);
+            return;
+        }
         let session = Session::new(
             Arc::clone(&self.broker),
             self.id,

@@ -7,8 +7,8 @@ use crate::amqp;
 use crate::broker::Broker;
 use crate::error::ReplyCode;
 use crate::limits::{
-    BUFFER_IDLE_BYTES, CONNECTIONS_MAX, HANDSHAKE_TIMEOUT_MS, MAILBOX_BYTES_MAX,
-    OUTBOUND_LOW_WATER_BYTES, PROPERTIES_BYTES_MAX, READ_BYTES_PER_EVENT,
+    BUFFER_IDLE_BYTES, HANDSHAKES_PENDING_MAX, MAILBOX_BYTES_MAX, OUTBOUND_LOW_WATER_BYTES,
+    PROPERTIES_BYTES_MAX, READ_BYTES_PER_EVENT,
 };
 use crate::protocol::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
 use crate::protocol::method::method_name;
@@ -110,6 +110,9 @@ pub struct IoLoop {
     /// again next loop turn (which then polls without waiting).
     deferred: Vec<u64>,
     accept_retry: bool,
+    /// Sockets closed at accept since the last tick because the server held
+    /// `max_connections + HANDSHAKES_PENDING_MAX` (logged once per tick, not per socket).
+    refused_at_accept: u64,
 }
 
 enum ReadEnd {
@@ -150,6 +153,7 @@ impl IoLoop {
             backlog: VecDeque::new(),
             deferred: Vec::new(),
             accept_retry: false,
+            refused_at_accept: 0,
         })
     }
 
@@ -242,10 +246,19 @@ impl IoLoop {
             };
             match listener.accept() {
                 Ok((mut socket, peer)) => {
-                    if self.conns.len() >= CONNECTIONS_MAX {
-                        log::warn!(
-                            "refusing connection from {peer}: {CONNECTIONS_MAX} connections open"
+                    let limits = self.broker.limits().load();
+                    // Connections past `max_connections` are refused with 530 at
+                    // connection.open; sockets past this many more are dropped at once
+                    // (the accept loop drains the backlog, so nothing spins).
+                    let sockets_max = limits
+                        .connections_max
+                        .saturating_add(HANDSHAKES_PENDING_MAX);
+                    if self.conns.len() >= sockets_max {
+                        log::debug!(
+                            "closing connection from {peer} at accept: {sockets_max} sockets open"
                         );
+                        self.refused_at_accept += 1;
+                        drop(socket);
                         continue;
                     }
                     let _ = socket.set_nodelay(true);
@@ -265,17 +278,15 @@ impl IoLoop {
                     let outbound = Arc::new(Outbound::new(
                         id,
                         Arc::clone(&self.notifier),
-                        self.config.broker.message_bytes_max,
+                        limits.outbound_hard_cap_bytes(),
                     ));
                     let frame_max = crate::limits::FRAME_BYTES_HANDSHAKE;
                     let broker = Arc::clone(&self.broker);
-                    let config = Arc::clone(&self.config);
                     let local = socket.local_addr().unwrap_or(peer);
                     let conn = Arc::new_cyclic(|weak| {
                         let handler = match protocol {
                             Protocol::Native => ConnHandler::Native(Handler::new(
                                 broker,
-                                config,
                                 weak.clone(),
                                 id,
                                 peer,
@@ -285,7 +296,6 @@ impl IoLoop {
                             )),
                             Protocol::Amqp => ConnHandler::Amqp(Box::new(AmqpHandler::new(
                                 broker,
-                                config,
                                 weak.clone(),
                                 id,
                                 (peer, local),
@@ -296,7 +306,7 @@ impl IoLoop {
                     });
                     log::debug!("connection {id} accepted from {peer} ({protocol:?})");
                     let now = Instant::now();
-                    let payload_max = self.config.broker.message_bytes_max + PAYLOAD_OVERHEAD_BYTES;
+                    let payload_max = limits.message_bytes_max + PAYLOAD_OVERHEAD_BYTES;
                     self.conns.insert(
                         id,
                         IoConn {
@@ -305,9 +315,9 @@ impl IoLoop {
                             pending: Vec::new(),
                             input: match protocol {
                                 Protocol::Native => Input::Native(FrameAssembler::new(payload_max)),
-                                Protocol::Amqp => Input::Amqp(AmqpInput::new(
-                                    self.config.broker.message_bytes_max,
-                                )),
+                                Protocol::Amqp => {
+                                    Input::Amqp(AmqpInput::new(limits.message_bytes_max))
+                                }
                             },
                             header_done: false,
                             input_closed: false,
@@ -376,7 +386,18 @@ impl IoLoop {
             self.accept(Protocol::Native);
             self.accept(Protocol::Amqp);
         }
+        if self.refused_at_accept > 0 {
+            log::warn!(
+                "closed {} connections at accept: {} sockets open (--max-connections {} plus {HANDSHAKES_PENDING_MAX} in their handshake)",
+                self.refused_at_accept,
+                self.conns.len(),
+                self.broker.limits().connections_max()
+            );
+            self.refused_at_accept = 0;
+        }
         let now = Instant::now();
+        let handshake_ms = self.broker.limits().handshake_timeout_ms();
+        let handshake_timeout = Duration::from_millis(handshake_ms);
         let mut to_close = Vec::new();
         for (id, io) in self.conns.iter_mut() {
             if let Some(t) = io.linger_until {
@@ -403,21 +424,20 @@ impl IoLoop {
                 }
                 continue;
             }
+            if !conn.opened.load(Ordering::Acquire) {
+                // Counted from accept, not from the last byte: a client trickling its
+                // handshake a byte at a time (slowloris) is closed on time all the same.
+                if now.duration_since(io.accepted_at) > handshake_timeout {
+                    to_close.push((
+                        *id,
+                        Some(format!("handshake not completed within {handshake_ms} ms")),
+                    ));
+                }
+                continue;
+            }
             if io.paused {
                 // Not reading by our own choice: the peer's silence proves nothing.
                 io.last_read = now;
-                continue;
-            }
-            if !conn.opened.load(Ordering::Acquire) {
-                if now.duration_since(io.accepted_at) > Duration::from_millis(HANDSHAKE_TIMEOUT_MS)
-                {
-                    to_close.push((
-                        *id,
-                        Some(format!(
-                            "handshake not completed within {HANDSHAKE_TIMEOUT_MS} ms"
-                        )),
-                    ));
-                }
                 continue;
             }
             let hb = conn.heartbeat_s.load(Ordering::Acquire) as u64;

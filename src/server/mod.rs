@@ -23,7 +23,7 @@ pub use config::ServerConfig;
 
 use crate::broker::housekeeping::Housekeeper;
 use crate::broker::Broker;
-use crate::limits::CONNECTIONS_MAX;
+use crate::limits::{CONNECTIONS_MAX, HANDSHAKES_PENDING_MAX};
 use crate::storage::durability::Durability;
 use crate::storage::{OsBackend, StorageError, StoreConfig};
 use io_loop::{IoLoop, WAKER};
@@ -115,9 +115,15 @@ impl Drop for ServerHandle {
 /// file.
 ///
 /// # Errors
-/// The data directory cannot be created, the address cannot be bound, or a thread cannot
-/// be started.
+/// A limit is out of range (`InvalidInput`, [`crate::limits::Limits::validate`]), the data
+/// directory cannot be created, the address cannot be bound, or a thread cannot be
+/// started.
 pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
+    config
+        .broker
+        .limits
+        .validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -173,7 +179,9 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX);
+    // Each connection is queued at most once, and the I/O thread holds at most
+    // `max_connections + HANDSHAKES_PENDING_MAX` of them: sends never block.
+    let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX + HANDSHAKES_PENDING_MAX);
     let workers = worker::start(config.workers, rx, Arc::clone(&notifier))?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let config = Arc::new(config);

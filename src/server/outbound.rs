@@ -4,11 +4,12 @@
 //! The I/O thread swaps the whole buffer out under the lock and writes it without the
 //! lock, so appenders never wait on a socket. `queued` counts bytes appended and not yet
 //! written (in the buffer or in the I/O thread's hands); deliveries stop above
-//! [`OUTBOUND_HIGH_WATER_BYTES`], and a connection whose backlog reaches
-//! [`OUTBOUND_HARD_CAP_BYTES`] is disconnected (ARCHITECTURE.md §3).
+//! [`OUTBOUND_HIGH_WATER_BYTES`], and a connection whose backlog reaches its hard cap
+//! (`--max-outbound-bytes`, [`crate::limits::Limits::outbound_hard_cap_bytes`]) is
+//! disconnected (ARCHITECTURE.md §3).
 
 use crate::limits::BATCH_ITEMS_MAX;
-use crate::limits::{OUTBOUND_HARD_CAP_BYTES, OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};
+use crate::limits::{OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};
 use crate::protocol::frame::{write_method, FRAME_HEADER_BYTES};
 use crate::server::notifier::Notifier;
 use crate::types::codec::put_u32;
@@ -50,14 +51,13 @@ pub struct Outbound {
 }
 
 impl Outbound {
-    /// An empty outbound buffer for connection `id`. The hard cap is
-    /// [`OUTBOUND_HARD_CAP_BYTES`], raised when needed so that several deliveries of the
-    /// largest allowed message (`message_bytes_max`) always fit.
-    pub fn new(id: u64, notifier: Arc<Notifier>, message_bytes_max: usize) -> Outbound {
+    /// An empty outbound buffer for connection `id` that disconnects its client once
+    /// `hard_cap_bytes` are waiting (the I/O thread passes
+    /// [`crate::limits::Limits::outbound_hard_cap_bytes`] of the limits in force at accept).
+    pub fn new(id: u64, notifier: Arc<Notifier>, hard_cap_bytes: usize) -> Outbound {
         Outbound {
             id,
-            hard_cap: OUTBOUND_HARD_CAP_BYTES
-                .max(message_bytes_max.saturating_mul(4) + OUTBOUND_HIGH_WATER_BYTES),
+            hard_cap: hard_cap_bytes,
             buf: Mutex::new(Pending::default()),
             queued: AtomicUsize::new(0),
             dirty: AtomicBool::new(false),
@@ -247,7 +247,7 @@ mod tests {
         let poll = mio::Poll::new().unwrap();
         let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
         (
-            Outbound::new(1, Arc::new(Notifier::new(waker)), 1 << 20),
+            Outbound::new(1, Arc::new(Notifier::new(waker)), 64 << 20),
             poll,
         )
     }
@@ -374,7 +374,7 @@ mod tests {
         let poll = mio::Poll::new().unwrap();
         let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
         let notifier = Arc::new(Notifier::new(waker));
-        let out = Outbound::new(1, Arc::clone(&notifier), 1 << 20);
+        let out = Outbound::new(1, Arc::clone(&notifier), 64 << 20);
         let marked = |n: &Notifier| {
             let mut ids = Vec::new();
             n.take(&mut ids);

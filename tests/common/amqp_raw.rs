@@ -129,6 +129,19 @@ impl Raw {
 
     /// Header, start-ok (PLAIN guest/guest), tune-ok, open "/": an open connection.
     pub fn open(addr: SocketAddr) -> Raw {
+        match Raw::try_open(addr, 16) {
+            Ok((r, _)) => r,
+            Err(e) => panic!("connection refused: {e:?}"),
+        }
+    }
+
+    /// The handshake asking for `channel_max` (0 = the server's offer): the open
+    /// connection with the server's `connection.tune` offer `(channel_max, frame_max)`, or
+    /// the code and text of the `connection.close` that refused it.
+    pub fn try_open(
+        addr: SocketAddr,
+        channel_max: u16,
+    ) -> Result<(Raw, (u16, u32)), (u16, String)> {
         let mut r = Raw::connect(addr);
         r.send(&PROTOCOL_HEADER);
         assert!(matches!(
@@ -144,13 +157,21 @@ impl Raw {
                 locale: "en_US".into(),
             },
         );
-        let Some((0, AmqpMethod::ConnectionTune { frame_max, .. })) = r.recv() else {
+        let Some((
+            0,
+            AmqpMethod::ConnectionTune {
+                channel_max: offered_channels,
+                frame_max,
+                ..
+            },
+        )) = r.recv()
+        else {
             panic!("no tune");
         };
         r.method(
             0,
             &AmqpMethod::ConnectionTuneOk {
-                channel_max: 16,
+                channel_max,
                 frame_max,
                 heartbeat: 0,
             },
@@ -161,11 +182,18 @@ impl Raw {
                 virtual_host: "/".into(),
             },
         );
-        assert!(matches!(
-            r.recv(),
-            Some((0, AmqpMethod::ConnectionOpenOk {}))
-        ));
-        r
+        match r.recv() {
+            Some((0, AmqpMethod::ConnectionOpenOk {})) => Ok((r, (offered_channels, frame_max))),
+            Some((
+                0,
+                AmqpMethod::ConnectionClose {
+                    reply_code,
+                    reply_text,
+                    ..
+                },
+            )) => Err((reply_code, reply_text)),
+            other => panic!("expected open-ok or close, got {other:?}"),
+        }
     }
 
     /// Expects `connection.close` with `code`; returns its text.
