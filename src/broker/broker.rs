@@ -1,6 +1,7 @@
 //! The broker: all virtual hosts, the connection registry, configuration and
 //! authentication.
 
+use crate::alarm::{AlarmConfig, ResourceAlarms};
 use crate::broker::consumer_timeout::ChannelRegistry;
 use crate::broker::exchange::Exchange;
 use crate::broker::queue::Queue;
@@ -41,6 +42,8 @@ pub struct BrokerConfig {
     /// requeued, in ms, for queues without `x-consumer-timeout` (`--consumer-timeout-ms`;
     /// 0 = never; docs/lifecycle.md, "Consumer timeout").
     pub consumer_timeout_ms: u64,
+    /// Resource alarm watermarks (`--memory-high-watermark`, `--disk-free-limit`).
+    pub alarms: AlarmConfig,
 }
 
 impl Default for BrokerConfig {
@@ -51,6 +54,7 @@ impl Default for BrokerConfig {
             default_pass: "guest".into(),
             queue_memory_bytes: QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: CONSUMER_TIMEOUT_MS_DEFAULT,
+            alarms: AlarmConfig::default(),
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct Broker {
     channels: ChannelRegistry,
     next_connection_id: AtomicU64,
     started: Instant,
+    /// Resource alarm state (read by the I/O thread on every publish).
+    alarms: Arc<ResourceAlarms>,
 }
 
 impl Broker {
@@ -109,13 +115,14 @@ impl Broker {
             ),
         );
         Broker {
-            config,
             durability: None,
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
+            alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            config,
         }
     }
 
@@ -216,13 +223,14 @@ impl Broker {
             }
         }
         Broker {
-            config,
             durability: Some(durability),
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
+            alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            config,
         }
     }
 
@@ -243,6 +251,11 @@ impl Broker {
     /// The storage, when the broker has one.
     pub fn durability(&self) -> Option<&Arc<Durability>> {
         self.durability.as_ref()
+    }
+
+    /// The resource alarms (memory and disk watermarks, alarm bits).
+    pub fn alarms(&self) -> &Arc<ResourceAlarms> {
+        &self.alarms
     }
 
     /// Time since the broker started.

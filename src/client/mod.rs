@@ -28,6 +28,7 @@
 //! # Layout
 //!
 //! - [`connection`]: connect, handshake, admin requests on channel 0, close.
+//! - [`blocked`]: whether the server blocks publishes (resource alarms).
 //! - [`channel`]: the methods of one channel.
 //! - [`consumer`]: a consumer's delivery stream.
 //! - [`options`]: option structs of the requests with many flags.
@@ -37,6 +38,7 @@
 //! - `io` (private): the writer, the frame reader, the reader and heartbeat threads.
 //! - `validate` (private): argument checks before encoding.
 
+pub mod blocked;
 pub mod channel;
 pub mod connection;
 pub mod consumer;
@@ -47,7 +49,9 @@ pub mod options;
 mod shared;
 mod validate;
 
+pub use crate::alarm::MemoryWatermark;
 pub use crate::protocol::{Delivery, ListKind, PublishMessage};
+pub use blocked::BlockedStatus;
 pub use channel::{Channel, QueueDeclareOk, PUBLISH_BATCH_BYTES_MAX};
 pub use connection::Connection;
 pub use consumer::{Consumer, ConsumerEvent};

@@ -8,6 +8,7 @@ use super::method::{
     encode_delivery, encode_publish, method_name, Delivery, ListKind, Method, PublishMessage,
 };
 use super::{FRAME_HEADER_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION};
+use crate::alarm::MemoryWatermark;
 use crate::limits::{
     FRAME_BYTES_DEFAULT, FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MAX, FRAME_BYTES_MIN,
     PAYLOAD_BYTES_MAX, SHORT_STRING_BYTES_MAX,
@@ -352,11 +353,19 @@ fn one_of_each() -> Vec<Method> {
         },
         Recover { requeue: true },
         ConfirmSelect,
+        ConnectionBlocked {
+            reason: "low on memory".into(),
+        },
+        ConnectionUnblocked,
+        MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Relative(0.4),
+        },
+        DiskFreeLimitSet { bytes: u64::MAX },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 40;
+const VARIANT_COUNT: usize = 44;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -406,6 +415,10 @@ fn variant_index(m: &Method) -> usize {
         Reject { .. } => 37,
         Recover { .. } => 38,
         ConfirmSelect => 39,
+        ConnectionBlocked { .. } => 40,
+        ConnectionUnblocked => 41,
+        MemoryHighWatermarkSet { .. } => 42,
+        DiskFreeLimitSet { .. } => 43,
     }
 }
 
@@ -450,6 +463,16 @@ fn edge_cases() -> Vec<Method> {
             deliveries: Vec::new(),
         },
         Method::ListOk { rows: Vec::new() },
+        Method::ConnectionBlocked {
+            reason: String::new(),
+        },
+        Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Absolute(0),
+        },
+        Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Relative(1.0),
+        },
+        Method::DiskFreeLimitSet { bytes: 0 },
         Method::StatusOk {
             info: FieldTable::new(),
         },
@@ -691,6 +714,16 @@ fn malformed_fields_are_refused() {
     );
     buf[6] = 7;
     assert!(Method::decode(&buf).is_err());
+    // An unknown memory watermark form.
+    let mut buf = encode(
+        &Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Absolute(1),
+        },
+        1,
+    );
+    buf[6] = 3;
+    let err = Method::decode(&buf).unwrap_err();
+    assert!(err.message.contains("watermark form"), "{err}");
     // Reserved property flag bits 0-2.
     let mut buf = encode(
         &Method::Return {

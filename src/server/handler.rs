@@ -354,6 +354,18 @@ impl Handler {
             Method::Status => Ok(Method::StatusOk {
                 info: listing::status(&broker),
             }),
+            // ADMIN-ONLY: resource alarm settings (docs/alarms-notes.md); to be restricted
+            // to the `administrator` tag by the users/permissions work.
+            Method::MemoryHighWatermarkSet { watermark } => broker
+                .alarms()
+                .set_memory_high_watermark(watermark)
+                .map(|_| Method::Ok)
+                .map_err(|e| BrokerError::precondition(e.message)),
+            // ADMIN-ONLY: as above.
+            Method::DiskFreeLimitSet { bytes } => {
+                broker.alarms().set_disk_free_limit(bytes);
+                Ok(Method::Ok)
+            }
             Method::List { kind } => {
                 let Some(session) = self.session() else {
                     return;
