@@ -14,6 +14,8 @@
 //!   router, consumers and channels' ack state.
 //! - [`protocol`]: the native wire protocol, pure encode/decode (`docs/protocol.md`).
 //! - [`amqp`]: the AMQP 0-9-1 wire codec (frames, methods, content), pure encode/decode.
+//! - [`alarm`]: resource alarms: the memory high-water mark, the free-disk low-water mark
+//!   and their monitor thread; publishers are blocked while one is set.
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
 //!
@@ -21,6 +23,7 @@
 
 #![deny(missing_docs)]
 
+pub mod alarm;
 pub mod amqp;
 pub mod auth;
 pub mod broker;

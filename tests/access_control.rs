@@ -414,6 +414,7 @@ fn only_administrators_manage_users_and_permissions_and_management_tags_list() {
         "user.add refused for user 'plain': needs the administrator tag"
     );
     assert_eq!(code(&conn.declare_vhost("v").unwrap_err()), 403);
+    assert_eq!(code(&conn.set_disk_free_limit(1).unwrap_err()), 403);
     assert_eq!(code(&conn.list(ListKind::Queues).unwrap_err()), 403);
     // The connection is still usable after admin refusals.
     conn.open_channel().unwrap();

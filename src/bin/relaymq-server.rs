@@ -84,6 +84,11 @@ OPTIONS:
                              its consumer cancelled, for queues without
                              x-consumer-timeout; 0 = never [default: 1800000]
   --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
+  --memory-high-watermark V  resident memory above which publishers are blocked: a
+                             fraction of the memory available (RAM, or the cgroup limit
+                             when lower), or a size like 512MiB [default: 0.4]
+  --disk-free-limit SIZE     free space of the data directory's filesystem below which
+                             publishers are blocked [default: 1GiB]
   --check                    verify the stopped data directory (--data-dir) without
                              changing it, print a report and exit: 0 clean, 1 problems
                              found, 2 could not check (in use, missing, unreadable)
@@ -97,25 +102,11 @@ const SEGMENT_BYTES_MIN: u64 = 4096;
 /// Largest `--segment-bytes`, bytes (1 GiB).
 const SEGMENT_BYTES_MAX: u64 = 1 << 30;
 
-/// Suffixes `--queue-memory-bytes` accepts, with their multipliers.
-const SIZE_SUFFIXES: [(&str, u64); 3] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)];
-
-/// Parses a size in bytes: digits, optionally followed by `KiB`, `MiB` or `GiB`
-/// (`256MiB`, `1GiB`, `65536`).
+/// Parses a size in bytes with [`relaymq::types::size::parse_size`] (`256MiB`, `1GiB`,
+/// `65536`), as a `usize`.
 fn parse_size(text: &str) -> Result<usize> {
-    let (digits, unit) = SIZE_SUFFIXES
-        .iter()
-        .find_map(|&(suffix, unit)| text.strip_suffix(suffix).map(|d| (d, unit)))
-        .unwrap_or((text, 1));
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        bail!("'{text}' is not a size like 268435456, 64KiB, 256MiB or 1GiB");
-    }
-    let n: u64 = digits
-        .parse()
-        .with_context(|| format!("'{text}' is too large"))?;
-    n.checked_mul(unit)
-        .and_then(|b| usize::try_from(b).ok())
-        .with_context(|| format!("'{text}' is too large"))
+    let bytes = relaymq::types::size::parse_size(text)?;
+    usize::try_from(bytes).with_context(|| format!("'{text}' is too large"))
 }
 
 /// The value of a numeric flag, or an error naming the flag.
@@ -253,6 +244,17 @@ fn parse_args() -> Result<Args> {
             Long("shutdown-timeout") => {
                 let s: u64 = parser.value()?.parse()?;
                 config.shutdown_flush_ms = s.saturating_mul(1000);
+            }
+            Long("memory-high-watermark") => {
+                let v: String = parser.value()?.parse()?;
+                config.broker.alarms.memory_high_watermark =
+                    relaymq::alarm::MemoryWatermark::parse(&v)
+                        .map_err(|e| anyhow::anyhow!("--memory-high-watermark: {e}"))?;
+            }
+            Long("disk-free-limit") => {
+                let v: String = parser.value()?.parse()?;
+                config.broker.alarms.disk_free_limit_bytes =
+                    relaymq::types::size::parse_size(&v).context("--disk-free-limit")?;
             }
             Long("check") => check = true,
             Short('h') | Long("help") => {

@@ -1,6 +1,7 @@
 //! The broker: all virtual hosts, the connection registry, configuration and
 //! authentication (logins, users and permissions: `access.rs`).
 
+use crate::alarm::{AlarmConfig, ResourceAlarms};
 use crate::auth::{LoginThrottle, UserRegistry};
 use crate::broker::consumer_timeout::ChannelRegistry;
 use crate::broker::exchange::Exchange;
@@ -48,6 +49,8 @@ pub struct BrokerConfig {
     /// requeued, in ms, for queues without `x-consumer-timeout` (`--consumer-timeout-ms`;
     /// 0 = never; docs/lifecycle.md, "Consumer timeout").
     pub consumer_timeout_ms: u64,
+    /// Resource alarm watermarks (`--memory-high-watermark`, `--disk-free-limit`).
+    pub alarms: AlarmConfig,
 }
 
 impl Default for BrokerConfig {
@@ -60,6 +63,7 @@ impl Default for BrokerConfig {
             nonlocal_peers: Vec::new(),
             queue_memory_bytes: QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: CONSUMER_TIMEOUT_MS_DEFAULT,
+            alarms: AlarmConfig::default(),
         }
     }
 }
@@ -112,6 +116,8 @@ pub struct Broker {
     pub(crate) users: UserRegistry,
     /// Failed logins per source address.
     pub(crate) login_throttle: LoginThrottle,
+    /// Resource alarm state (read by the I/O thread on every publish).
+    alarms: Arc<ResourceAlarms>,
 }
 
 impl Broker {
@@ -129,7 +135,6 @@ impl Broker {
             ),
         );
         Broker {
-            config,
             durability: None,
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
@@ -140,6 +145,8 @@ impl Broker {
             started: Instant::now(),
             users: UserRegistry::default(),
             login_throttle: LoginThrottle::default(),
+            alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            config,
         }
     }
 
@@ -242,7 +249,6 @@ impl Broker {
             }
         }
         Broker {
-            config,
             durability: Some(durability),
             vhosts: RwLock::new(vhosts),
             connections: Mutex::new(HashMap::new()),
@@ -253,6 +259,8 @@ impl Broker {
             started: Instant::now(),
             users: UserRegistry::default(),
             login_throttle: LoginThrottle::default(),
+            alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            config,
         }
     }
 
@@ -278,6 +286,11 @@ impl Broker {
     /// The storage, when the broker has one.
     pub fn durability(&self) -> Option<&Arc<Durability>> {
         self.durability.as_ref()
+    }
+
+    /// The resource alarms (memory and disk watermarks, alarm bits).
+    pub fn alarms(&self) -> &Arc<ResourceAlarms> {
+        &self.alarms
     }
 
     /// Time since the broker started.

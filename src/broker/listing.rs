@@ -228,8 +228,10 @@ pub fn connections(broker: &Broker) -> Vec<FieldTable> {
 }
 
 /// Server status: `version`, `uptime_s`, `connections`, `channels`, `vhosts`,
-/// `exchanges`, `queues`, `consumers`, `messages` (ready + unacked), and the split
-/// `messages_ready`, `messages_unacknowledged`.
+/// `exchanges`, `queues`, `consumers`, `messages` (ready + unacked), the split
+/// `messages_ready`, `messages_unacknowledged`, and the resource alarm fields
+/// ([`crate::alarm::ResourceAlarms::status_fields`]: `mem_used`, `mem_limit`, `mem_alarm`,
+/// `disk_free`, `disk_free_limit`, `disk_free_alarm`, ...).
 pub fn status(broker: &Broker) -> FieldTable {
     let vhosts = broker.vhosts();
     let (mut exchanges, mut queues, mut ready, mut unacked, mut consumers) = (0, 0, 0, 0, 0);
@@ -248,7 +250,7 @@ pub fn status(broker: &Broker) -> FieldTable {
         .iter()
         .map(|c| c.channels.load(std::sync::atomic::Ordering::Relaxed))
         .sum();
-    row(vec![
+    let mut fields = vec![
         ("version", s(env!("CARGO_PKG_VERSION"))),
         ("uptime_s", n(broker.uptime().as_secs())),
         ("connections", n(connections.len())),
@@ -260,7 +262,9 @@ pub fn status(broker: &Broker) -> FieldTable {
         ("messages", n(ready + unacked)),
         ("messages_ready", n(ready)),
         ("messages_unacknowledged", n(unacked)),
-    ])
+    ];
+    fields.extend(broker.alarms().status_fields());
+    row(fields)
 }
 
 /// One row per user, sorted by name: `name`, `tags` (comma-separated),

@@ -1,12 +1,14 @@
 //! [`Connection`]: connecting, the opening handshake, channels, the administrative
 //! requests of channel 0, and closing.
 
+use super::blocked::BlockedStatus;
 use super::channel::Channel;
 use super::error::ClientError;
 use super::io::{is_read_timeout, run_heartbeats, run_reader, FrameReader, Incoming, Writer};
 use super::options::ConnectOptions;
 use super::shared::{lock, Hook, Shared};
 use super::validate;
+use crate::alarm::MemoryWatermark;
 use crate::error::ReplyCode;
 use crate::limits::{FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MIN};
 use crate::protocol::{ListKind, Method, PROTOCOL_HEADER};
@@ -203,6 +205,47 @@ impl Connection {
             Method::StatusOk { info } => Ok(info),
             other => Err(unexpected(&other, "status")),
         }
+    }
+
+    /// Sets the server's memory high-water mark (like `rabbitmqctl
+    /// set_vm_memory_high_watermark`): a fraction of the memory available or an absolute
+    /// size. The server checks memory at once; publishers are blocked while resident
+    /// memory is above it. Sent on channel 0; an administrator's request.
+    ///
+    /// # Errors
+    /// [`ClientError::Usage`] for a fraction outside `0.0..=1.0` (not sent), the server's
+    /// refusal (406 for a value out of range, 403 for a user who may not), the
+    /// connection's close error, [`ClientError::Timeout`].
+    pub fn set_memory_high_watermark(&self, watermark: MemoryWatermark) -> Result<(), ClientError> {
+        watermark
+            .validate()
+            .map_err(|e| ClientError::Usage(e.message))?;
+        let reply = self.call(Method::MemoryHighWatermarkSet { watermark })?;
+        expect_ok(reply, "memory-high-watermark.set")
+    }
+
+    /// Sets the server's free-disk low-water mark, in bytes (like `rabbitmqctl
+    /// set_disk_free_limit`): publishers are blocked while the data directory's
+    /// filesystem has less free space. The server checks at once. Sent on channel 0; an
+    /// administrator's request.
+    ///
+    /// # Errors
+    /// The server's refusal (403 for a user who may not), the connection's close error,
+    /// [`ClientError::Timeout`].
+    pub fn set_disk_free_limit(&self, bytes: u64) -> Result<(), ClientError> {
+        let reply = self.call(Method::DiskFreeLimitSet { bytes })?;
+        expect_ok(reply, "disk-free-limit.set")
+    }
+
+    /// Whether the server blocks this connection's publishes (a resource alarm is set and
+    /// the connection publishes; RabbitMQ's `connection.blocked`).
+    pub fn is_blocked(&self) -> bool {
+        self.blocked_status().is_blocked()
+    }
+
+    /// A handle on the blocked state, for another thread to watch or wait on.
+    pub fn blocked_status(&self) -> BlockedStatus {
+        BlockedStatus::new(Arc::clone(&self.shared))
     }
 
     pub(super) fn call(&self, method: Method) -> Result<Method, ClientError> {

@@ -28,6 +28,7 @@
 //! # Layout
 //!
 //! - [`connection`]: connect, handshake, admin requests on channel 0, close.
+//! - [`blocked`]: whether the server blocks publishes (resource alarms).
 //! - [`channel`]: the methods of one channel.
 //! - [`consumer`]: a consumer's delivery stream.
 //! - [`options`]: option structs of the requests with many flags.
@@ -38,6 +39,7 @@
 //! - `validate` (private): argument checks before encoding.
 
 pub mod admin;
+pub mod blocked;
 pub mod channel;
 pub mod connection;
 pub mod consumer;
@@ -48,7 +50,9 @@ pub mod options;
 mod shared;
 mod validate;
 
+pub use crate::alarm::MemoryWatermark;
 pub use crate::protocol::{Delivery, ListKind, PublishMessage};
+pub use blocked::BlockedStatus;
 pub use channel::{Channel, QueueDeclareOk, PUBLISH_BATCH_BYTES_MAX};
 pub use connection::Connection;
 pub use consumer::{Consumer, ConsumerEvent};

@@ -119,6 +119,9 @@ pub(crate) struct State {
     channels: HashMap<u16, ChannelState>,
     /// Where the search for a free channel number starts.
     next_channel: u16,
+    /// The server's `connection.blocked` reason while publishing is blocked by a resource
+    /// alarm (until `connection.unblocked`).
+    pub(crate) blocked: Option<String>,
 }
 
 /// A connection's shared half: the writer, the routing state and its settings.
@@ -147,6 +150,7 @@ impl Shared {
                 pending: HashMap::new(),
                 channels: HashMap::new(),
                 next_channel: 1,
+                blocked: None,
             }),
             changed: Condvar::new(),
             timeout,
@@ -582,6 +586,14 @@ impl State {
                 ..
             } if request_id == 0 => {
                 self.settle(channel, delivery_tag, multiple, true);
+            }
+            Method::ConnectionBlocked { reason } if channel == 0 && request_id == 0 => {
+                log::warn!("the server blocks this connection's publishes: {reason}");
+                self.blocked = Some(reason);
+            }
+            Method::ConnectionUnblocked if channel == 0 && request_id == 0 => {
+                log::info!("the server unblocked this connection's publishes");
+                self.blocked = None;
             }
             Method::BasicCancel { consumer_tag }
                 if !self.pending.contains_key(&(channel, request_id)) =>

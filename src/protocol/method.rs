@@ -7,6 +7,7 @@
 //! big-endian. Method names and fields mirror AMQP 0-9-1 (`queue.declare`,
 //! `basic.consume`, …); `docs/protocol.md` lists every id.
 
+use crate::alarm::MemoryWatermark;
 use crate::error::DecodeError;
 use crate::limits::{BATCH_ITEMS_MAX, DECODE_PREALLOC_ITEMS_MAX, LIST_ROWS_MAX};
 use crate::types::codec::{
@@ -14,6 +15,12 @@ use crate::types::codec::{
 };
 use crate::types::field_table::{decode_table, encode_table};
 use crate::types::{BasicProperties, FieldTable};
+
+/// `MemoryHighWatermarkSet` form byte: a fraction of the memory available.
+const WATERMARK_RELATIVE: u8 = 1;
+
+/// `MemoryHighWatermarkSet` form byte: an absolute number of bytes.
+const WATERMARK_ABSOLUTE: u8 = 2;
 
 /// What `list` lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +161,31 @@ pub enum Method {
     CloseOk,
     /// 0x0005 server→client: a request without a result succeeded.
     Ok,
+    /// 0x0006 server→client, channel 0, request id 0: `sstr reason`. A resource alarm is
+    /// set and this connection publishes: the server stops reading it until
+    /// `ConnectionUnblocked` (RabbitMQ's `connection.blocked` extension; reasons
+    /// `low on memory`, `low on disk`, `low on memory and disk`).
+    ConnectionBlocked {
+        /// Why publishing is blocked.
+        reason: String,
+    },
+    /// 0x0007 server→client, channel 0, request id 0: every alarm cleared; the server
+    /// reads the connection again (RabbitMQ's `connection.unblocked`).
+    ConnectionUnblocked,
+    /// 0x0008 channel 0, admin: `u8 form, u64 value` with form 1 = relative (value = the
+    /// fraction's IEEE 754 `f64` bits, `0.0..=1.0`) or 2 = absolute (value = bytes).
+    /// Sets the memory high-water mark (`rabbitmqctl set_vm_memory_high_watermark`);
+    /// answered `Ok`, or 406 for a fraction out of range.
+    MemoryHighWatermarkSet {
+        /// The new watermark.
+        watermark: MemoryWatermark,
+    },
+    /// 0x0009 channel 0, admin: `u64 bytes`. Sets the free-disk low-water mark
+    /// (`rabbitmqctl set_disk_free_limit`); answered `Ok`.
+    DiskFreeLimitSet {
+        /// Free bytes below which the disk alarm sets.
+        bytes: u64,
+    },
     /// 0x0010 channel 0: `sstr name`. Creates a virtual host (idempotent).
     VhostDeclare {
         /// Vhost name.
@@ -487,6 +519,10 @@ impl Method {
             Close { .. } => 0x0003,
             CloseOk => 0x0004,
             Ok => 0x0005,
+            ConnectionBlocked { .. } => 0x0006,
+            ConnectionUnblocked => 0x0007,
+            MemoryHighWatermarkSet { .. } => 0x0008,
+            DiskFreeLimitSet { .. } => 0x0009,
             VhostDeclare { .. } => 0x0010,
             VhostDelete { .. } => 0x0011,
             List { .. } => 0x0012,
@@ -586,7 +622,20 @@ impl Method {
                 put_short_str(out, reply_text);
                 put_u16(out, *method_id);
             }
-            CloseOk | Ok | Status | ChannelOpen | GetEmpty | ConfirmSelect => {}
+            CloseOk | Ok | ConnectionUnblocked | Status | ChannelOpen | GetEmpty
+            | ConfirmSelect => {}
+            ConnectionBlocked { reason } => put_short_str(out, reason),
+            MemoryHighWatermarkSet { watermark } => match *watermark {
+                MemoryWatermark::Relative(f) => {
+                    out.push(WATERMARK_RELATIVE);
+                    put_u64(out, f.to_bits());
+                }
+                MemoryWatermark::Absolute(bytes) => {
+                    out.push(WATERMARK_ABSOLUTE);
+                    put_u64(out, bytes);
+                }
+            },
+            DiskFreeLimitSet { bytes } => put_u64(out, *bytes),
             VhostDeclare { name } | VhostDelete { name } => put_short_str(out, name),
             List { kind } => out.push(*kind as u8),
             ListOk { rows } => {
@@ -903,6 +952,10 @@ pub fn method_name(id: u16) -> &'static str {
         0x0003 => "connection.close",
         0x0004 => "close-ok",
         0x0005 => "ok",
+        0x0006 => "connection.blocked",
+        0x0007 => "connection.unblocked",
+        0x0008 => "memory-high-watermark.set",
+        0x0009 => "disk-free-limit.set",
         0x0010 => "vhost.declare",
         0x0011 => "vhost.delete",
         0x0012 => "list",
@@ -978,6 +1031,27 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         },
         0x0004 => CloseOk,
         0x0005 => Method::Ok,
+        0x0006 => ConnectionBlocked {
+            reason: sstr(r, "reason")?,
+        },
+        0x0007 => ConnectionUnblocked,
+        0x0008 => {
+            let form = r.u8("watermark form")?;
+            let value = r.u64("watermark")?;
+            let watermark = match form {
+                WATERMARK_RELATIVE => MemoryWatermark::Relative(f64::from_bits(value)),
+                WATERMARK_ABSOLUTE => MemoryWatermark::Absolute(value),
+                other => {
+                    return Err(DecodeError::new(format!(
+                        "unknown memory watermark form {other} (1 = relative, 2 = absolute)"
+                    )))
+                }
+            };
+            MemoryHighWatermarkSet { watermark }
+        }
+        0x0009 => DiskFreeLimitSet {
+            bytes: r.u64("disk free limit")?,
+        },
         0x0010 => VhostDeclare {
             name: sstr(r, "vhost")?,
         },

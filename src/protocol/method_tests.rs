@@ -8,6 +8,7 @@ use super::method::{
     encode_delivery, encode_publish, method_name, Delivery, ListKind, Method, PublishMessage,
 };
 use super::{FRAME_HEADER_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION};
+use crate::alarm::MemoryWatermark;
 use crate::limits::{
     FRAME_BYTES_DEFAULT, FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MAX, FRAME_BYTES_MIN,
     PAYLOAD_BYTES_MAX, SHORT_STRING_BYTES_MAX,
@@ -378,11 +379,19 @@ fn one_of_each() -> Vec<Method> {
             user: "bob".into(),
             vhost: ascii_255(),
         },
+        ConnectionBlocked {
+            reason: "low on memory".into(),
+        },
+        ConnectionUnblocked,
+        MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Relative(0.4),
+        },
+        DiskFreeLimitSet { bytes: u64::MAX },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 46;
+const VARIANT_COUNT: usize = 50;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -438,6 +447,10 @@ fn variant_index(m: &Method) -> usize {
         UserTags { .. } => 43,
         PermissionSet(_) => 44,
         PermissionClear { .. } => 45,
+        ConnectionBlocked { .. } => 46,
+        ConnectionUnblocked => 47,
+        MemoryHighWatermarkSet { .. } => 48,
+        DiskFreeLimitSet { .. } => 49,
     }
 }
 
@@ -486,6 +499,16 @@ fn edge_cases() -> Vec<Method> {
             deliveries: Vec::new(),
         },
         Method::ListOk { rows: Vec::new() },
+        Method::ConnectionBlocked {
+            reason: String::new(),
+        },
+        Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Absolute(0),
+        },
+        Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Relative(1.0),
+        },
+        Method::DiskFreeLimitSet { bytes: 0 },
         Method::StatusOk {
             info: FieldTable::new(),
         },
@@ -727,6 +750,16 @@ fn malformed_fields_are_refused() {
     );
     buf[6] = 9;
     assert!(Method::decode(&buf).is_err());
+    // An unknown memory watermark form.
+    let mut buf = encode(
+        &Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Absolute(1),
+        },
+        1,
+    );
+    buf[6] = 3;
+    let err = Method::decode(&buf).unwrap_err();
+    assert!(err.message.contains("watermark form"), "{err}");
     // Reserved property flag bits 0-2.
     let mut buf = encode(
         &Method::Return {

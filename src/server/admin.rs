@@ -1,5 +1,5 @@
-//! Channel-0 administration requests of the native protocol: vhosts, users and
-//! permissions. Each is for administrators only (RabbitMQ's `administrator` tag) and is
+//! Channel-0 administration requests of the native protocol: vhosts, users, permissions
+//! and the resource alarm settings. Each is for administrators only (RabbitMQ's `administrator` tag) and is
 //! refused with 403 ACCESS_REFUSED otherwise.
 
 use crate::auth::permission::PermissionDef;
@@ -27,6 +27,8 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             | Method::UserTags { .. }
             | Method::PermissionSet(_)
             | Method::PermissionClear { .. }
+            | Method::MemoryHighWatermarkSet { .. }
+            | Method::DiskFreeLimitSet { .. }
     );
     if !is_admin_request {
         return Err(BrokerError::new(
@@ -69,6 +71,12 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             },
         )?,
         Method::PermissionClear { user: u, vhost } => broker.clear_permission(&u, &vhost)?,
+        // Resource alarm settings (docs/security.md §5), like rabbitmqctl's.
+        Method::MemoryHighWatermarkSet { watermark } => broker
+            .alarms()
+            .set_memory_high_watermark(watermark)
+            .map_err(|e| BrokerError::precondition(e.message))?,
+        Method::DiskFreeLimitSet { bytes } => broker.alarms().set_disk_free_limit(bytes),
         _ => {}
     }
     Ok(Method::Ok)

@@ -22,6 +22,7 @@ use crate::server::handler::Handler;
 use crate::server::handlers::ConnHandler;
 use crate::server::notifier::Notifier;
 use crate::server::outbound::Outbound;
+use crate::server::publish_gate::PublishGate;
 use crossbeam_channel::Sender;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -80,6 +81,9 @@ struct IoConn {
     /// AMQP events of the parse pass under way, pushed together (kept empty between
     /// passes; its capacity reused up to [`STAGED_EVENTS_KEEP`]).
     staged: Vec<(Event, usize)>,
+    /// Holds a publish read during a resource alarm: parsing and reading stop until the
+    /// alarms clear (`server/publish_gate.rs`).
+    gate: PublishGate,
 }
 
 /// Capacity, in events, of a connection's staging vector kept between parse passes.
@@ -113,6 +117,8 @@ pub struct IoLoop {
     /// Sockets closed at accept since the last tick because the server held
     /// `max_connections + HANDSHAKES_PENDING_MAX` (logged once per tick, not per socket).
     refused_at_accept: u64,
+    /// The resource alarm bits this thread last acted on.
+    alarm_bits: u8,
 }
 
 enum ReadEnd {
@@ -154,6 +160,7 @@ impl IoLoop {
             deferred: Vec::new(),
             accept_retry: false,
             refused_at_accept: 0,
+            alarm_bits: 0,
         })
     }
 
@@ -193,6 +200,7 @@ impl IoLoop {
                     }
                 }
             }
+            self.check_alarms();
             self.serve_marked(&mut marked);
             for _ in 0..self.backlog.len() {
                 if let Some(id) = self.backlog.pop_front() {
@@ -205,6 +213,40 @@ impl IoLoop {
             }
         }
         self.shut_down(&mut events, &mut marked)
+    }
+
+    /// Acts on a change of the resource alarm bits (the monitor wakes this thread): an
+    /// alarm set tells the connections that publish; all cleared releases the held
+    /// publishes, parses what was buffered behind them and resumes reading.
+    fn check_alarms(&mut self) {
+        let alarms = self.broker.alarms();
+        let bits = alarms.bits();
+        // An alarm that set and cleared between two turns may still have held a publish.
+        if bits == self.alarm_bits && (bits != 0 || alarms.blocked_count() == 0) {
+            return;
+        }
+        let was = std::mem::replace(&mut self.alarm_bits, bits);
+        if bits != 0 {
+            if was == 0 {
+                for io in self.conns.values_mut() {
+                    io.gate.alarm_set(&io.conn);
+                }
+            }
+            return;
+        }
+        let mut resume = Vec::new();
+        for (id, io) in self.conns.iter_mut() {
+            if let Some((event, cost)) = io.gate.release(&io.conn) {
+                io.conn.push(event, cost);
+                if !io.input_closed {
+                    absorb(io, &[]);
+                }
+                resume.push(*id);
+            }
+        }
+        for id in resume {
+            self.read(id);
+        }
     }
 
     fn serve_marked(&mut self, marked: &mut Vec<u64>) {
@@ -331,6 +373,7 @@ impl IoLoop {
                             closing_since: None,
                             peer_done: false,
                             staged: Vec::new(),
+                            gate: PublishGate::new(Arc::clone(self.broker.alarms()), protocol),
                         },
                     );
                 }
@@ -439,6 +482,12 @@ impl IoLoop {
                 // Not reading by our own choice: the peer's silence proves nothing.
                 io.last_read = now;
                 continue;
+            }
+            if io.gate.is_blocked() {
+                // Not reading by our own choice (a resource alarm): RabbitMQ suspends the
+                // heartbeat-miss check of a blocked connection; ours still go out.
+                io.last_read = now;
+                io.gate.retry_notice(conn);
             }
             let hb = conn.heartbeat_s.load(Ordering::Acquire) as u64;
             if hb == 0 {
@@ -569,7 +618,7 @@ fn read_socket(
     backlog: &mut VecDeque<u64>,
     id: u64,
 ) -> ReadEnd {
-    if io.paused || io.peer_done {
+    if io.paused || io.peer_done || (io.gate.is_blocked() && !io.input_closed) {
         return ReadEnd::Open;
     }
     let mut total = 0;
@@ -603,6 +652,10 @@ fn read_socket(
                 total += n;
                 if !io.input_closed {
                     absorb(io, &scratch[..n]);
+                    if io.gate.is_blocked() {
+                        // A publish was held (resource alarm): stop reading.
+                        return ReadEnd::Open;
+                    }
                 }
                 if total >= READ_BYTES_PER_EVENT {
                     backlog.push_back(id);
@@ -667,7 +720,7 @@ fn parse(io: &mut IoConn, data: &[u8]) -> usize {
         io.header_done = true;
         at = PROTOCOL_HEADER.len();
     }
-    while !io.input_closed {
+    while !io.input_closed && !io.gate.is_blocked() {
         let frame_max = io.conn.frame_max.load(Ordering::Acquire);
         match frame::check(&data[at..], frame_max) {
             Ok(None) => break,
@@ -710,7 +763,7 @@ fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
     // The events of this pass go to the mailbox together (one lock, one wake-up): an
     // AMQP publish is an event per message.
     let mut staged = std::mem::take(&mut io.staged);
-    while !io.input_closed {
+    while !io.input_closed && !io.gate.is_blocked() {
         let frame_max = io.conn.frame_max.load(Ordering::Acquire);
         match amqp::check(&data[at..], frame_max) {
             Ok(None) => break,
@@ -722,7 +775,11 @@ fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
                 };
                 match input.frame(&header, header.payload(frame)) {
                     Ok(None) => {}
-                    Ok(Some((event, cost))) => staged.push((event, cost)),
+                    Ok(Some((event, cost))) => {
+                        if let Some(admitted) = io.gate.admit(&io.conn, event, cost) {
+                            staged.push(admitted);
+                        }
+                    }
                     Err(v) => {
                         io.conn.push_all(&mut staged);
                         let text = if v.class_method == (0, 0) {
@@ -819,26 +876,24 @@ fn decode(io: &mut IoConn, channel: u16, payload: &[u8]) {
         // The hot path: one copy of the payload, no per-message allocation. A payload it
         // refuses falls through to `Method::decode`, which names the fault.
         if let Ok((request_id, batch)) = PublishBatch::decode(payload) {
-            io.conn.push(
-                Event::Publish {
-                    channel,
-                    request_id,
-                    batch,
-                },
-                cost,
-            );
+            let event = Event::Publish {
+                channel,
+                request_id,
+                batch,
+            };
+            push_admitted(io, event, cost);
             return;
         }
     }
     match Method::decode(payload) {
-        Ok((request_id, method)) => io.conn.push(
-            Event::Method {
+        Ok((request_id, method)) => {
+            let event = Event::Method {
                 channel,
                 request_id,
                 method,
-            },
-            cost,
-        ),
+            };
+            push_admitted(io, event, cost);
+        }
         Err(e) => {
             let id = if payload.len() >= 2 {
                 u16::from_be_bytes([payload[0], payload[1]])
@@ -851,6 +906,14 @@ fn decode(io: &mut IoConn, channel: u16, payload: &[u8]) {
                 format!("malformed {} frame: {}", method_name(id), e.message),
             );
         }
+    }
+}
+
+/// Hands a decoded event to the mailbox unless the publish gate holds it (a publish
+/// during a resource alarm).
+fn push_admitted(io: &mut IoConn, event: Event, cost: usize) {
+    if let Some((event, cost)) = io.gate.admit(&io.conn, event, cost) {
+        io.conn.push(event, cost);
     }
 }
 

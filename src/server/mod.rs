@@ -16,11 +16,13 @@ pub mod handlers;
 pub mod io_loop;
 pub mod notifier;
 pub mod outbound;
+pub mod publish_gate;
 pub mod sink;
 pub mod worker;
 
 pub use config::ServerConfig;
 
+use crate::alarm::monitor::AlarmMonitor;
 use crate::broker::housekeeping::Housekeeper;
 use crate::broker::Broker;
 use crate::limits::{CONNECTIONS_MAX, HANDSHAKES_PENDING_MAX};
@@ -45,6 +47,7 @@ pub struct ServerHandle {
     io_thread: Option<JoinHandle<io::Result<()>>>,
     workers: Vec<JoinHandle<()>>,
     housekeeper: Housekeeper,
+    alarm_monitor: AlarmMonitor,
 }
 
 impl ServerHandle {
@@ -94,6 +97,7 @@ impl ServerHandle {
             let _ = w.join();
         }
         self.housekeeper.stop();
+        self.alarm_monitor.stop();
         if joined_io {
             // Every request has run: write the stores' stats and sync what is pending.
             self.broker.close_storage();
@@ -165,6 +169,14 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let notifier = Arc::new(Notifier::new(waker));
+    // The first check runs here, before the listeners accept: a server started above a
+    // watermark blocks its very first publisher.
+    let wake = Arc::clone(&notifier);
+    let alarm_monitor = AlarmMonitor::start(
+        Arc::clone(broker.alarms()),
+        config.data_dir.clone(),
+        Box::new(move || wake.wake()),
+    )?;
     let listener = mio::net::TcpListener::bind(config.listen).map_err(|e| {
         io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
     })?;
@@ -222,6 +234,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         io_thread: Some(io_thread),
         workers,
         housekeeper,
+        alarm_monitor,
     })
 }
 

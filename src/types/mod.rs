@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod field_table;
 pub mod properties;
+pub mod size;
 
 pub use field_table::{FieldTable, FieldValue};
 pub use properties::BasicProperties;

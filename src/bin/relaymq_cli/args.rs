@@ -2,7 +2,7 @@
 //! `--property NAME=VALUE` message properties.
 
 use super::CliError;
-use relaymq::client::ListKind;
+use relaymq::client::{ListKind, MemoryWatermark};
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -41,7 +41,7 @@ commands:
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions [--json]
-  status [--json]
+  status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
 
 administration (the --user needs the administrator tag):
   user add NAME PASSWORD [--tags T,...]              tags: administrator, management, monitoring
@@ -55,6 +55,9 @@ administration (the --user needs the administrator tag):
   permission set USER --configure RE --write RE --read RE   (in the --vhost)
   permission clear USER                              (in the --vhost)
   permission list [--json]
+  set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available) or 512MiB
+  set disk-free-limit SIZE                           e.g. 1GiB; publishers are blocked below it
+      (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
 
 values: K=V gives an integer for a decimal integer that fits in 64 bits (a longer one stays
         a string), a boolean for true/false, else a string;
@@ -205,6 +208,10 @@ pub enum Command {
     User(UserCommand),
     /// `permission set|clear` (in the global `--vhost`).
     Permission(PermissionCommand),
+    /// `set memory-high-watermark`.
+    SetMemoryHighWatermark(MemoryWatermark),
+    /// `set disk-free-limit`, in bytes.
+    SetDiskFreeLimit(u64),
 }
 
 /// A `user` subcommand.
@@ -524,6 +531,25 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
             raw.positionals("status", [])?;
             Command::Status {
                 json: raw.flag("json"),
+            }
+        }
+        "set" => {
+            let [what, value] =
+                raw.positionals("set", ["memory-high-watermark|disk-free-limit", "VALUE"])?;
+            match what.as_str() {
+                "memory-high-watermark" => Command::SetMemoryHighWatermark(
+                    MemoryWatermark::parse(&value)
+                        .map_err(|e| CliError::Usage(format!("set memory-high-watermark: {e}")))?,
+                ),
+                "disk-free-limit" => Command::SetDiskFreeLimit(
+                    relaymq::types::size::parse_size(&value)
+                        .map_err(|e| CliError::Usage(format!("set disk-free-limit: {e}")))?,
+                ),
+                other => {
+                    return Err(CliError::Usage(format!(
+                        "cannot set '{other}': use memory-high-watermark or disk-free-limit"
+                    )))
+                }
             }
         }
         "help" => return Err(CliError::Usage("use --help".into())),
@@ -986,6 +1012,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(run(&["publish", "--help"]).unwrap(), Invocation::Help);
+    }
+
+    #[test]
+    fn set_commands_parse() {
+        assert_eq!(
+            cmd(&["set", "memory-high-watermark", "0.4"]),
+            Command::SetMemoryHighWatermark(MemoryWatermark::Relative(0.4))
+        );
+        assert_eq!(
+            cmd(&["set", "memory-high-watermark", "512MiB"]),
+            Command::SetMemoryHighWatermark(MemoryWatermark::Absolute(512 << 20))
+        );
+        assert_eq!(
+            cmd(&["set", "disk-free-limit", "2GiB"]),
+            Command::SetDiskFreeLimit(2 << 30)
+        );
+        assert!(usage_error(&["set", "memory-high-watermark", "1.5"]).contains("between 0 and"));
+        assert!(usage_error(&["set", "disk-free-limit", "1.5GB"]).contains("not a size"));
+        assert!(usage_error(&["set", "colour", "red"]).contains("cannot set"));
+        assert!(usage_error(&["set", "disk-free-limit"]).contains("needs VALUE"));
     }
 
     #[test]

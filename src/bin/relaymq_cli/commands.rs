@@ -6,7 +6,7 @@ use super::args::{
 use super::output::{self, Printed};
 use super::{code_name, CliError};
 use relaymq::client::{
-    Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent,
+    BlockedStatus, Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent,
     PublishMessage, ReturnedMessage,
 };
 use relaymq::types::field_table::table_to_json;
@@ -110,6 +110,8 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
             };
             stdout.lock().write_all(text.as_bytes())?;
         }
+        Command::SetMemoryHighWatermark(w) => conn.set_memory_high_watermark(w)?,
+        Command::SetDiskFreeLimit(bytes) => conn.set_disk_free_limit(bytes)?,
         Command::Publish(a) => publish(conn, a)?,
         Command::Consume(a) => consume(conn, a)?,
         Command::Get(a) => get(conn, a)?,
@@ -168,6 +170,7 @@ fn definition(ch: &Channel, command: Command) -> Result<(), CliError> {
 /// With `--mandatory` the channel is put in confirm mode too: the confirm of a returned
 /// message follows its return, so waiting for confirms means every return has arrived.
 fn publish(conn: &Connection, a: Box<PublishArgs>) -> Result<(), CliError> {
+    let _note = BlockedNote::start(conn.blocked_status());
     let ch = conn.open_channel()?;
     let track = a.confirm || a.mandatory;
     if track {
@@ -247,6 +250,55 @@ fn publish(conn: &Connection, a: Box<PublishArgs>) -> Result<(), CliError> {
         ));
     }
     Ok(())
+}
+
+/// Prints a note on stderr when the server blocks publishing (a resource alarm: the
+/// command then waits) and when it unblocks it; stops when dropped.
+struct BlockedNote {
+    /// Dropping it ends the thread's wait at once.
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BlockedNote {
+    fn start(status: BlockedStatus) -> BlockedNote {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let poll = Duration::from_millis(SIGNAL_POLL_MS);
+        let thread = std::thread::Builder::new()
+            .name("blocked-note".into())
+            .spawn(move || {
+                let mut seen = None;
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(poll)
+                {
+                    let now = status.reason();
+                    if now != seen {
+                        match &now {
+                            Some(reason) => eprintln!(
+                                "note: the server blocks publishing ({reason}); waiting until \
+                                 its resource alarm clears"
+                            ),
+                            None => eprintln!("note: the server unblocked publishing"),
+                        }
+                        seen = now;
+                    }
+                }
+            })
+            .ok();
+        BlockedNote {
+            stop: Some(stop),
+            thread,
+        }
+    }
+}
+
+impl Drop for BlockedNote {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// `NO_ROUTE (312): text (exchange 'x', routing key 'k')`, with the count when several

@@ -1,0 +1,76 @@
+//! The alarm monitor thread (`relaymq-alarms`): checks memory every
+//! [`MEMORY_CHECK_INTERVAL_MS`] and free disk every [`DISK_CHECK_INTERVAL_MS`]
+//! ([`ResourceAlarms::check`]), like RabbitMQ's `vm_memory_monitor` and
+//! `rabbit_disk_monitor`.
+
+use super::{ResourceAlarms, DISK_CHECK_INTERVAL_MS, MEMORY_CHECK_INTERVAL_MS};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The running monitor; stops when dropped or [`AlarmMonitor::stop`]ped.
+pub struct AlarmMonitor {
+    stop: Option<Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AlarmMonitor {
+    /// Attaches `data_dir` (whose filesystem's free space is watched) and `wake` (called
+    /// when the alarm bits change) to `alarms`, checks memory and disk once before
+    /// returning — so a server that starts above a watermark blocks its first publisher —
+    /// then starts the thread.
+    ///
+    /// # Errors
+    /// The thread cannot be spawned.
+    pub fn start(
+        alarms: Arc<ResourceAlarms>,
+        data_dir: PathBuf,
+        wake: Box<dyn Fn() + Send + Sync>,
+    ) -> io::Result<AlarmMonitor> {
+        alarms.attach(data_dir, wake);
+        alarms.check(true, true);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let thread = std::thread::Builder::new()
+            .name("relaymq-alarms".into())
+            .spawn(move || run(&alarms, &rx))?;
+        Ok(AlarmMonitor {
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(&mut self) {
+        // Dropping the sender disconnects the channel: the thread's wait ends at once.
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for AlarmMonitor {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(alarms: &ResourceAlarms, stop: &Receiver<()>) {
+    let interval = Duration::from_millis(MEMORY_CHECK_INTERVAL_MS);
+    let disk_interval = Duration::from_millis(DISK_CHECK_INTERVAL_MS);
+    let mut last_disk = Instant::now();
+    loop {
+        match stop.recv_timeout(interval) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+        let disk = last_disk.elapsed() >= disk_interval;
+        if disk {
+            last_disk = Instant::now();
+        }
+        alarms.check(true, disk);
+    }
+}
