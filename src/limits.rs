@@ -6,7 +6,7 @@
 //!
 //! The limits an operator sets (`relaymq-server --max-…` flags) are a [`Limits`] value
 //! whose defaults are the constants here; the broker holds the values in force in a
-//! [`LiveLimits`], which can be replaced while the server runs (docs/limits-notes.md).
+//! [`LiveLimits`], which can be replaced while the server runs (docs/security.md §5).
 
 mod runtime;
 

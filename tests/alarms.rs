@@ -1,4 +1,4 @@
-//! Resource alarms (docs/alarms-notes.md): while the memory or disk alarm is set, a
+//! Resource alarms (docs/security.md §6): while the memory or disk alarm is set, a
 //! connection that publishes is told (`connection.blocked`) and its publishes are held
 //! unread; consumers keep draining; when the alarm clears the held publishes arrive and
 //! none is lost. Loopback only; deadlines are generous, nothing asserts a timing.

@@ -16,7 +16,7 @@ fn usage() -> String {
     let d = Limits::default();
     format!(
         "{USAGE}
-LIMITS (docs/limits-notes.md; reaching one is an error with an AMQP reply code):
+LIMITS (docs/security.md §5; reaching one is an error with an AMQP reply code):
   --max-connections N        open connections, both listeners together; more are
                              refused at connection.open with 530 [default: {}]
   --max-connections-per-user N

@@ -1,6 +1,6 @@
 //! [`BlockedStatus`]: whether the server blocks a connection's publishes because a
 //! resource alarm is set (RabbitMQ's `connection.blocked` / `connection.unblocked`,
-//! native methods 0x0006 / 0x0007; docs/alarms-notes.md).
+//! native methods 0x0006 / 0x0007; docs/security.md §6).
 //!
 //! While blocked, the server does not read the connection: a publish (or any request)
 //! written meanwhile waits in the socket buffers, and a write blocks once they are full.

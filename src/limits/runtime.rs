@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// The operator's limits: one value per bound a client can reach, defaults from the
 /// constants in [`crate::limits`]. Set by `relaymq-server`'s flags (the flag of each is
-/// named on its field); docs/limits-notes.md lists each with its error.
+/// named on its field); docs/security.md §5 lists each with its error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Open connections in total, both listeners together, in connections

@@ -71,7 +71,7 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             },
         )?,
         Method::PermissionClear { user: u, vhost } => broker.clear_permission(&u, &vhost)?,
-        // Resource alarm settings (docs/security.md §5), like rabbitmqctl's.
+        // Resource alarm settings (docs/security.md §6), like rabbitmqctl's.
         Method::MemoryHighWatermarkSet { watermark } => broker
             .alarms()
             .set_memory_high_watermark(watermark)
