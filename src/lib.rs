@@ -16,6 +16,7 @@
 //! - [`amqp`]: the AMQP 0-9-1 wire codec (frames, methods, content), pure encode/decode.
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
+//! - [`fuzzing`]: fuzz target bodies (`fuzz/`, replayed by `tests/fuzz_corpus.rs`).
 //!
 //! Binaries: `relaymq-server` (the daemon) and `relaymq-cli` (a shell tool), in `src/bin/`.
 
@@ -25,6 +26,7 @@ pub mod amqp;
 pub mod broker;
 pub mod client;
 pub mod error;
+pub mod fuzzing;
 pub mod limits;
 pub mod protocol;
 pub mod server;
