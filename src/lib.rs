@@ -18,6 +18,7 @@
 //!   and their monitor thread; publishers are blocked while one is set.
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
+//! - [`fuzzing`]: fuzz target bodies (`fuzz/`, replayed by `tests/fuzz_corpus.rs`).
 //!
 //! Binaries: `relaymq-server` (the daemon) and `relaymq-cli` (a shell tool), in `src/bin/`.
 
@@ -29,6 +30,7 @@ pub mod auth;
 pub mod broker;
 pub mod client;
 pub mod error;
+pub mod fuzzing;
 pub mod limits;
 pub mod protocol;
 pub mod server;

@@ -536,7 +536,7 @@ pub fn scan_file(
 }
 
 /// [`scan_file`] with windows of `window_bytes` (tests use tiny ones).
-fn scan_file_in_windows(
+pub(crate) fn scan_file_in_windows(
     file: &dyn StorageFile,
     window_bytes: u64,
     visit: &mut dyn FnMut(u64, &RecordView<'_>),

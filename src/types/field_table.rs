@@ -9,9 +9,19 @@
 //! whatever order a client sent them in (argument equivalence checks rely on this).
 
 use crate::error::DecodeError;
-use crate::limits::FIELD_TABLE_DEPTH_MAX;
+use crate::limits::{FIELD_TABLE_DEPTH_MAX, PROPERTIES_BYTES_MAX};
 use crate::types::codec::{put_long_bytes, put_short_str, put_u16, put_u32, put_u64, Reader};
 use std::collections::BTreeMap;
+
+/// Largest encoded field table accepted, in bytes: [`PROPERTIES_BYTES_MAX`] (1 MiB).
+///
+/// A decoded table takes up to about 32 times its encoded size in memory (a one-byte `V`
+/// value is a 32-byte [`FieldValue`]), so without a bound a native payload split over
+/// frames (up to the body limit, 16 MiB by default) could make the decoder allocate
+/// gigabytes for one argument table. No table RelayMQ accepts needs more: message headers
+/// live in a properties block, itself bounded by `PROPERTIES_BYTES_MAX`, and an AMQP 0-9-1
+/// table must fit one frame (at most 1 MiB). Found by fuzzing (docs/fuzzing-notes.md).
+pub const FIELD_TABLE_BYTES_MAX: usize = PROPERTIES_BYTES_MAX;
 
 /// A field table: keys (short strings) to typed values.
 pub type FieldTable = BTreeMap<String, FieldValue>;
@@ -243,8 +253,9 @@ fn encode_value(out: &mut Vec<u8>, v: &FieldValue) {
 /// Reads a table in its wire form.
 ///
 /// # Errors
-/// [`DecodeError`] on truncation, an unknown type tag, a key that is not UTF-8, or nesting
-/// deeper than [`FIELD_TABLE_DEPTH_MAX`].
+/// [`DecodeError`] on truncation, an unknown type tag, a key that is not UTF-8, nesting
+/// deeper than [`FIELD_TABLE_DEPTH_MAX`], or a table longer than [`FIELD_TABLE_BYTES_MAX`]
+/// bytes (refused before any entry is decoded).
 pub fn decode_table(r: &mut Reader<'_>) -> Result<FieldTable, DecodeError> {
     decode_table_at(r, 0)
 }
@@ -254,6 +265,12 @@ fn decode_table_at(r: &mut Reader<'_>, depth: usize) -> Result<FieldTable, Decod
         return Err(DecodeError::new("field table nested too deeply"));
     }
     let raw = r.long_bytes("field table")?;
+    if raw.len() > FIELD_TABLE_BYTES_MAX {
+        return Err(DecodeError::new(format!(
+            "field table of {} bytes exceeds the limit of {FIELD_TABLE_BYTES_MAX} bytes",
+            raw.len()
+        )));
+    }
     let mut inner = Reader::new(raw);
     let mut table = FieldTable::new();
     while !inner.is_empty() {
@@ -370,6 +387,28 @@ mod tests {
         encode_table(&mut out, &t);
         let err = decode_table(&mut Reader::new(&out)).unwrap_err();
         assert!(err.message.contains("deeply"));
+    }
+
+    /// Regression (fuzzing notes, finding 1): a table over the bound is refused before any
+    /// entry is decoded, whatever it holds; one at the bound decodes.
+    #[test]
+    fn table_longer_than_its_bound_is_refused_before_decoding() {
+        let void_array = |bytes: usize| {
+            // One key "a", tag 'A', array length, then `V` values.
+            let values = bytes - 1 - 1 - 1 - 4;
+            let mut out = Vec::new();
+            put_u32(&mut out, bytes as u32);
+            out.extend_from_slice(&[1, b'a', b'A']);
+            put_u32(&mut out, values as u32);
+            out.resize(4 + bytes, b'V');
+            out
+        };
+        let at_bound = void_array(FIELD_TABLE_BYTES_MAX);
+        let t = decode_table(&mut Reader::new(&at_bound)).unwrap();
+        assert!(matches!(&t["a"], FieldValue::Array(v) if v.len() == FIELD_TABLE_BYTES_MAX - 7));
+        let over = void_array(FIELD_TABLE_BYTES_MAX + 1);
+        let err = decode_table(&mut Reader::new(&over)).unwrap_err();
+        assert!(err.message.contains("exceeds the limit"), "{err}");
     }
 
     #[test]

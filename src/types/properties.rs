@@ -6,6 +6,7 @@
 //! properties cost nothing: no bytes on the wire and no allocation in memory.
 
 use crate::error::DecodeError;
+use crate::limits::PROPERTIES_BYTES_MAX;
 use crate::types::codec::{put_short_str, put_u16, put_u64, Reader};
 use crate::types::field_table::{decode_table, encode_table, FieldTable};
 
@@ -175,9 +176,24 @@ impl BasicProperties {
     /// Reads the binary form written by [`BasicProperties::encode`].
     ///
     /// # Errors
-    /// [`DecodeError`] on truncation, a property flag RelayMQ does not know, or a string
-    /// that is not UTF-8.
+    /// [`DecodeError`] on truncation, a property flag RelayMQ does not know, a string
+    /// that is not UTF-8, a bad headers table, or a block longer than
+    /// [`PROPERTIES_BYTES_MAX`] bytes (the headers table is refused before it is decoded
+    /// when it alone is over the bound,
+    /// [`FIELD_TABLE_BYTES_MAX`](crate::types::field_table::FIELD_TABLE_BYTES_MAX)).
     pub fn decode(r: &mut Reader<'_>) -> Result<BasicProperties, DecodeError> {
+        let remaining_at_start = r.remaining();
+        let p = BasicProperties::decode_fields(r)?;
+        let block_bytes = remaining_at_start - r.remaining();
+        if block_bytes > PROPERTIES_BYTES_MAX {
+            return Err(DecodeError::new(format!(
+                "properties of {block_bytes} bytes exceed the limit of {PROPERTIES_BYTES_MAX} bytes"
+            )));
+        }
+        Ok(p)
+    }
+
+    fn decode_fields(r: &mut Reader<'_>) -> Result<BasicProperties, DecodeError> {
         let flags = r.u16("property flags")?;
         if flags & !FLAGS_KNOWN != 0 {
             return Err(DecodeError::new(format!(
@@ -347,6 +363,25 @@ mod tests {
                 "cut {cut}"
             );
         }
+    }
+
+    /// Regression (fuzzing notes, finding 1): `PROPERTIES_BYTES_MAX` is enforced where
+    /// properties are decoded, for the whole block.
+    #[test]
+    fn a_block_over_the_properties_bound_is_refused() {
+        let mut headers = FieldTable::new();
+        // A table just under its own bound, plus a content type: the block is over.
+        let big = PROPERTIES_BYTES_MAX - 64;
+        headers.insert("h".into(), FieldValue::Bytes(vec![0; big]));
+        let mut p = BasicProperties {
+            headers: Some(headers),
+            content_type: Some("x".repeat(200)),
+            ..BasicProperties::default()
+        };
+        let err = BasicProperties::from_bytes(&p.to_bytes()).unwrap_err();
+        assert!(err.message.contains("exceed the limit"), "{err}");
+        p.content_type = None;
+        assert_eq!(BasicProperties::from_bytes(&p.to_bytes()).unwrap(), p);
     }
 
     #[test]

@@ -1,0 +1,4 @@
+//! Fuzz target: see [`relaymq::fuzzing::native_frame`] and docs/fuzzing-notes.md.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| relaymq::fuzzing::native_frame(data));
