@@ -384,3 +384,35 @@ fn a_client_that_sends_garbage_and_hangs_up_still_gets_the_frame_error_close() {
     );
     assert_server_healthy(&server);
 }
+
+#[test]
+fn a_large_payload_before_login_is_refused_without_being_held() {
+    let server = TestServer::start();
+    let mut raw = Raw::connect_bare(server.addr());
+    raw.stream.write_all(&PROTOCOL_HEADER).unwrap();
+    // 200 KiB of publish split over 32 KiB frames, before connection.open: over the
+    // handshake bound (FRAME_BYTES_HANDSHAKE), so it is counted and dropped, not joined.
+    raw.frame_max = 32 * 1024;
+    raw.send(
+        1,
+        1,
+        &Method::Publish {
+            messages: vec![PublishMessage {
+                exchange: String::new(),
+                routing_key: "q".into(),
+                mandatory: false,
+                properties: BasicProperties::default(),
+                body: vec![0; 200 * 1024],
+            }],
+        },
+    );
+    let mut close = None;
+    while let Some((_, _, m)) = raw.recv() {
+        if let Method::Close { reply_code, .. } = m {
+            close = Some(reply_code);
+            break;
+        }
+    }
+    assert_eq!(close, Some(501), "closed with FRAME_ERROR");
+    assert_server_healthy(&server);
+}

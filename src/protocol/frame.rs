@@ -195,6 +195,8 @@ impl Partial {
 pub struct FrameAssembler {
     partial: Option<Partial>,
     payload_max: usize,
+    /// The bound once the connection is open (see [`FrameAssembler::before_open`]).
+    payload_max_open: usize,
 }
 
 impl FrameAssembler {
@@ -203,7 +205,29 @@ impl FrameAssembler {
         FrameAssembler {
             partial: None,
             payload_max,
+            payload_max_open: payload_max,
         }
+    }
+
+    /// An assembler that joins at most `handshake_max` bytes until [`FrameAssembler::open`]
+    /// raises the bound to `payload_max`: a client that has not logged in cannot make the
+    /// server hold or decode a large payload.
+    pub fn before_open(handshake_max: usize, payload_max: usize) -> FrameAssembler {
+        FrameAssembler {
+            partial: None,
+            payload_max: handshake_max.min(payload_max),
+            payload_max_open: payload_max,
+        }
+    }
+
+    /// Whether the bound is the open connection's.
+    pub fn is_open(&self) -> bool {
+        self.payload_max == self.payload_max_open
+    }
+
+    /// Raises the bound to the open connection's.
+    pub fn open(&mut self) {
+        self.payload_max = self.payload_max_open;
     }
 
     /// Bytes held for a payload still being reassembled.
@@ -288,6 +312,31 @@ impl FrameAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn before_open_the_handshake_bound_applies_then_the_full_one() {
+        let mut asm = FrameAssembler::before_open(100, 1000);
+        let split = FrameHeader {
+            frame_type: FrameType::Method,
+            flags: FLAG_MORE,
+            channel: 1,
+            size: 80,
+        };
+        let last = FrameHeader { flags: 0, ..split };
+        assert!(asm.push(&split, &[0; 80]).unwrap().is_none());
+        assert!(matches!(
+            asm.push(&last, &[0; 80]).unwrap(),
+            Some(Payload::Oversized { size: 160, .. })
+        ));
+        assert!(!asm.is_open());
+        asm.open();
+        assert!(asm.is_open());
+        assert!(asm.push(&split, &[0; 80]).unwrap().is_none());
+        assert!(matches!(
+            asm.push(&last, &[0; 80]).unwrap(),
+            Some(Payload::Joined(1, p)) if p.len() == 160
+        ));
+    }
 
     fn frames_of(out: &[u8], frame_max: u32) -> Vec<(FrameHeader, Vec<u8>)> {
         let mut at = 0;

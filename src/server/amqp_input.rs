@@ -55,7 +55,19 @@ pub struct AmqpInput {
     pending: HashMap<u16, Pending, BuildChannelHasher>,
     /// Largest body accepted, in bytes (`--max-message-bytes`).
     body_bytes_max: usize,
+    /// Body bytes held for contents still arriving, over every channel.
+    buffered: usize,
 }
+
+/// Body bytes a connection may hold for contents still arriving on all its channels
+/// together, in bytes, at least (one largest message plus [`BODY_RESERVE_BYTES_MAX`] is
+/// always allowed). Interleaving partial bodies on many channels cannot grow past it.
+pub const CONTENT_IN_PROGRESS_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Body bytes reserved when a content's first body frame arrives, in bytes at most: a
+/// larger body gets its full allocation only once this much of it has arrived, so a
+/// client cannot reserve memory it does not send.
+pub const BODY_RESERVE_BYTES_MAX: usize = 1024 * 1024;
 
 impl AmqpInput {
     /// Input state for a connection accepting bodies up to `body_bytes_max` bytes.
@@ -63,6 +75,7 @@ impl AmqpInput {
         AmqpInput {
             pending: HashMap::default(),
             body_bytes_max,
+            buffered: 0,
         }
     }
 
@@ -204,18 +217,42 @@ impl AmqpInput {
                 if total > *size {
                     return Err(overrun());
                 }
-                if content.body.is_empty() {
-                    // One allocation for the whole body (bounded by body_bytes_max).
-                    content.body.reserve_exact(*size as usize);
+                let held_max =
+                    CONTENT_IN_PROGRESS_BYTES_MAX.max(self.body_bytes_max + BODY_RESERVE_BYTES_MAX);
+                if self.buffered + payload.len() > held_max {
+                    return Err(Violation::new(
+                        ReplyCode::ResourceError,
+                        format!(
+                            "contents still arriving on this connection's channels hold over \
+                             {held_max} bytes"
+                        ),
+                    ));
+                }
+                let wanted = content.body.len() + payload.len();
+                if wanted > content.body.capacity() {
+                    // First a bounded reservation; the whole body (bounded by
+                    // body_bytes_max) once that much has arrived: one or two allocations.
+                    let target = if content.body.is_empty() {
+                        (*size as usize).min(BODY_RESERVE_BYTES_MAX)
+                    } else {
+                        *size as usize
+                    };
+                    content
+                        .body
+                        .reserve_exact(target.max(wanted) - content.body.len());
                 }
                 content.body.extend_from_slice(payload);
+                self.buffered += payload.len();
                 if total < *size {
                     return Ok(None);
                 }
                 match self.pending.remove(&ch) {
                     Some(Pending::Body {
                         method, content, ..
-                    }) => Ok(Some(complete(ch, method, *content))),
+                    }) => {
+                        self.buffered -= content.body.len();
+                        Ok(Some(complete(ch, method, *content)))
+                    }
                     _ => Ok(None),
                 }
             }
@@ -300,6 +337,91 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Method, header and the first `sent` bytes of a `size`-byte body on channel `ch`.
+    fn partial_publish(out: &mut Vec<u8>, ch: u16, size: usize, sent: usize) {
+        write_method(out, ch, &publish());
+        let mut content = Vec::new();
+        write_content(
+            &mut content,
+            ch,
+            BASIC_CLASS_ID,
+            &BasicProperties::default(),
+            &vec![1u8; size],
+            FRAME_MAX,
+        );
+        let mut at = 0;
+        let mut body_sent = 0;
+        while let Some((h, n)) = check(&content[at..], FRAME_MAX).unwrap() {
+            if h.frame_type == FrameType::Body {
+                if body_sent >= sent {
+                    break;
+                }
+                body_sent += n - 8;
+            }
+            out.extend_from_slice(&content[at..at + n]);
+            at += n;
+        }
+    }
+
+    #[test]
+    fn a_large_body_reserves_its_memory_only_as_it_arrives() {
+        let size = 8 * BODY_RESERVE_BYTES_MAX;
+        let mut input = AmqpInput::new(size);
+        let mut bytes = Vec::new();
+        partial_publish(&mut bytes, 1, size, 1);
+        assert_eq!(feed(&mut input, &bytes).1, None);
+        match input.pending.get(&1) {
+            Some(Pending::Body { content, .. }) => {
+                assert!(content.body.capacity() <= BODY_RESERVE_BYTES_MAX);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut input = AmqpInput::new(size);
+        let mut bytes = Vec::new();
+        write_method(&mut bytes, 1, &publish());
+        let body = vec![3u8; size];
+        write_content(
+            &mut bytes,
+            1,
+            BASIC_CLASS_ID,
+            &BasicProperties::default(),
+            &body,
+            FRAME_MAX,
+        );
+        let (events, violation) = feed(&mut input, &bytes);
+        assert_eq!(violation, None);
+        match &events[..] {
+            [Event::Amqp {
+                content: Some(c), ..
+            }] => {
+                assert_eq!(c.body, body);
+                assert_eq!(
+                    c.body.capacity(),
+                    size,
+                    "one exact allocation once it arrived"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(input.buffered, 0);
+    }
+
+    #[test]
+    fn partial_bodies_on_many_channels_cannot_grow_past_the_connection_bound() {
+        let size = 4 * 1024 * 1024;
+        let mut input = AmqpInput::new(size);
+        let mut bytes = Vec::new();
+        // 20 channels × 4 MiB - 1 bytes each: 80 MiB, over the 64 MiB bound.
+        for ch in 1..=20 {
+            partial_publish(&mut bytes, ch, size, size - FRAME_MAX as usize);
+        }
+        let (events, violation) = feed(&mut input, &bytes);
+        assert!(events.is_empty());
+        let v = violation.expect("the bound is enforced");
+        assert_eq!(v.code, ReplyCode::ResourceError);
+        assert!(input.buffered <= CONTENT_IN_PROGRESS_BYTES_MAX);
     }
 
     #[test]

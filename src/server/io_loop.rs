@@ -356,7 +356,10 @@ impl IoLoop {
                             socket,
                             pending: Vec::new(),
                             input: match protocol {
-                                Protocol::Native => Input::Native(FrameAssembler::new(payload_max)),
+                                Protocol::Native => Input::Native(FrameAssembler::before_open(
+                                    crate::limits::FRAME_BYTES_HANDSHAKE as usize,
+                                    payload_max,
+                                )),
                                 Protocol::Amqp => {
                                     Input::Amqp(AmqpInput::new(limits.message_bytes_max))
                                 }
@@ -835,6 +838,9 @@ fn on_frame(io: &mut IoConn, header: &FrameHeader, payload: &[u8]) {
     let Input::Native(assembler) = &mut io.input else {
         return;
     };
+    if !assembler.is_open() && io.conn.opened.load(Ordering::Acquire) {
+        assembler.open();
+    }
     match assembler.push(header, payload) {
         Ok(None) => {}
         Ok(Some(Payload::Whole(ch, p))) => decode(io, ch, p),
