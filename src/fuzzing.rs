@@ -3,7 +3,7 @@
 //!
 //! The cargo-fuzz targets in `fuzz/fuzz_targets/` are one-liners calling these functions,
 //! and `tests/fuzz_corpus.rs` replays the committed corpus through them on stable Rust, so
-//! a crash found once stays fixed. `docs/fuzzing-notes.md` says how to run them.
+//! a crash found once stays fixed. `docs/security.md §7.2` says how to run them.
 //!
 //! Every target reads its first input byte as a *configuration* (frame size, byte bounds,
 //! where to cut the stream into two reads) and the rest as the bytes under test, so a

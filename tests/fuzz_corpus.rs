@@ -1,7 +1,7 @@
 //! Replays the fuzz corpus on stable Rust: every file under `fuzz/corpus/<target>/` and
 //! `fuzz/regressions/<target>/` goes through the same `relaymq::fuzzing` function its
 //! cargo-fuzz target calls, so a crash found and fixed once stays fixed
-//! (docs/fuzzing-notes.md).
+//! (docs/security.md §7.2).
 
 use relaymq::fuzzing;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 /// frames (up to the body limit, 16 MiB by default) could make the decoder allocate
 /// gigabytes for one argument table. No table RelayMQ accepts needs more: message headers
 /// live in a properties block, itself bounded by `PROPERTIES_BYTES_MAX`, and an AMQP 0-9-1
-/// table must fit one frame (at most 1 MiB). Found by fuzzing (docs/fuzzing-notes.md).
+/// table must fit one frame (at most 1 MiB). Found by fuzzing (docs/security.md §7.2).
 pub const FIELD_TABLE_BYTES_MAX: usize = PROPERTIES_BYTES_MAX;
 
 /// A field table: keys (short strings) to typed values.
