@@ -16,6 +16,8 @@
 //! - [`amqp`]: the AMQP 0-9-1 wire codec (frames, methods, content), pure encode/decode.
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
+//! - [`tls`]: PEM files and the crypto provider shared by the server's and the client's
+//!   TLS (rustls with *ring*).
 //!
 //! Binaries: `relaymq-server` (the daemon) and `relaymq-cli` (a shell tool), in `src/bin/`.
 
@@ -29,6 +31,7 @@ pub mod limits;
 pub mod protocol;
 pub mod server;
 pub mod storage;
+pub mod tls;
 pub mod types;
 
 /// The README's code examples, compiled by `cargo test` so they cannot rot.

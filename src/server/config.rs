@@ -4,6 +4,7 @@ use crate::broker::BrokerConfig;
 use crate::limits::{
     CHANNEL_MAX, FRAME_BYTES_DEFAULT, HEARTBEAT_S_DEFAULT, SHUTDOWN_FLUSH_MS_DEFAULT,
 };
+use crate::server::tls::TlsConfig;
 use crate::storage::flusher::FsyncMode;
 use crate::storage::types::SEGMENT_BYTES_DEFAULT;
 use std::net::SocketAddr;
@@ -45,6 +46,9 @@ pub struct ServerConfig {
     pub segment_bytes: u64,
     /// Core settings.
     pub broker: BrokerConfig,
+    /// TLS listeners beside the plain ones (`--tls-cert`, `--tls-key`, ...; `None` = no
+    /// TLS). See `docs/tls-notes.md`.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -62,6 +66,7 @@ impl Default for ServerConfig {
             fsync: FsyncMode::Always,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             broker: BrokerConfig::default(),
+            tls: None,
         }
     }
 }
