@@ -2,7 +2,8 @@
 //! client library, the real `relaymq-cli --tls`, raw AMQP through rustls and pika; a
 //! plaintext client, garbage and a stalled handshake on a TLS port close only that
 //! connection; client certificates required or optional; unusable files stop start-up
-//! naming the file.
+//! naming the file; a TLS consumer that stops reading leaves messages in the queue (the
+//! TLS layer adds a bounded buffer, not an unbounded one).
 //!
 //! Every certificate is made here with rcgen (a throwaway CA, a server certificate for
 //! `localhost` and `127.0.0.1`, client certificates from that CA and from another).
@@ -630,4 +631,161 @@ fn unusable_files_stop_start_up_naming_the_file() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let o = server(&["--tls-listen", "127.0.0.1:0"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+/// The next method frame from `stream` (heartbeats skipped), or `None` at EOF.
+fn recv_native(
+    stream: &mut impl Read,
+    buf: &mut Vec<u8>,
+    asm: &mut relaymq::protocol::FrameAssembler,
+) -> Option<(u16, relaymq::protocol::Method)> {
+    use relaymq::protocol::frame::{self, Payload, FRAME_HEADER_BYTES};
+    loop {
+        if let Some((h, n)) = frame::check(buf, 64 << 20).expect("valid frame") {
+            let payload = buf[FRAME_HEADER_BYTES..n].to_vec();
+            buf.drain(..n);
+            if h.frame_type == frame::FrameType::Heartbeat {
+                continue;
+            }
+            let decoded = match asm.push(&h, &payload).expect("assemble") {
+                None => continue,
+                Some(Payload::Whole(ch, p)) => (ch, relaymq::protocol::Method::decode(p)),
+                Some(Payload::Joined(ch, p)) => (ch, relaymq::protocol::Method::decode(&p)),
+                Some(Payload::Oversized { .. }) => panic!("oversized"),
+            };
+            return Some((decoded.0, decoded.1.expect("decode").1));
+        }
+        let mut chunk = [0u8; 65536];
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[test]
+fn a_tls_consumer_that_stops_reading_leaves_messages_in_the_queue() {
+    use relaymq::protocol::{frame, Method, PROTOCOL_HEADER};
+    use relaymq::types::FieldTable;
+    const BODY: usize = 64 * 1024;
+    const TOTAL: u64 = 1_200; // 75 MiB of bodies
+    let pki = pki();
+    let server = tls_server(&pki, None);
+    // The consumer: native protocol over TLS, no_ack, then it stops reading its socket.
+    let sock = TcpStream::connect(tls_addr(&server)).unwrap();
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let c =
+        rustls::ClientConnection::new(rustls_client(&pki, None), "localhost".try_into().unwrap())
+            .unwrap();
+    let mut tls = rustls::StreamOwned::new(c, sock);
+    let mut out = PROTOCOL_HEADER.to_vec();
+    let requests = [
+        (
+            0,
+            Method::Open {
+                user: "guest".into(),
+                password: "guest".into(),
+                vhost: "/".into(),
+                frame_max: 0,
+                heartbeat_s: 0,
+                channel_max: 0,
+                client_name: "sleepy-tls".into(),
+            },
+        ),
+        (1, Method::ChannelOpen),
+        (
+            1,
+            Method::QueueDeclare {
+                queue: "slow-tls".into(),
+                passive: false,
+                durable: false,
+                exclusive: false,
+                auto_delete: false,
+                arguments: FieldTable::new(),
+            },
+        ),
+        (
+            1,
+            Method::BasicConsume {
+                queue: "slow-tls".into(),
+                consumer_tag: "sleepy".into(),
+                no_ack: true,
+                exclusive: false,
+                arguments: FieldTable::new(),
+            },
+        ),
+    ];
+    for (i, (ch, m)) in requests.iter().enumerate() {
+        frame::write_method(&mut out, *ch, 64 * 1024, |b| m.encode(i as u32 + 1, b));
+    }
+    tls.write_all(&out).unwrap();
+    let (mut buf, mut asm) = (Vec::new(), relaymq::protocol::FrameAssembler::new(64 << 20));
+    loop {
+        match recv_native(&mut tls, &mut buf, &mut asm) {
+            Some((_, Method::BasicConsumeOk { .. })) => break,
+            Some((_, Method::Close { reply_text, .. })) => panic!("closed: {reply_text}"),
+            Some(_) => {}
+            None => panic!("consumer connection lost"),
+        }
+    }
+
+    // The producer, on a plain connection, publishes 75 MiB with confirms.
+    let conn = connect(server.addr(), None).unwrap();
+    let ch = conn.open_channel().unwrap();
+    ch.confirm_select().unwrap();
+    let batch: Vec<PublishMessage> = (0..100)
+        .map(|_| PublishMessage {
+            exchange: String::new(),
+            routing_key: "slow-tls".into(),
+            mandatory: false,
+            properties: BasicProperties::default(),
+            body: vec![0xab; BODY],
+        })
+        .collect();
+    for _ in 0..TOTAL / 100 {
+        ch.publish_batch(&batch).unwrap();
+    }
+    assert!(ch.wait_for_confirms(Duration::from_secs(60)).unwrap());
+
+    // At most the delivery high-water mark, the TLS send buffer, one message and what the
+    // kernel buffers on both sides may have left the queue.
+    let kernel = |f: &str| {
+        std::fs::read_to_string(f)
+            .ok()
+            .and_then(|s| s.split_whitespace().last()?.parse::<usize>().ok())
+            .unwrap_or(8 << 20)
+    };
+    let in_flight_max = relaymq::limits::OUTBOUND_HIGH_WATER_BYTES
+        + relaymq::limits::TLS_SEND_BUFFER_BYTES
+        + BODY
+        + kernel("/proc/sys/net/ipv4/tcp_wmem")
+        + kernel("/proc/sys/net/ipv4/tcp_rmem");
+    let ready_min = TOTAL as i64 - (in_flight_max / BODY) as i64 - 16;
+    let rows = conn.list(relaymq::client::ListKind::Queues).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.get("name").and_then(|v| v.as_str()) == Some("slow-tls"))
+        .expect("queue listed");
+    let ready = row.get("messages_ready").and_then(|v| v.as_i64()).unwrap();
+    eprintln!("while the TLS consumer does not read: {ready} of {TOTAL} still ready (≥ {ready_min} required)");
+    assert!(
+        ready >= ready_min,
+        "the server pushed {} messages towards a TLS consumer that does not read",
+        TOTAL as i64 - ready
+    );
+
+    // It reads again: every message arrives.
+    let mut delivered = 0u64;
+    while delivered < TOTAL {
+        match recv_native(&mut tls, &mut buf, &mut asm) {
+            Some((1, Method::Deliver { deliveries })) => {
+                for d in deliveries {
+                    assert_eq!(d.body.len(), BODY);
+                    delivered += 1;
+                }
+            }
+            Some((_, m)) => panic!("expected basic.deliver, got {m:?}"),
+            None => panic!("disconnected after {delivered} deliveries"),
+        }
+    }
 }

@@ -267,3 +267,50 @@ impl Read for TlsStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_name_is_the_host_of_the_address_unless_given() {
+        let opts = TlsOptions::new("ca.pem");
+        let name =
+            |addr: &str, o: &TlsOptions| server_name(addr, o).map(|n| n.to_str().into_owned());
+        assert_eq!(
+            name("broker.example.com:5674", &opts).unwrap(),
+            "broker.example.com"
+        );
+        assert_eq!(name("127.0.0.1:5674", &opts).unwrap(), "127.0.0.1");
+        assert_eq!(name("[::1]:5674", &opts).unwrap(), "::1");
+        let named = TlsOptions {
+            server_name: Some("mq.internal".into()),
+            ..opts.clone()
+        };
+        assert_eq!(name("10.0.0.7:5674", &named).unwrap(), "mq.internal");
+        let err = name("bad_name!:5674", &opts).unwrap_err();
+        assert!(matches!(err, ClientError::Tls(_)), "{err:?}");
+    }
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["ca".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        let half = TlsOptions {
+            cert_file: Some("client.pem".into()),
+            ..TlsOptions::new(&ca)
+        };
+        let err = client_config(&half).unwrap_err();
+        assert!(err.to_string().contains("both"), "{err}");
+        let missing = TlsOptions::new(dir.path().join("missing-ca.pem"));
+        let err = client_config(&missing).unwrap_err();
+        assert!(err.to_string().contains("missing-ca.pem"), "{err}");
+        client_config(&TlsOptions::new(&ca)).unwrap();
+    }
+}
