@@ -19,6 +19,8 @@
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
 //! - [`fuzzing`]: fuzz target bodies (`fuzz/`, replayed by `tests/fuzz_corpus.rs`).
+//! - [`tls`]: PEM files and the crypto provider shared by the server's and the client's
+//!   TLS (rustls with *ring*).
 //!
 //! Binaries: `relaymq-server` (the daemon) and `relaymq-cli` (a shell tool), in `src/bin/`.
 
@@ -35,6 +37,7 @@ pub mod limits;
 pub mod protocol;
 pub mod server;
 pub mod storage;
+pub mod tls;
 pub mod types;
 
 /// The README's code examples, compiled by `cargo test` so they cannot rot.

@@ -151,3 +151,14 @@ pub const CONSUMER_TIMEOUT_MS_DEFAULT: u64 = 30 * 60 * 1000;
 /// reject of one is ignored instead of closing the channel with 406, in tags. Beyond it
 /// the oldest (lowest) tags are forgotten: a late ack of one of those is a 406 again.
 pub const TIMED_OUT_TAGS_MAX: usize = 4096;
+
+/// Largest PEM file (certificate chain, private key, CA bundle) read for TLS, in bytes
+/// (1 MiB: a chain of a few certificates is a few KiB; a bigger file is a mistake, not a
+/// reason to read without bound).
+pub const TLS_PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
+
+/// Bytes of encrypted records (and of plaintext written before the TLS handshake ends) one
+/// TLS connection may hold in its TLS layer beyond its outbound buffer, in bytes (rustls's
+/// `set_buffer_limit`; rustls's own default is 64 KiB). What a client does not read stays
+/// in the outbound buffer, under its high-water mark and hard cap.
+pub const TLS_SEND_BUFFER_BYTES: usize = 256 * 1024;

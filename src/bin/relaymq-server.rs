@@ -5,7 +5,9 @@
 
 use anyhow::{bail, Context, Result};
 use relaymq::limits::Limits;
+use relaymq::server::tls::{ClientAuth, TlsConfig};
 use relaymq::server::{self, ServerConfig};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use std::io::Write;
@@ -69,7 +71,18 @@ OPTIONS:
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          error|warn|info|debug|trace [default: info]
   --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
-                             here once serving
+                             here once serving (with tls_listen, amqp_tls_listen when on)
+  --tls-cert FILE            PEM certificate chain (server certificate first); with
+                             --tls-key turns on the TLS listeners below, beside the
+                             plain ones
+  --tls-key FILE             PEM private key of --tls-cert
+  --tls-listen ADDR|off      native protocol over TLS [default: 127.0.0.1:5674]
+  --amqp-tls-listen ADDR|off AMQP 0-9-1 over TLS (amqps) [default: 127.0.0.1:5671]
+  --tls-client-ca FILE       PEM CA(s) client certificates must chain to; clients are
+                             then asked for a certificate
+  --tls-client-auth MODE     required | optional: whether a client without a
+                             certificate is refused (needs --tls-client-ca)
+                             [default: required]
   --default-user NAME        the administrator created at the first start (users then
                              live in meta.db: relaymq-cli user ...) [default: guest]
   --default-pass PASSWORD    its password [default: guest]
@@ -133,9 +146,70 @@ const CHECK_EXIT_PROBLEMS: i32 = 1;
 /// Exit code of `--check` when the directory could not be checked.
 const CHECK_EXIT_CANNOT_CHECK: i32 = 2;
 
+/// The TLS flags as given, checked together once all are read ([`TlsFlags::into_config`]).
+#[derive(Default)]
+struct TlsFlags {
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    /// `--tls-listen`: `Some(None)` is `off`.
+    listen: Option<Option<SocketAddr>>,
+    /// `--amqp-tls-listen`: `Some(None)` is `off`.
+    amqp_listen: Option<Option<SocketAddr>>,
+    client_ca: Option<PathBuf>,
+    client_auth: Option<ClientAuth>,
+}
+
+impl TlsFlags {
+    /// The TLS settings, `None` without `--tls-cert`/`--tls-key`.
+    fn into_config(self) -> Result<Option<TlsConfig>> {
+        let (cert, key) = match (self.cert, self.key) {
+            (Some(c), Some(k)) => (c, k),
+            (Some(_), None) => bail!("--tls-cert needs --tls-key (the certificate's private key)"),
+            (None, Some(_)) => bail!("--tls-key needs --tls-cert (the server's certificate)"),
+            (None, None) => {
+                if self.listen.is_some()
+                    || self.amqp_listen.is_some()
+                    || self.client_ca.is_some()
+                    || self.client_auth.is_some()
+                {
+                    bail!("the --tls-* options need --tls-cert and --tls-key");
+                }
+                return Ok(None);
+            }
+        };
+        if self.client_auth.is_some() && self.client_ca.is_none() {
+            bail!("--tls-client-auth needs --tls-client-ca (the CA client certificates are checked against)");
+        }
+        let mut tls = TlsConfig::new(cert, key);
+        if let Some(l) = self.listen {
+            tls.listen = l;
+        }
+        if let Some(l) = self.amqp_listen {
+            tls.amqp_listen = l;
+        }
+        if tls.listen.is_none() && tls.amqp_listen.is_none() {
+            bail!("--tls-listen and --amqp-tls-listen are both off: TLS would serve nothing");
+        }
+        tls.client_ca_file = self.client_ca;
+        tls.client_auth = self.client_auth.unwrap_or(ClientAuth::Required);
+        Ok(Some(tls))
+    }
+}
+
+/// Parses `ADDR|off` of a listen flag.
+fn listen_or_off(flag: &str, v: &str, example: &str) -> Result<Option<SocketAddr>> {
+    if v == "off" {
+        return Ok(None);
+    }
+    v.parse()
+        .map(Some)
+        .with_context(|| format!("{flag}: '{v}' is not an address like {example} or off"))
+}
+
 fn parse_args() -> Result<Args> {
     use lexopt::prelude::*;
     let mut config = ServerConfig::default();
+    let mut tls = TlsFlags::default();
     let mut log_level = "info".to_string();
     let mut check = false;
     let mut parser = lexopt::Parser::from_env();
@@ -156,6 +230,25 @@ fn parse_args() -> Result<Args> {
                         format!("--amqp-listen: '{v}' is not an address like 127.0.0.1:5672 or off")
                     })?)
                 };
+            }
+            Long("tls-cert") => tls.cert = Some(PathBuf::from(parser.value()?)),
+            Long("tls-key") => tls.key = Some(PathBuf::from(parser.value()?)),
+            Long("tls-client-ca") => tls.client_ca = Some(PathBuf::from(parser.value()?)),
+            Long("tls-listen") => {
+                let v: String = parser.value()?.parse()?;
+                tls.listen = Some(listen_or_off("--tls-listen", &v, "127.0.0.1:5674")?);
+            }
+            Long("amqp-tls-listen") => {
+                let v: String = parser.value()?.parse()?;
+                tls.amqp_listen = Some(listen_or_off("--amqp-tls-listen", &v, "0.0.0.0:5671")?);
+            }
+            Long("tls-client-auth") => {
+                let v: String = parser.value()?.parse()?;
+                tls.client_auth = Some(match v.as_str() {
+                    "required" => ClientAuth::Required,
+                    "optional" => ClientAuth::Optional,
+                    _ => bail!("--tls-client-auth must be required or optional, not '{v}'"),
+                });
             }
             Long("data-dir") => config.data_dir = PathBuf::from(parser.value()?),
             Long("workers") => {
@@ -274,6 +367,7 @@ fn parse_args() -> Result<Args> {
         }
     }
     config.broker.limits.validate()?;
+    config.tls = tls.into_config()?;
     Ok(Args {
         config,
         log_level,

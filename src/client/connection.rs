@@ -4,7 +4,9 @@
 use super::blocked::BlockedStatus;
 use super::channel::Channel;
 use super::error::ClientError;
-use super::io::{is_read_timeout, run_heartbeats, run_reader, FrameReader, Incoming, Writer};
+use super::io::{
+    is_read_timeout, run_heartbeats, run_reader, ClientStream, FrameReader, Incoming, Writer,
+};
 use super::options::ConnectOptions;
 use super::shared::{lock, Hook, Shared};
 use super::validate;
@@ -75,24 +77,38 @@ impl Connection {
         validate::short_str("user", &options.user)?;
         validate::short_str("vhost", &options.vhost)?;
         validate::short_str("client name", &options.client_name)?;
-        let stream = connect_tcp(&options.addr, options.timeout)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(options.timeout))?;
-        stream.set_write_timeout(Some(options.timeout))?;
-        let mut writer = Writer::new(stream.try_clone()?, FRAME_BYTES_HANDSHAKE);
-        let mut reader_stream = stream;
+        let socket = connect_tcp(&options.addr, options.timeout)?;
+        socket.set_nodelay(true)?;
+        socket.set_read_timeout(Some(options.timeout))?;
+        socket.set_write_timeout(Some(options.timeout))?;
+        let (mut reader_stream, writer_stream) = match &options.tls {
+            None => {
+                let writer_half = socket.try_clone()?;
+                (
+                    ClientStream::Plain(socket),
+                    ClientStream::Plain(writer_half),
+                )
+            }
+            Some(tls) => {
+                let (r, w) = super::tls::handshake(socket, &options.addr, tls)?;
+                (ClientStream::Tls(r), ClientStream::Tls(w))
+            }
+        };
+        let mut writer = Writer::new(writer_stream, FRAME_BYTES_HANDSHAKE);
         let mut frames = FrameReader::new(FRAME_BYTES_HANDSHAKE);
         let negotiated = handshake(&mut writer, &mut reader_stream, &mut frames, &options)?;
 
         writer.set_frame_max(negotiated.frame_max);
         frames.set_frame_max(negotiated.frame_max);
-        reader_stream.set_write_timeout(None)?;
+        reader_stream.socket().set_write_timeout(None)?;
         let heartbeat = Duration::from_secs(negotiated.heartbeat_s as u64);
-        reader_stream.set_read_timeout(if heartbeat.is_zero() {
-            None
-        } else {
-            Some(heartbeat * 2 + Duration::from_secs(1))
-        })?;
+        reader_stream
+            .socket()
+            .set_read_timeout(if heartbeat.is_zero() {
+                None
+            } else {
+                Some(heartbeat * 2 + Duration::from_secs(1))
+            })?;
         let shared = Arc::new(Shared::new(writer, options.timeout, negotiated.channel_max));
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
@@ -338,7 +354,7 @@ fn connect_tcp(addr: &str, timeout: Duration) -> Result<TcpStream, ClientError> 
 /// Sends the protocol header and `connection.open`, reads until `open-ok` or `close`.
 fn handshake(
     writer: &mut Writer,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     frames: &mut FrameReader,
     options: &ConnectOptions,
 ) -> Result<Negotiated, ClientError> {

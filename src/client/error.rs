@@ -45,6 +45,11 @@ pub enum ClientError {
     /// The caller asked for something the client cannot send: a name longer than 255
     /// bytes, no free channel number, a request on a connection closed by the client.
     Usage(String),
+    /// TLS failed: a CA, certificate or key file that cannot be used (the message names
+    /// it), a handshake the server or the client refused (untrusted certificate, wrong
+    /// server name, a client certificate missing or not trusted), or a record that does
+    /// not decrypt on an open connection.
+    Tls(String),
 }
 
 impl ClientError {
@@ -93,6 +98,7 @@ impl ClientError {
             },
             ClientError::Timeout => ClientError::Timeout,
             ClientError::Usage(s) => ClientError::Usage(s.clone()),
+            ClientError::Tls(s) => ClientError::Tls(s.clone()),
         }
     }
 }
@@ -123,6 +129,7 @@ impl fmt::Display for ClientError {
             | ClientError::ChannelClosed { code, text } => write_reply(f, *code, text),
             ClientError::Timeout => f.write_str("timed out waiting for the server"),
             ClientError::Usage(s) => f.write_str(s),
+            ClientError::Tls(s) => write!(f, "TLS: {s}"),
         }
     }
 }
@@ -137,8 +144,13 @@ impl std::error::Error for ClientError {
 }
 
 impl From<io::Error> for ClientError {
+    /// [`ClientError::Tls`] for a TLS failure (rustls reports them as I/O errors),
+    /// [`ClientError::Io`] otherwise.
     fn from(e: io::Error) -> ClientError {
-        ClientError::Io(e)
+        match crate::tls::tls_failure(&e) {
+            Some(t) => ClientError::Tls(t.to_string()),
+            None => ClientError::Io(e),
+        }
     }
 }
 

@@ -1,9 +1,10 @@
-//! Socket I/O: the writer (one frame sequence at a time), the frame reader, and the two
-//! threads a connection runs: the reader, which routes everything the server sends, and
-//! the heartbeat sender.
+//! Socket I/O: the stream (plain TCP or TLS), the writer (one frame sequence at a time),
+//! the frame reader, and the two threads a connection runs: the reader, which routes
+//! everything the server sends, and the heartbeat sender.
 
 use super::error::ClientError;
 use super::shared::{lock, Shared};
+use super::tls::TlsStream;
 use crate::error::ReplyCode;
 use crate::protocol::frame::{self, Payload};
 use crate::protocol::{FrameAssembler, FrameType, Method, FRAME_HEADER_BYTES};
@@ -16,30 +17,90 @@ use std::time::{Duration, Instant};
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
+/// First bytes of a TLS alert record (content type 21, protocol version 3.x): what a TLS
+/// port answers a plaintext client with before it closes (RFC 8446 §5.1, §6).
+const TLS_ALERT_RECORD_START: [u8; 2] = [0x15, 0x03];
+
 /// Capacity a read or write buffer keeps once it is empty; a larger one (after a big
 /// message) is given back.
 const BUFFER_KEEP_BYTES: usize = 256 * 1024;
 
+/// A connection's byte stream: plain TCP, or TLS over it. Each of the reader and the
+/// writer holds one (socket clones sharing the TLS state).
+pub(crate) enum ClientStream {
+    /// Plain TCP: reads and writes go straight to the socket.
+    Plain(TcpStream),
+    /// TLS ([`TlsStream`]).
+    Tls(TlsStream),
+}
+
+impl From<TcpStream> for ClientStream {
+    fn from(s: TcpStream) -> ClientStream {
+        ClientStream::Plain(s)
+    }
+}
+
+impl ClientStream {
+    /// The TCP socket underneath (for options and timeouts, which all clones share).
+    pub(crate) fn socket(&self) -> &TcpStream {
+        match self {
+            ClientStream::Plain(s) => s,
+            ClientStream::Tls(t) => t.socket(),
+        }
+    }
+
+    /// Writes all of `bytes`; `cipher` is the reused buffer TLS encrypts into.
+    fn write_all(&mut self, bytes: &[u8], cipher: &mut Vec<u8>) -> io::Result<()> {
+        match self {
+            ClientStream::Plain(s) => s.write_all(bytes),
+            ClientStream::Tls(t) => t.write_all(bytes, cipher),
+        }
+    }
+
+    /// Shuts the connection down both ways (TLS sends `close_notify` first when the
+    /// socket takes it at once): a blocked reader or writer returns.
+    pub(crate) fn shutdown(&self) {
+        match self {
+            ClientStream::Plain(s) => {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+            ClientStream::Tls(t) => t.shutdown(),
+        }
+    }
+}
+
+impl Read for ClientStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            ClientStream::Plain(s) => s.read(buf),
+            ClientStream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
 /// The socket's write half and the buffer frames are encoded into.
 pub(crate) struct Writer {
-    /// Write half (a `try_clone` of the reader's socket).
-    stream: TcpStream,
+    /// Write half (a `try_clone` of the reader's stream).
+    stream: ClientStream,
     /// Negotiated frame size, bytes, header included: payloads above it are split.
     frame_max: u32,
     /// Encoding buffer, reused between writes.
     buf: Vec<u8>,
     /// When the last bytes were written: heartbeats are only sent on an idle socket.
     last_write: Instant,
+    /// TLS only: the buffer records are encrypted into before they are written, reused.
+    cipher: Vec<u8>,
 }
 
 impl Writer {
     /// A writer over `stream` splitting payloads at `frame_max` bytes.
-    pub(crate) fn new(stream: TcpStream, frame_max: u32) -> Writer {
+    pub(crate) fn new(stream: impl Into<ClientStream>, frame_max: u32) -> Writer {
         Writer {
-            stream,
+            stream: stream.into(),
             frame_max,
             buf: Vec::new(),
             last_write: Instant::now(),
+            cipher: Vec::new(),
         }
     }
 
@@ -50,7 +111,7 @@ impl Writer {
 
     /// Writes raw bytes (the protocol header).
     pub(crate) fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.stream.write_all(bytes)?;
+        self.stream.write_all(bytes, &mut self.cipher)?;
         self.last_write = Instant::now();
         Ok(())
     }
@@ -74,7 +135,7 @@ impl Writer {
     ) -> io::Result<()> {
         self.buf.clear();
         frame::write_method(&mut self.buf, channel, self.frame_max, encode);
-        let written = self.stream.write_all(&self.buf);
+        let written = self.stream.write_all(&self.buf, &mut self.cipher);
         self.last_write = Instant::now();
         if self.buf.capacity() > BUFFER_KEEP_BYTES {
             self.buf = Vec::new();
@@ -96,7 +157,7 @@ impl Writer {
 
     /// Shuts the socket down both ways: a blocked reader or writer returns at once.
     pub(crate) fn shutdown(&self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        self.stream.shutdown();
     }
 }
 
@@ -220,11 +281,17 @@ impl FrameReader {
                 other => break other,
             }
         };
-        let n = read.map_err(ClientError::Io)?;
+        let n = read.map_err(ClientError::from)?;
         if n == 0 {
+            let text = if self.buf[self.start..self.end].starts_with(&TLS_ALERT_RECORD_START) {
+                "the server answered with a TLS alert and closed the connection: that port \
+                 speaks TLS (connect with TLS options; relaymq-cli --tls)"
+            } else {
+                "the server closed the connection"
+            };
             return Err(ClientError::Io(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "the server closed the connection",
+                text,
             )));
         }
         self.end += n;
@@ -240,7 +307,7 @@ pub(crate) fn is_read_timeout(e: &ClientError) -> bool {
 /// The reader thread: routes every frame until the stream ends, then fails whatever still
 /// waits. `stream` has a read timeout of two heartbeat intervals (none without
 /// heartbeats), so a silent server is detected (AMQP 0-9-1 §4.2.7).
-pub(crate) fn run_reader(shared: Arc<Shared>, mut stream: TcpStream, mut frames: FrameReader) {
+pub(crate) fn run_reader(shared: Arc<Shared>, mut stream: ClientStream, mut frames: FrameReader) {
     let why = loop {
         match frames.next(&mut stream) {
             Ok(Incoming::Heartbeat) => {}
@@ -276,7 +343,7 @@ pub(crate) fn run_reader(shared: Arc<Shared>, mut stream: TcpStream, mut frames:
     };
     log::debug!("client reader stops: {why}");
     shared.fail_connection(why);
-    let _ = stream.shutdown(Shutdown::Both);
+    stream.shutdown();
 }
 
 /// The heartbeat thread: writes a heartbeat whenever nothing was written for half the

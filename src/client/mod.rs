@@ -36,6 +36,7 @@
 //! - [`error`]: the error type, [`ClientError`].
 //! - `shared` (private): request/reply correlation and routing of server pushes.
 //! - `io` (private): the writer, the frame reader, the reader and heartbeat threads.
+//! - `tls` (private): TLS ([`TlsOptions`]): configuration, handshake, the shared stream.
 //! - `validate` (private): argument checks before encoding.
 
 pub mod admin;
@@ -48,6 +49,7 @@ mod io;
 pub mod message;
 pub mod options;
 mod shared;
+mod tls;
 mod validate;
 
 pub use crate::alarm::MemoryWatermark;
@@ -58,7 +60,9 @@ pub use connection::Connection;
 pub use consumer::{Consumer, ConsumerEvent};
 pub use error::ClientError;
 pub use message::{GetMessage, ReturnedMessage};
-pub use options::{ConnectOptions, ConsumeOptions, ExchangeDeclareOptions, QueueDeclareOptions};
+pub use options::{
+    ConnectOptions, ConsumeOptions, ExchangeDeclareOptions, QueueDeclareOptions, TlsOptions,
+};
 
 #[cfg(test)]
 mod tests;

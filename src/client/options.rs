@@ -2,6 +2,7 @@
 //! default (`false`, empty).
 
 use crate::types::FieldTable;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How to connect: address, credentials, virtual host and the values proposed to the
@@ -26,6 +27,39 @@ pub struct ConnectOptions {
     pub timeout: Duration,
     /// Free-form name shown by `list connections`.
     pub client_name: String,
+    /// Connect over TLS (to the server's TLS listener, `--tls-listen`, default port
+    /// 5674); `None`: plain TCP.
+    pub tls: Option<TlsOptions>,
+}
+
+/// How to connect over TLS: whom to trust, what to present, which name to check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// PEM file of the CA(s) the server's certificate must chain to. There is no
+    /// fallback to the system's trust store: a broker's certificate is usually signed by
+    /// the operator's own CA.
+    pub ca_file: PathBuf,
+    /// PEM file of this client's certificate chain, for a server that asks for one
+    /// (`--tls-client-ca`); needs `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// PEM file of this client's private key; needs `cert_file`.
+    pub key_file: Option<PathBuf>,
+    /// Name the server's certificate must carry (a DNS name or an IP address); `None`:
+    /// the host part of the address connected to.
+    pub server_name: Option<String>,
+}
+
+impl TlsOptions {
+    /// Trust the CAs in `ca_file`, present no client certificate, check the address's
+    /// host name.
+    pub fn new(ca_file: impl Into<PathBuf>) -> TlsOptions {
+        TlsOptions {
+            ca_file: ca_file.into(),
+            cert_file: None,
+            key_file: None,
+            server_name: None,
+        }
+    }
 }
 
 impl ConnectOptions {
@@ -49,6 +83,7 @@ impl Default for ConnectOptions {
             frame_max: 0,
             timeout: Duration::from_secs(30),
             client_name: "relaymq-client".into(),
+            tls: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::broker::BrokerConfig;
 use crate::limits::SHUTDOWN_FLUSH_MS_DEFAULT;
+use crate::server::tls::TlsConfig;
 use crate::storage::flusher::FsyncMode;
 use crate::storage::types::SEGMENT_BYTES_DEFAULT;
 use std::net::SocketAddr;
@@ -38,6 +39,9 @@ pub struct ServerConfig {
     /// Core settings, with the limits the server starts with (`broker.limits`: frame
     /// size, heartbeat and channel max offered, connection counts, …).
     pub broker: BrokerConfig,
+    /// TLS listeners beside the plain ones (`--tls-cert`, `--tls-key`, ...; `None` = no
+    /// TLS). See `docs/tls-notes.md`.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +56,7 @@ impl Default for ServerConfig {
             fsync: FsyncMode::Always,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             broker: BrokerConfig::default(),
+            tls: None,
         }
     }
 }

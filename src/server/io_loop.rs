@@ -23,12 +23,13 @@ use crate::server::handlers::ConnHandler;
 use crate::server::notifier::Notifier;
 use crate::server::outbound::Outbound;
 use crate::server::publish_gate::PublishGate;
+use crate::server::tls::{TlsInput, TlsLayer};
 use crossbeam_channel::Sender;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::net::Shutdown;
+use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +38,77 @@ use std::time::{Duration, Instant};
 pub const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
 const AMQP_LISTENER: Token = Token(usize::MAX - 2);
+const TLS_LISTENER: Token = Token(usize::MAX - 3);
+const AMQP_TLS_LISTENER: Token = Token(usize::MAX - 4);
+
+/// Whether a poll token is one of the listeners' (or the waker's), not a connection's.
+fn is_listener_or_waker(token: Token) -> bool {
+    [
+        WAKER,
+        LISTENER,
+        AMQP_LISTENER,
+        TLS_LISTENER,
+        AMQP_TLS_LISTENER,
+    ]
+    .contains(&token)
+}
+
+/// The listeners: which protocol each speaks, and whether over TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    Native,
+    Amqp,
+    NativeTls,
+    AmqpTls,
+}
+
+impl Listener {
+    const ALL: [Listener; 4] = [
+        Listener::Native,
+        Listener::Amqp,
+        Listener::NativeTls,
+        Listener::AmqpTls,
+    ];
+
+    fn protocol(self) -> Protocol {
+        match self {
+            Listener::Native | Listener::NativeTls => Protocol::Native,
+            Listener::Amqp | Listener::AmqpTls => Protocol::Amqp,
+        }
+    }
+
+    fn is_tls(self) -> bool {
+        matches!(self, Listener::NativeTls | Listener::AmqpTls)
+    }
+}
+
+/// The TLS listeners and the configuration their connections share.
+pub struct TlsListeners {
+    /// rustls configuration of every TLS connection (certificate, key, client verifier).
+    pub config: Arc<rustls::ServerConfig>,
+    /// The native protocol's TLS listener, when on.
+    pub native: Option<TcpListener>,
+    /// The AMQP 0-9-1 TLS listener (amqps), when on.
+    pub amqp: Option<TcpListener>,
+}
+
+impl TlsListeners {
+    /// The native TLS listener's bound address, when on.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn native_addr(&self) -> io::Result<Option<SocketAddr>> {
+        self.native.as_ref().map(|l| l.local_addr()).transpose()
+    }
+
+    /// The AMQP TLS listener's bound address, when on.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn amqp_addr(&self) -> io::Result<Option<SocketAddr>> {
+        self.amqp.as_ref().map(|l| l.local_addr()).transpose()
+    }
+}
 
 /// How long a closing connection keeps draining input after its write side is shut, so
 /// the peer reads our `close` before the socket goes (closing with unread input would
@@ -84,6 +156,9 @@ struct IoConn {
     /// Holds a publish read during a resource alarm: parsing and reading stop until the
     /// alarms clear (`server/publish_gate.rs`).
     gate: PublishGate,
+    /// The TLS state of a connection accepted on a TLS listener; `None` for plain TCP,
+    /// whose bytes never go near it.
+    tls: Option<Box<TlsLayer>>,
 }
 
 /// Capacity, in events, of a connection's staging vector kept between parse passes.
@@ -102,6 +177,10 @@ pub struct IoLoop {
     poll: Poll,
     listener: Option<TcpListener>,
     amqp_listener: Option<TcpListener>,
+    tls_listener: Option<TcpListener>,
+    amqp_tls_listener: Option<TcpListener>,
+    /// Configuration of the connections the TLS listeners accept.
+    tls_config: Option<Arc<rustls::ServerConfig>>,
     conns: HashMap<u64, IoConn>,
     notifier: Arc<Notifier>,
     broker: Arc<Broker>,
@@ -127,12 +206,16 @@ enum ReadEnd {
 }
 
 impl IoLoop {
-    /// A loop over `listener`, feeding `pool`.
+    /// A loop over `listener` (and the AMQP and TLS listeners that are on), feeding `pool`.
+    ///
+    /// # Errors
+    /// A listener cannot be registered with `poll`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         poll: Poll,
         mut listener: TcpListener,
         mut amqp_listener: Option<TcpListener>,
+        tls: Option<TlsListeners>,
         notifier: Arc<Notifier>,
         broker: Arc<Broker>,
         config: Arc<ServerConfig>,
@@ -145,10 +228,25 @@ impl IoLoop {
             poll.registry()
                 .register(l, AMQP_LISTENER, Interest::READABLE)?;
         }
+        let (tls_config, mut tls_listener, mut amqp_tls_listener) = match tls {
+            Some(t) => (Some(t.config), t.native, t.amqp),
+            None => (None, None, None),
+        };
+        if let Some(l) = &mut tls_listener {
+            poll.registry()
+                .register(l, TLS_LISTENER, Interest::READABLE)?;
+        }
+        if let Some(l) = &mut amqp_tls_listener {
+            poll.registry()
+                .register(l, AMQP_TLS_LISTENER, Interest::READABLE)?;
+        }
         Ok(IoLoop {
             poll,
             listener: Some(listener),
             amqp_listener,
+            tls_listener,
+            amqp_tls_listener,
+            tls_config,
             conns: HashMap::new(),
             notifier,
             broker,
@@ -187,8 +285,10 @@ impl IoLoop {
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
-                    LISTENER => self.accept(Protocol::Native),
-                    AMQP_LISTENER => self.accept(Protocol::Amqp),
+                    LISTENER => self.accept(Listener::Native),
+                    AMQP_LISTENER => self.accept(Listener::Amqp),
+                    TLS_LISTENER => self.accept(Listener::NativeTls),
+                    AMQP_TLS_LISTENER => self.accept(Listener::AmqpTls),
                     Token(t) => {
                         let id = t as u64;
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -277,11 +377,14 @@ impl IoLoop {
         }
     }
 
-    fn accept(&mut self, protocol: Protocol) {
+    fn accept(&mut self, kind: Listener) {
+        let protocol = kind.protocol();
         loop {
-            let listener = match protocol {
-                Protocol::Native => &self.listener,
-                Protocol::Amqp => &self.amqp_listener,
+            let listener = match kind {
+                Listener::Native => &self.listener,
+                Listener::Amqp => &self.amqp_listener,
+                Listener::NativeTls => &self.tls_listener,
+                Listener::AmqpTls => &self.amqp_tls_listener,
             };
             let Some(listener) = listener else {
                 return;
@@ -304,6 +407,17 @@ impl IoLoop {
                         continue;
                     }
                     let _ = socket.set_nodelay(true);
+                    let tls = match (kind.is_tls(), &self.tls_config) {
+                        (false, _) => None,
+                        (true, Some(config)) => match TlsLayer::new(config) {
+                            Ok(t) => Some(Box::new(t)),
+                            Err(e) => {
+                                log::error!("cannot start TLS for {peer}: {e}");
+                                continue;
+                            }
+                        },
+                        (true, None) => continue,
+                    };
                     let id = self.broker.next_connection_id();
                     let token = Token(id as usize);
                     if let Err(e) = self.poll.registry().register(
@@ -346,7 +460,10 @@ impl IoLoop {
                         };
                         Conn::new(id, peer, protocol, outbound, frame_max, pool, handler)
                     });
-                    log::debug!("connection {id} accepted from {peer} ({protocol:?})");
+                    log::debug!(
+                        "connection {id} accepted from {peer} ({protocol:?}{})",
+                        if tls.is_some() { " over TLS" } else { "" }
+                    );
                     let now = Instant::now();
                     let payload_max = limits.message_bytes_max + PAYLOAD_OVERHEAD_BYTES;
                     self.conns.insert(
@@ -377,6 +494,7 @@ impl IoLoop {
                             peer_done: false,
                             staged: Vec::new(),
                             gate: PublishGate::new(Arc::clone(self.broker.alarms()), protocol),
+                            tls,
                         },
                     );
                 }
@@ -398,9 +516,16 @@ impl IoLoop {
             return;
         };
         let end = read_socket(io, &mut self.scratch, &mut self.backlog, id);
-        if let ReadEnd::Closed(reason) = end {
-            log::debug!("connection {id}: {reason}");
-            self.close(id);
+        let tls = io.tls.is_some();
+        match end {
+            ReadEnd::Closed(reason) => {
+                log::debug!("connection {id}: {reason}");
+                self.close(id);
+            }
+            // What was read may have made TLS records to send (the handshake's flights,
+            // a key update) or finished the handshake that plaintext waited for.
+            ReadEnd::Open if tls => self.flush(id),
+            ReadEnd::Open => {}
         }
     }
 
@@ -429,8 +554,9 @@ impl IoLoop {
     fn tick(&mut self) {
         if self.accept_retry {
             self.accept_retry = false;
-            self.accept(Protocol::Native);
-            self.accept(Protocol::Amqp);
+            for kind in Listener::ALL {
+                self.accept(kind);
+            }
         }
         if self.refused_at_accept > 0 {
             log::warn!(
@@ -539,7 +665,14 @@ impl IoLoop {
         if let Some(mut l) = self.listener.take() {
             let _ = self.poll.registry().deregister(&mut l);
         }
-        if let Some(mut l) = self.amqp_listener.take() {
+        for mut l in [
+            self.amqp_listener.take(),
+            self.tls_listener.take(),
+            self.amqp_tls_listener.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             let _ = self.poll.registry().deregister(&mut l);
         }
         for io in self.conns.values_mut() {
@@ -589,9 +722,7 @@ impl IoLoop {
             }
             let ready: Vec<(u64, bool, bool)> = events
                 .iter()
-                .filter(|e| {
-                    e.token() != WAKER && e.token() != LISTENER && e.token() != AMQP_LISTENER
-                })
+                .filter(|e| !is_listener_or_waker(e.token()))
                 .map(|e| {
                     (
                         e.token().0 as u64,
@@ -624,32 +755,18 @@ fn read_socket(
     if io.paused || io.peer_done || (io.gate.is_blocked() && !io.input_closed) {
         return ReadEnd::Open;
     }
+    if io.tls.is_some() && !io.input_closed {
+        return read_tls_socket(io, scratch, backlog, id);
+    }
+    // Plain TCP, or a TLS connection whose input is discarded (refused or closing): its
+    // bytes need not be decrypted to be thrown away.
     let mut total = 0;
     loop {
-        if !io.input_closed && io.conn.mailbox_bytes() > MAILBOX_BYTES_MAX {
-            io.conn.read_paused.store(true, Ordering::SeqCst);
-            // The worker may have drained the mailbox between the check and the flag.
-            if io.conn.mailbox_bytes() > MAILBOX_BYTES_MAX / 2 {
-                io.paused = true;
-                return ReadEnd::Open;
-            }
-            io.conn.read_paused.store(false, Ordering::SeqCst);
+        if pause_for_mailbox(io) {
+            return ReadEnd::Open;
         }
         match io.socket.read(scratch) {
-            Ok(0) => {
-                if io.input_closed && io.linger_until.is_none() && !io.peer_done {
-                    // The peer stopped writing after input we refused (a protocol error,
-                    // a bad header): keep the socket until our close is written — the
-                    // flush shuts it down, or the close deadline drops it.
-                    io.peer_done = true;
-                    return ReadEnd::Open;
-                }
-                return ReadEnd::Closed(if io.linger_until.is_some() || io.peer_done {
-                    "closed".into()
-                } else {
-                    "client closed the connection".into()
-                });
-            }
+            Ok(0) => return peer_eof(io),
             Ok(n) => {
                 io.last_read = Instant::now();
                 total += n;
@@ -668,6 +785,122 @@ fn read_socket(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Open,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return ReadEnd::Closed(format!("read failed: {e}")),
+        }
+    }
+}
+
+/// Stops reading while the connection's mailbox is over its budget (§7); true when paused.
+fn pause_for_mailbox(io: &mut IoConn) -> bool {
+    if !io.input_closed && io.conn.mailbox_bytes() > MAILBOX_BYTES_MAX {
+        io.conn.read_paused.store(true, Ordering::SeqCst);
+        // The worker may have drained the mailbox between the check and the flag.
+        if io.conn.mailbox_bytes() > MAILBOX_BYTES_MAX / 2 {
+            io.paused = true;
+            return true;
+        }
+        io.conn.read_paused.store(false, Ordering::SeqCst);
+    }
+    false
+}
+
+/// The peer will send nothing more (end of stream, or TLS `close_notify`).
+fn peer_eof(io: &mut IoConn) -> ReadEnd {
+    if io.input_closed && io.linger_until.is_none() && !io.peer_done {
+        // The peer stopped writing after input we refused (a protocol error, a bad
+        // header): keep the socket until our close is written — the flush shuts it down,
+        // or the close deadline drops it.
+        io.peer_done = true;
+        return ReadEnd::Open;
+    }
+    ReadEnd::Closed(if io.linger_until.is_some() || io.peer_done {
+        "closed".into()
+    } else {
+        "client closed the connection".into()
+    })
+}
+
+/// [`read_socket`] for a TLS connection: ciphertext is read into the first half of
+/// `scratch`, decrypted by the connection's [`TlsLayer`] into the second half, and the
+/// plaintext parsed as a plain connection's bytes. A TLS failure (a failed handshake,
+/// garbage instead of a ClientHello, a plaintext client) is logged and closes only this
+/// connection: the alert rustls made is sent on a best-effort basis, the write side shut,
+/// and input discarded until the peer hangs up or [`CLOSE_LINGER_MS`] passes.
+fn read_tls_socket(
+    io: &mut IoConn,
+    scratch: &mut [u8],
+    backlog: &mut VecDeque<u64>,
+    id: u64,
+) -> ReadEnd {
+    let (cipher, plain) = scratch.split_at_mut(scratch.len() / 2);
+    let mut total = 0;
+    loop {
+        if pause_for_mailbox(io) {
+            return ReadEnd::Open;
+        }
+        let n = match io.socket.read(cipher) {
+            Ok(0) => return peer_eof(io),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Open,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return ReadEnd::Closed(format!("read failed: {e}")),
+        };
+        io.last_read = Instant::now();
+        total += n;
+        let Some(mut tls) = io.tls.take() else {
+            return ReadEnd::Closed("TLS state missing".into());
+        };
+        let fed = tls.absorb(&cipher[..n], plain, |p| {
+            if !io.input_closed {
+                absorb(io, p);
+            }
+        });
+        if let Some(session) = tls.established() {
+            log::debug!(
+                "connection {id} ({}): TLS established: {session}",
+                io.conn.peer
+            );
+        }
+        let failed = match fed {
+            Ok(TlsInput::Open) => None,
+            Ok(TlsInput::PeerClosed) => Some(peer_eof(io)),
+            Err(e) => {
+                let what = if tls.is_handshaking() {
+                    "TLS handshake failed"
+                } else {
+                    "TLS error"
+                };
+                let hint = match crate::tls::tls_failure(&e) {
+                    Some(rustls::Error::InvalidMessage(
+                        rustls::InvalidMessage::InvalidContentType,
+                    )) => " (not TLS: a plaintext client on a TLS port?)",
+                    _ => "",
+                };
+                log::warn!(
+                    "connection {id} ({}): {what}: {e}{hint}; closing it",
+                    io.conn.peer
+                );
+                // Tell the peer why (rustls queued the alert) if the socket takes it now,
+                // then linger like any close: a client still sending reads our alert
+                // rather than a reset.
+                let _ = tls.write_records(&mut io.socket);
+                let _ = io.socket.shutdown(Shutdown::Write);
+                io.input_closed = true;
+                io.linger_until = Some(Instant::now() + Duration::from_millis(CLOSE_LINGER_MS));
+                None
+            }
+        };
+        io.tls = Some(tls);
+        if let Some(end) = failed {
+            return end;
+        }
+        if io.input_closed {
+            // Input refused (a protocol error, a TLS failure): the rest is read and
+            // discarded unparsed.
+            return read_socket(io, scratch, backlog, id);
+        }
+        if total >= READ_BYTES_PER_EVENT {
+            backlog.push_back(id);
+            return ReadEnd::Open;
         }
     }
 }
@@ -706,7 +939,7 @@ fn parse(io: &mut IoConn, data: &[u8]) -> usize {
             let hint = if got.starts_with(b"AMQP") {
                 " (an AMQP 0-9-1 client: this port speaks RelayMQ's native protocol; AMQP 0-9-1 is served on the --amqp-listen port, default 5672)"
             } else {
-                ""
+                tls_hint(got)
             };
             log::warn!(
                 "connection {} ({}): bad protocol header {got:02x?}{hint}; answering with ours and closing",
@@ -814,14 +1047,25 @@ fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
     }
 }
 
+/// A hint for a log line when a plain listener's first bytes are a TLS handshake record
+/// (content type 22, version 3.x: a ClientHello, RFC 8446 §5.1).
+fn tls_hint(got: &[u8]) -> &'static str {
+    if got.starts_with(&[0x16, 0x03]) {
+        " (a TLS ClientHello: this port is plain TCP; TLS is served on --tls-listen / --amqp-tls-listen)"
+    } else {
+        ""
+    }
+}
+
 /// A client on the AMQP port sent another protocol header: answer with ours and close
 /// (AMQP 0-9-1 §4.2.2).
 fn bad_amqp_header(io: &mut IoConn, data: &[u8]) -> usize {
     let got = &data[..data.len().min(amqp::PROTOCOL_HEADER.len())];
     log::warn!(
-        "connection {} ({}): bad AMQP protocol header {got:02x?}; answering with AMQP 0-9-1's and closing",
+        "connection {} ({}): bad AMQP protocol header {got:02x?}{}; answering with AMQP 0-9-1's and closing",
         io.conn.id,
         io.conn.peer,
+        tls_hint(got),
     );
     io.conn
         .outbound
@@ -934,6 +1178,9 @@ fn protocol_error(io: &mut IoConn, code: ReplyCode, text: String) {
 /// gathered for the next loop turn (the caller defers the connection) instead of going
 /// out in many small writes.
 fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
+    if io.tls.is_some() {
+        return flush_tls_socket(io);
+    }
     let mut taken = false;
     loop {
         if io.write_pos >= io.writing.len() {
@@ -973,6 +1220,80 @@ fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
             Err(e) => return Err(e),
         }
     }
+    finish_flush(io);
+    Ok(false)
+}
+
+/// [`flush_socket`] for a TLS connection: the records rustls holds go out first, then
+/// plaintext taken from the outbound buffer is encrypted as far as the TLS send buffer
+/// allows ([`crate::limits::TLS_SEND_BUFFER_BYTES`]) and written, until done or
+/// `WouldBlock`. Plaintext counts as written (for the water marks) once rustls took it.
+fn flush_tls_socket(io: &mut IoConn) -> io::Result<bool> {
+    let Some(mut tls) = io.tls.take() else {
+        return Err(io::Error::other("TLS state missing"));
+    };
+    let result = flush_tls_with(io, &mut tls);
+    io.tls = Some(tls);
+    match result {
+        Ok(None) => {
+            finish_flush(io);
+            Ok(false)
+        }
+        Ok(Some(more)) => Ok(more),
+        Err(e) => Err(e),
+    }
+}
+
+/// The loop of [`flush_tls_socket`]: `Ok(None)` when everything taken is written,
+/// `Ok(Some(more))` when it stopped early (`more`: appended meanwhile, defer).
+fn flush_tls_with(io: &mut IoConn, tls: &mut TlsLayer) -> io::Result<Option<bool>> {
+    let mut taken = false;
+    loop {
+        if tls.wants_write() {
+            if !tls.write_records(&mut io.socket)? {
+                return Ok(Some(false));
+            }
+            io.last_write = Instant::now();
+        }
+        if io.write_pos >= io.writing.len() {
+            io.writing.clear();
+            io.write_pos = 0;
+            if io.writing.capacity() > BUFFER_IDLE_BYTES {
+                io.writing = Vec::new();
+            }
+            if !taken {
+                io.conn.outbound.take(&mut io.writing);
+                taken = true;
+                if !io.writing.is_empty() {
+                    continue;
+                }
+            }
+            if io.conn.outbound.finish_write() {
+                return Ok(Some(true));
+            }
+            if io.conn.outbound.is_closing() && io.linger_until.is_none() {
+                // Our last bytes: say so in TLS before the TCP write side is shut.
+                tls.send_close_notify();
+                let _ = tls.write_records(&mut io.socket);
+            }
+            return Ok(None);
+        }
+        let n = tls.write_plain(&io.writing[io.write_pos..])?;
+        if n == 0 {
+            // The handshake is not done and its plaintext buffer is full: the read that
+            // completes the handshake flushes again.
+            return Ok(Some(false));
+        }
+        io.write_pos += n;
+        if io.conn.outbound.wrote(n, OUTBOUND_LOW_WATER_BYTES) {
+            io.conn.push(Event::Drained, 0);
+        }
+    }
+}
+
+/// After everything taken was written: gives back a large write buffer and, once a
+/// closing connection is flushed, shuts the write side and starts the linger.
+fn finish_flush(io: &mut IoConn) {
     if io.writing.capacity() > BUFFER_IDLE_BYTES {
         io.writing = Vec::new();
     }
@@ -984,5 +1305,4 @@ fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
         let linger = if io.peer_done { 0 } else { CLOSE_LINGER_MS };
         io.linger_until = Some(Instant::now() + Duration::from_millis(linger));
     }
-    Ok(false)
 }

@@ -18,6 +18,7 @@ pub mod notifier;
 pub mod outbound;
 pub mod publish_gate;
 pub mod sink;
+pub mod tls;
 pub mod worker;
 
 pub use config::ServerConfig;
@@ -41,6 +42,8 @@ use std::thread::JoinHandle;
 pub struct ServerHandle {
     addr: SocketAddr,
     amqp_addr: Option<SocketAddr>,
+    /// Bound addresses of the TLS listeners (native, AMQP 0-9-1), when on.
+    tls_addrs: (Option<SocketAddr>, Option<SocketAddr>),
     broker: Arc<Broker>,
     shutdown: Arc<AtomicBool>,
     notifier: Arc<Notifier>,
@@ -59,6 +62,18 @@ impl ServerHandle {
     /// The address the AMQP 0-9-1 listener is bound to (`None`: it is off).
     pub fn amqp_addr(&self) -> Option<SocketAddr> {
         self.amqp_addr
+    }
+
+    /// The address the native protocol's TLS listener is bound to (`None`: TLS is off, or
+    /// that listener is).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addrs.0
+    }
+
+    /// The address the AMQP 0-9-1 TLS listener (amqps) is bound to (`None`: TLS is off,
+    /// or that listener is).
+    pub fn amqp_tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addrs.1
     }
 
     /// Asks for a graceful shutdown (returns at once; see [`ServerHandle::join`]).
@@ -119,8 +134,10 @@ impl Drop for ServerHandle {
 /// file.
 ///
 /// # Errors
-/// A limit is out of range (`InvalidInput`, [`crate::limits::Limits::validate`]), the data
-/// directory cannot be created, the address cannot be bound, or a thread cannot be
+/// A limit is out of range (`InvalidInput`, [`crate::limits::Limits::validate`]), the TLS
+/// certificate, key or client CA file cannot be used (kind `InvalidInput`, the message
+/// names the file; checked first, before the data directory is touched), the data
+/// directory cannot be created, an address cannot be bound, or a thread cannot be
 /// started.
 pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     config
@@ -128,6 +145,13 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         .limits
         .validate()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let tls_config = match &config.tls {
+        Some(t) => Some(
+            tls::server_config(t)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS: {e}")))?,
+        ),
+        None => None,
+    };
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -191,6 +215,14 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
+    let tls_listeners = match (&config.tls, tls_config) {
+        (Some(t), Some(server_config)) => Some(bind_tls(t, server_config)?),
+        _ => None,
+    };
+    let tls_addrs = match &tls_listeners {
+        Some(t) => (t.native_addr()?, t.amqp_addr()?),
+        None => (None, None),
+    };
     // Each connection is queued at most once, and the I/O thread holds at most
     // `max_connections + HANDSHAKES_PENDING_MAX` of them: sends never block.
     let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX + HANDSHAKES_PENDING_MAX);
@@ -201,6 +233,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         poll,
         listener,
         amqp_listener,
+        tls_listeners,
         Arc::clone(&notifier),
         Arc::clone(&broker),
         Arc::clone(&config),
@@ -217,8 +250,14 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     if let Some(a) = amqp_addr {
         log::info!("listening on {a} (AMQP 0-9-1)");
     }
+    if let Some(a) = tls_addrs.0 {
+        log::info!("listening on {a} (native protocol over TLS)");
+    }
+    if let Some(a) = tls_addrs.1 {
+        log::info!("listening on {a} (AMQP 0-9-1 over TLS, amqps)");
+    }
     if let Some(path) = &config.ready_file {
-        write_ready_file(path, addr, amqp_addr).map_err(|e| {
+        write_ready_file(path, addr, amqp_addr, tls_addrs).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("cannot write ready file {}: {e}", path.display()),
@@ -228,6 +267,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     Ok(ServerHandle {
         addr,
         amqp_addr,
+        tls_addrs,
         broker,
         shutdown,
         notifier,
@@ -238,12 +278,48 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     })
 }
 
+/// Binds the TLS listeners that are on.
+fn bind_tls(
+    t: &tls::TlsConfig,
+    server_config: Arc<rustls::ServerConfig>,
+) -> io::Result<io_loop::TlsListeners> {
+    let bind = |addr: Option<SocketAddr>, what: &str| -> io::Result<_> {
+        match addr {
+            Some(a) => Some(mio::net::TcpListener::bind(a).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {a} ({what} over TLS): {e}"),
+                )
+            }))
+            .transpose(),
+            None => Ok(None),
+        }
+    };
+    Ok(io_loop::TlsListeners {
+        config: server_config,
+        native: bind(t.listen, "native protocol")?,
+        amqp: bind(t.amqp_listen, "AMQP 0-9-1")?,
+    })
+}
+
 /// Writes `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` atomically (temp file +
-/// rename); `amqp_listen` only when the AMQP listener is on.
-fn write_ready_file(path: &Path, addr: SocketAddr, amqp: Option<SocketAddr>) -> io::Result<()> {
+/// rename); `amqp_listen` only when the AMQP listener is on, `tls_listen` and
+/// `amqp_tls_listen` only when those are.
+fn write_ready_file(
+    path: &Path,
+    addr: SocketAddr,
+    amqp: Option<SocketAddr>,
+    tls: (Option<SocketAddr>, Option<SocketAddr>),
+) -> io::Result<()> {
     let mut body = serde_json::json!({ "listen": addr.to_string() });
-    if let Some(a) = amqp {
-        body["amqp_listen"] = serde_json::Value::String(a.to_string());
+    for (key, a) in [
+        ("amqp_listen", amqp),
+        ("tls_listen", tls.0),
+        ("amqp_tls_listen", tls.1),
+    ] {
+        if let Some(a) = a {
+            body[key] = serde_json::Value::String(a.to_string());
+        }
     }
     let body = body.to_string();
     let tmp = path.with_extension("tmp");

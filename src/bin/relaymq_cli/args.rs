@@ -2,20 +2,29 @@
 //! `--property NAME=VALUE` message properties.
 
 use super::CliError;
-use relaymq::client::{ListKind, MemoryWatermark};
+use relaymq::client::{ListKind, MemoryWatermark, TlsOptions};
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::ffi::OsString;
 use std::time::Duration;
 
 /// The full usage text (`--help`).
 pub const USAGE: &str = "\
-usage: relaymq-cli [--addr HOST:PORT] [--vhost VHOST] [--user USER] [--password PASSWORD] COMMAND ...
+usage: relaymq-cli [--addr HOST:PORT] [--vhost VHOST] [--user USER] [--password PASSWORD]
+                   [--tls --tls-ca FILE [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]]
+                   COMMAND ...
 
 global options (also from RELAYMQ_ADDR, RELAYMQ_VHOST, RELAYMQ_USER, RELAYMQ_PASSWORD):
   --addr HOST:PORT      server address (default 127.0.0.1:5673)
   --vhost VHOST         virtual host (default /)
   --user USER           user name (default guest)
   --password PASSWORD   password (default guest)
+  --tls                 connect over TLS, to the server's --tls-listen port (default address
+                        127.0.0.1:5674 unless --addr or RELAYMQ_ADDR says otherwise)
+  --tls-ca FILE         PEM CA(s) the server's certificate must chain to (needed with --tls)
+  --tls-cert FILE       PEM client certificate, for a server with --tls-client-ca
+  --tls-key FILE        PEM private key of --tls-cert
+  --tls-server-name NAME  name the server's certificate must carry (default: the host of
+                        --addr; an IP address is checked against the certificate's IPs)
   -h, --help            print this help
   -V, --version         print the version
 
@@ -65,6 +74,13 @@ values: K=V gives an integer for a decimal integer that fits in 64 bits (a longe
 exit codes: 0 ok, 1 refused by the server, 2 usage, 3 cannot connect or authenticate,
             4 timeout, 5 a message was nacked or returned (--confirm, --mandatory)";
 
+/// Default address with `--tls`: the server's native TLS listener
+/// (`relaymq-server --tls-listen`).
+pub const TLS_ADDR_DEFAULT: &str = "127.0.0.1:5674";
+
+/// Global options taking a value that set up TLS.
+const TLS_VALUE_OPTIONS: &[&str] = &["tls-ca", "tls-cert", "tls-key", "tls-server-name"];
+
 /// Where and as whom to connect.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Global {
@@ -76,6 +92,61 @@ pub struct Global {
     pub user: String,
     /// Password.
     pub password: String,
+    /// `--tls` and its files; `None`: plain TCP.
+    pub tls: Option<TlsOptions>,
+}
+
+/// The TLS options as given, checked together at the end ([`TlsArgs::into_options`]).
+#[derive(Default)]
+struct TlsArgs {
+    enabled: bool,
+    ca: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+    server_name: Option<String>,
+}
+
+impl TlsArgs {
+    fn set(&mut self, name: &str, value: String) {
+        let slot = match name {
+            "tls-ca" => &mut self.ca,
+            "tls-cert" => &mut self.cert,
+            "tls-key" => &mut self.key,
+            _ => &mut self.server_name,
+        };
+        *slot = Some(value);
+    }
+
+    fn into_options(self) -> Result<Option<TlsOptions>, CliError> {
+        if !self.enabled {
+            if self.ca.is_some()
+                || self.cert.is_some()
+                || self.key.is_some()
+                || self.server_name.is_some()
+            {
+                return Err(CliError::Usage(
+                    "--tls-ca, --tls-cert, --tls-key and --tls-server-name need --tls".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let Some(ca) = self.ca else {
+            return Err(CliError::Usage(
+                "--tls needs --tls-ca FILE: the CA that signed the server's certificate".into(),
+            ));
+        };
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(CliError::Usage(
+                "--tls-cert and --tls-key go together (a client certificate and its key)".into(),
+            ));
+        }
+        Ok(Some(TlsOptions {
+            ca_file: ca.into(),
+            cert_file: self.cert.map(Into::into),
+            key_file: self.key.map(Into::into),
+            server_name: self.server_name,
+        }))
+    }
 }
 
 /// Arguments of `publish`.
@@ -255,6 +326,7 @@ pub enum PermissionCommand {
 }
 
 /// What the command line asks for.
+#[allow(clippy::large_enum_variant)] // made once per run, never stored in bulk
 #[derive(Clone, Debug, PartialEq)]
 pub enum Invocation {
     /// Print the usage text.
@@ -386,11 +458,15 @@ pub fn parse(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Invocation, CliError> {
+    let env_addr = env("RELAYMQ_ADDR");
+    let mut addr_given = env_addr.is_some();
+    let mut tls = TlsArgs::default();
     let mut global = Global {
-        addr: env("RELAYMQ_ADDR").unwrap_or_else(|| "127.0.0.1:5673".into()),
+        addr: env_addr.unwrap_or_else(|| "127.0.0.1:5673".into()),
         vhost: env("RELAYMQ_VHOST").unwrap_or_else(|| "/".into()),
         user: env("RELAYMQ_USER").unwrap_or_else(|| "guest".into()),
         password: env("RELAYMQ_PASSWORD").unwrap_or_else(|| "guest".into()),
+        tls: None,
     };
     let mut raw = Raw {
         positionals: Vec::new(),
@@ -404,11 +480,19 @@ pub fn parse(
                 return Ok(Invocation::Version)
             }
             lexopt::Arg::Short(c) => return Err(CliError::Usage(format!("unknown option -{c}"))),
+            lexopt::Arg::Long("tls") => tls.enabled = true,
+            lexopt::Arg::Long(name) if TLS_VALUE_OPTIONS.contains(&name) => {
+                let name = name.to_string();
+                tls.set(&name, utf8(parser.value().map_err(usage)?)?);
+            }
             lexopt::Arg::Long(name) if VALUE_OPTIONS.contains(&name) => {
                 let name = name.to_string();
                 let value = utf8(parser.value().map_err(usage)?)?;
                 match name.as_str() {
-                    "addr" => global.addr = value,
+                    "addr" => {
+                        global.addr = value;
+                        addr_given = true;
+                    }
                     "vhost" => global.vhost = value,
                     "user" => global.user = value,
                     "password" => global.password = value,
@@ -423,6 +507,10 @@ pub fn parse(
             }
             lexopt::Arg::Value(v) => raw.positionals.push(utf8(v)?),
         }
+    }
+    global.tls = tls.into_options()?;
+    if global.tls.is_some() && !addr_given {
+        global.addr = TLS_ADDR_DEFAULT.into();
     }
     let command = command(raw)?;
     Ok(Invocation::Run(global, command))
@@ -1032,6 +1120,49 @@ mod tests {
         assert!(usage_error(&["set", "disk-free-limit", "1.5GB"]).contains("not a size"));
         assert!(usage_error(&["set", "colour", "red"]).contains("cannot set"));
         assert!(usage_error(&["set", "disk-free-limit"]).contains("needs VALUE"));
+    }
+
+    #[test]
+    fn tls_options() {
+        match run(&["--tls", "--tls-ca", "ca.pem", "status"]).unwrap() {
+            Invocation::Run(g, _) => {
+                assert_eq!(g.addr, TLS_ADDR_DEFAULT);
+                let t = g.tls.expect("tls on");
+                assert_eq!(t.ca_file, std::path::PathBuf::from("ca.pem"));
+                assert_eq!((t.cert_file, t.key_file, t.server_name), (None, None, None));
+            }
+            other => panic!("{other:?}"),
+        }
+        let args = [
+            "--addr=h:1",
+            "--tls",
+            "--tls-ca=ca",
+            "--tls-cert=c",
+            "--tls-key=k",
+            "--tls-server-name=broker",
+            "status",
+        ];
+        match run(&args).unwrap() {
+            Invocation::Run(g, _) => {
+                assert_eq!(g.addr, "h:1");
+                let t = g.tls.expect("tls on");
+                assert_eq!(t.cert_file.as_deref(), Some(std::path::Path::new("c")));
+                assert_eq!(t.key_file.as_deref(), Some(std::path::Path::new("k")));
+                assert_eq!(t.server_name.as_deref(), Some("broker"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match run(&["status"]).unwrap() {
+            Invocation::Run(g, _) => assert_eq!(g.tls, None),
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            &["--tls", "status"][..],
+            &["--tls-ca", "ca", "status"],
+            &["--tls", "--tls-ca", "ca", "--tls-cert", "c", "status"],
+        ] {
+            assert!(matches!(run(bad), Err(CliError::Usage(_))), "{bad:?}");
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
         password: global.password.clone(),
         vhost: global.vhost.clone(),
         client_name: "relaymq-cli".into(),
+        tls: global.tls.clone(),
         ..ConnectOptions::new(global.addr.clone())
     };
     let conn = Connection::connect_with(options).map_err(|e| match e {
