@@ -3,7 +3,7 @@
 //!
 //! TLS is rustls with the *ring* provider, TLS 1.2 and 1.3 (rustls's safe defaults). The
 //! server side is `server::tls` (driven by the mio loop), the client side `client::tls`
-//! (blocking). Deployment: `docs/tls-notes.md`.
+//! (blocking). Deployment: `docs/security.md §4`.
 
 use crate::limits::TLS_PEM_FILE_BYTES_MAX;
 use rustls::crypto::CryptoProvider;

@@ -40,7 +40,7 @@ pub struct ServerConfig {
     /// size, heartbeat and channel max offered, connection counts, …).
     pub broker: BrokerConfig,
     /// TLS listeners beside the plain ones (`--tls-cert`, `--tls-key`, ...; `None` = no
-    /// TLS). See `docs/tls-notes.md`.
+    /// TLS). See `docs/security.md §4`.
     pub tls: Option<TlsConfig>,
 }
 
