@@ -354,7 +354,6 @@ fn guest_is_refused_from_a_non_loopback_address_on_both_listeners() {
 #[test]
 fn failed_logins_are_slowed_per_source_address() {
     let server = TestServer::start_with(|c| {
-        c.broker.nonlocal_peers = vec!["127.0.0.3".parse().unwrap()];
         c.broker.loopback_users = Vec::new();
     });
     let attempt = |from: &str, password: &str| {
@@ -381,12 +380,29 @@ fn failed_logins_are_slowed_per_source_address() {
         } => {
             assert_eq!(reply_code, 403);
             assert!(
-                reply_text.contains("too many failed logins from 127.0.0.3"),
+                reply_text.contains("too many failed logins as 'guest' from 127.0.0.3"),
                 "{reply_text}"
             );
         }
         other => panic!("{other:?}"),
     }
+    // Another user logs in from there, and its success does not clear guest's count.
+    admin(&server).add_user("app", "apppw", &[]).unwrap();
+    admin(&server)
+        .set_permissions("app", "/", ".*", ".*", ".*")
+        .unwrap();
+    let mut raw = Raw::from_stream(connect_from("127.0.0.3", server.addr()));
+    assert!(matches!(
+        raw.open_as("app", "apppw", "/"),
+        Method::OpenOk { .. }
+    ));
+    assert!(matches!(
+        attempt("127.0.0.3", "guest"),
+        Method::Close {
+            reply_code: 403,
+            ..
+        }
+    ));
     // ...while other addresses are served.
     assert!(matches!(
         attempt("127.0.0.1", "guest"),

@@ -1,6 +1,7 @@
 //! Users, passwords, permissions and login throttling (issue 7; RabbitMQ's access-control
 //! model: docs/security.md).
 
+pub mod argon;
 pub mod password;
 pub mod permission;
 pub mod throttle;

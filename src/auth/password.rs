@@ -7,11 +7,9 @@
 //! `base64(salt ++ H(salt ++ password))` with a 4-byte salt (RabbitMQ docs, "Credentials
 //! and Passwords", "Computing a Password Hash").
 
+use crate::auth::argon;
 use crate::error::{BrokerError, ReplyCode};
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
 use base64::Engine;
-use password_hash::rand_core::OsRng;
 use sha2::{Digest, Sha256, Sha512};
 
 /// Algorithm name of our own hashes (argon2id in a PHC string).
@@ -42,23 +40,25 @@ impl StoredHash {
     /// Hashes `password` with argon2id and a fresh random salt (tens of ms of CPU).
     ///
     /// # Errors
-    /// 406 PRECONDITION_FAILED for a password longer than [`PASSWORD_BYTES_MAX`]; 541
-    /// INTERNAL_ERROR when hashing fails (no randomness).
+    /// 406 PRECONDITION_FAILED for an empty password or one longer than
+    /// [`PASSWORD_BYTES_MAX`]; 541 INTERNAL_ERROR when hashing fails (no randomness).
     pub fn new(password: &str) -> Result<StoredHash, BrokerError> {
+        if password.is_empty() {
+            return Err(BrokerError::precondition(
+                "password must not be empty (RabbitMQ refuses blank passwords too)",
+            ));
+        }
         if password.len() > PASSWORD_BYTES_MAX {
             return Err(BrokerError::precondition(format!(
                 "password is longer than {PASSWORD_BYTES_MAX} bytes"
             )));
         }
-        let salt = SaltString::generate(&mut OsRng);
-        let phc = Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map_err(|e| {
-                BrokerError::new(ReplyCode::InternalError, format!("hashing failed: {e}"))
-            })?;
+        let phc = argon::hash(password).map_err(|e| {
+            BrokerError::new(ReplyCode::InternalError, format!("hashing failed: {e}"))
+        })?;
         Ok(StoredHash {
             algorithm: ARGON2ID.to_string(),
-            hash: phc.to_string(),
+            hash: phc,
         })
     }
 
@@ -69,7 +69,14 @@ impl StoredHash {
     /// 406 PRECONDITION_FAILED for an unknown algorithm or a hash that is not of its shape.
     pub fn import(algorithm: &str, hash: &str) -> Result<StoredHash, BrokerError> {
         let ok = match algorithm {
-            ARGON2ID => PasswordHash::new(hash).is_ok_and(|p| p.salt.is_some() && p.hash.is_some()),
+            ARGON2ID => {
+                if let Err(e) = argon::check(hash) {
+                    return Err(BrokerError::precondition(format!(
+                        "argon2id hash refused: {e}"
+                    )));
+                }
+                true
+            }
             RABBIT_SHA256 => rabbit_parts(hash).is_some_and(|(_, d)| d.len() == 32),
             RABBIT_SHA512 => rabbit_parts(hash).is_some_and(|(_, d)| d.len() == 64),
             other => {
@@ -90,17 +97,14 @@ impl StoredHash {
         })
     }
 
-    /// Whether `password` matches. Unknown algorithms and malformed hashes never match.
+    /// Whether `password` matches. Unknown algorithms, malformed hashes and empty
+    /// passwords never match (RabbitMQ's internal backend refuses blank passwords).
     pub fn verify(&self, password: &str) -> bool {
-        if password.len() > PASSWORD_BYTES_MAX {
+        if password.is_empty() || password.len() > PASSWORD_BYTES_MAX {
             return false;
         }
         match self.algorithm.as_str() {
-            ARGON2ID => PasswordHash::new(&self.hash).is_ok_and(|phc| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &phc)
-                    .is_ok()
-            }),
+            ARGON2ID => argon::verify(&self.hash, password),
             RABBIT_SHA256 => rabbit_verify::<Sha256>(&self.hash, password),
             RABBIT_SHA512 => rabbit_verify::<Sha512>(&self.hash, password),
             _ => false,
@@ -222,6 +226,19 @@ mod tests {
         let short = base64::engine::general_purpose::STANDARD.encode([1u8; 20]);
         assert!(StoredHash::import(RABBIT_SHA256, &short).is_err());
         assert!(StoredHash::import(ARGON2ID, "$argon2id$nonsense").is_err());
+        let e = StoredHash::import(
+            ARGON2ID,
+            "$argon2id$v=19$m=19456,t=100000,p=1$c29tZXNhbHQ$cmFuZG9taGFzaGJ5dGVz",
+        )
+        .unwrap_err();
+        assert!(e.text.contains("above the accepted"), "{}", e.text);
+    }
+
+    #[test]
+    fn empty_passwords_are_refused_and_never_match() {
+        assert!(StoredHash::new("").is_err());
+        let stored = StoredHash::import(RABBIT_SHA256, &rabbit_sha256([1, 2, 3, 4], "")).unwrap();
+        assert!(!stored.verify(""));
     }
 
     #[test]

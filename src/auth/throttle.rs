@@ -1,10 +1,12 @@
-//! Failed logins, counted per source address: after a few, further attempts from that
-//! address are refused without checking the password until a delay that doubles with
-//! each failure has passed. Guessing passwords from one address then takes minutes per
-//! handful of guesses, and costs the broker no hashing work while refused.
+//! Failed logins, counted per source address and user name: after a few, further attempts
+//! as that user from that address are refused without checking the password until a
+//! delay that doubles with each failure has passed. Guessing one user's password from one
+//! address then takes minutes per handful of guesses, and costs the broker no hashing work
+//! while refused. Keying on the user too means a successful login as another user (an
+//! account the guesser owns) does not reset the count of the one being guessed.
 //!
-//! The table is bounded ([`THROTTLE_ADDRESSES_MAX`]); when full, the entry that failed
-//! longest ago is forgotten. A successful login clears its address.
+//! The table is bounded ([`THROTTLE_ADDRESSES_MAX`] entries); when full, the entry that
+//! failed longest ago is forgotten. A successful login clears its (address, user) entry.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -24,8 +26,10 @@ pub const LOGIN_DELAY_MS_MAX: u64 = 30_000;
 /// Time after its last failure an address is forgotten, in ms (10 minutes).
 pub const FAILED_LOGIN_MEMORY_MS: u64 = 10 * 60 * 1000;
 
-/// Source addresses remembered at once.
+/// (source address, user) pairs remembered at once.
 pub const THROTTLE_ADDRESSES_MAX: usize = 65_536;
+
+type Key = (IpAddr, String);
 
 #[derive(Debug, Clone, Copy)]
 struct Failures {
@@ -52,14 +56,14 @@ pub enum Verdict {
 /// Failed logins per source address.
 #[derive(Debug, Default)]
 pub struct LoginThrottle {
-    failures: Mutex<HashMap<IpAddr, Failures>>,
+    failures: Mutex<HashMap<Key, Failures>>,
 }
 
 impl LoginThrottle {
-    /// Whether an attempt from `addr` at `now` may be checked.
-    pub fn verdict(&self, addr: IpAddr, now: Instant) -> Verdict {
+    /// Whether an attempt as `user` from `addr` at `now` may be checked.
+    pub fn verdict(&self, addr: IpAddr, user: &str, now: Instant) -> Verdict {
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(f) = map.get_mut(&addr) else {
+        let Some(f) = map.get_mut(&(addr, user.to_string())) else {
             return Verdict::Check;
         };
         let delay = delay_after(f.count);
@@ -75,19 +79,24 @@ impl LoginThrottle {
         }
     }
 
-    /// Records a failed login from `addr`; returns the failures counted so far.
-    pub fn failed(&self, addr: IpAddr, now: Instant) -> u32 {
+    /// Records a failed login as `user` from `addr`; returns the failures counted so far.
+    pub fn failed(&self, addr: IpAddr, user: &str, now: Instant) -> u32 {
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let memory = Duration::from_millis(FAILED_LOGIN_MEMORY_MS);
-        if map.len() >= THROTTLE_ADDRESSES_MAX && !map.contains_key(&addr) {
+        let key = (addr, user.to_string());
+        if map.len() >= THROTTLE_ADDRESSES_MAX && !map.contains_key(&key) {
             map.retain(|_, f| now.saturating_duration_since(f.last) < memory);
             if map.len() >= THROTTLE_ADDRESSES_MAX {
-                if let Some(oldest) = map.iter().min_by_key(|(_, f)| f.last).map(|(a, _)| *a) {
+                if let Some(oldest) = map
+                    .iter()
+                    .min_by_key(|(_, f)| f.last)
+                    .map(|(k, _)| k.clone())
+                {
                     map.remove(&oldest);
                 }
             }
         }
-        let f = map.entry(addr).or_insert(Failures {
+        let f = map.entry(key).or_insert(Failures {
             count: 0,
             last: now,
             refusals_logged: false,
@@ -101,10 +110,10 @@ impl LoginThrottle {
         f.count
     }
 
-    /// Forgets `addr`'s failures (a successful login).
-    pub fn succeeded(&self, addr: IpAddr) {
+    /// Forgets the failures as `user` from `addr` (a successful login).
+    pub fn succeeded(&self, addr: IpAddr, user: &str) {
         let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(&addr);
+        map.remove(&(addr, user.to_string()));
     }
 
     /// Addresses remembered (for tests and status).
@@ -150,10 +159,10 @@ mod tests {
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let t0 = Instant::now();
         for _ in 0..FAILED_LOGINS_FREE {
-            assert_eq!(t.verdict(a, t0), Verdict::Check);
-            t.failed(a, t0);
+            assert_eq!(t.verdict(a, "adm", t0), Verdict::Check);
+            t.failed(a, "adm", t0);
         }
-        match t.verdict(a, t0 + Duration::from_millis(100)) {
+        match t.verdict(a, "adm", t0 + Duration::from_millis(100)) {
             Verdict::Wait {
                 retry_after_ms,
                 first,
@@ -164,16 +173,23 @@ mod tests {
             v => panic!("expected a wait, got {v:?}"),
         }
         assert!(matches!(
-            t.verdict(a, t0 + Duration::from_millis(200)),
+            t.verdict(a, "adm", t0 + Duration::from_millis(200)),
             Verdict::Wait { first: false, .. }
         ));
-        assert_eq!(t.verdict(b, t0), Verdict::Check);
+        assert_eq!(t.verdict(b, "adm", t0), Verdict::Check);
+        // Another user's success from the same address does not clear the count.
+        t.succeeded(a, "app");
+        assert!(matches!(
+            t.verdict(a, "adm", t0 + Duration::from_millis(200)),
+            Verdict::Wait { .. }
+        ));
+        assert_eq!(t.verdict(a, "app", t0), Verdict::Check);
         assert_eq!(
-            t.verdict(a, t0 + Duration::from_millis(LOGIN_DELAY_MS_BASE)),
+            t.verdict(a, "adm", t0 + Duration::from_millis(LOGIN_DELAY_MS_BASE)),
             Verdict::Check
         );
-        t.succeeded(a);
-        assert_eq!(t.verdict(a, t0), Verdict::Check);
+        t.succeeded(a, "adm");
+        assert_eq!(t.verdict(a, "adm", t0), Verdict::Check);
     }
 
     #[test]
@@ -181,7 +197,7 @@ mod tests {
         let t = LoginThrottle::default();
         let now = Instant::now();
         for i in 0..(THROTTLE_ADDRESSES_MAX as u32 + 10) {
-            t.failed(IpAddr::from(i.to_be_bytes()), now);
+            t.failed(IpAddr::from(i.to_be_bytes()), "u", now);
         }
         assert_eq!(t.tracked(), THROTTLE_ADDRESSES_MAX);
     }

@@ -89,12 +89,18 @@ impl Default for UserRegistry {
 /// Checks a user name.
 ///
 /// # Errors
-/// 406 PRECONDITION_FAILED for an empty name or one over [`USER_NAME_BYTES_MAX`].
+/// 406 PRECONDITION_FAILED for an empty name, one over [`USER_NAME_BYTES_MAX`], or one
+/// with control characters (they would forge log lines).
 pub fn check_user_name(name: &str) -> Result<(), BrokerError> {
     if name.is_empty() || name.len() > USER_NAME_BYTES_MAX {
         return Err(BrokerError::precondition(format!(
             "user name must be 1 to {USER_NAME_BYTES_MAX} bytes"
         )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(BrokerError::precondition(
+            "user name must not contain control characters",
+        ));
     }
     Ok(())
 }
@@ -354,5 +360,7 @@ mod tests {
         assert!(parse_tags("bad tag").is_err());
         assert!(check_user_name("").is_err());
         assert!(check_user_name(&"u".repeat(256)).is_err());
+        assert!(check_user_name("eve\r[INFO] forged").is_err());
+        assert!(check_user_name("zoë").is_ok());
     }
 }

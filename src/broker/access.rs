@@ -9,12 +9,22 @@ use crate::auth::users::{
     check_user_name, vhost_refused, User, TAG_ADMINISTRATOR, TAG_MANAGEMENT, TAG_MONITORING,
 };
 use crate::broker::broker::{Broker, DEFAULT_VHOST};
+use crate::broker::login_checker::{LoginChecker, LoginJob};
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::meta_users::{PermissionRow, UserDef};
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
+
+/// What [`Broker::login_quick`] could decide without a password check.
+#[derive(Debug)]
+pub enum LoginStep {
+    /// Decided: accepted or refused.
+    Done(Result<(), BrokerError>),
+    /// The password needs checking (argon2): hand the login to [`Broker::submit_login`].
+    Slow,
+}
 
 /// How a user's password is given to `user add`.
 #[derive(Debug, Clone)]
@@ -129,28 +139,12 @@ impl Broker {
     /// 403 ACCESS_REFUSED for a wrong user name or password, a user that may only connect
     /// from loopback, or an address refused for now after repeated failures.
     pub fn login(&self, user: &str, password: &str, peer: &SocketAddr) -> Result<(), BrokerError> {
-        let ip = peer.ip();
-        if let Verdict::Wait {
-            retry_after_ms,
-            first,
-        } = self.login_throttle.verdict(ip, Instant::now())
-        {
-            if first {
-                log::warn!(
-                    "login attempts from {ip} refused for {retry_after_ms} ms after repeated \
-                     failures"
-                );
-            }
-            return Err(BrokerError::access_refused(format!(
-                "login refused: too many failed logins from {ip}; retry in {retry_after_ms} ms"
-            )));
+        if let LoginStep::Done(result) = self.login_quick(user, password, peer) {
+            return result;
         }
+        let ip = peer.ip();
         let known = self.users.user(user);
         let ok = match &known {
-            Some(u) if self.users.verified_before(user, password) => {
-                debug_assert_eq!(u.name, user);
-                true
-            }
             Some(u) => {
                 let ok = u.hash.verify(password);
                 if ok {
@@ -169,24 +163,86 @@ impl Broker {
             }
         };
         if !ok {
-            let failures = self.login_throttle.failed(ip, Instant::now());
+            let failures = self.login_throttle.failed(ip, user, Instant::now());
             log::warn!(
-                "login refused for user '{user}' from {peer}: wrong user name or password \
-                 ({failures} recent failures from {ip})"
+                "login refused for user '{}' from {peer}: wrong user name or password \
+                 ({failures} recent failures for this user from {ip})",
+                user.escape_debug()
             );
             return Err(BrokerError::access_refused(format!(
                 "login refused for user '{user}': wrong user name or password"
             )));
         }
+        self.accepted(user, peer)
+    }
+
+    /// Decides a login without a password check when it can: refused while its address
+    /// and user are throttled (§3.4), accepted when the password is the one that last
+    /// verified for the user; otherwise [`LoginStep::Slow`].
+    pub fn login_quick(&self, user: &str, password: &str, peer: &SocketAddr) -> LoginStep {
+        let ip = peer.ip();
+        if let Verdict::Wait {
+            retry_after_ms,
+            first,
+        } = self.login_throttle.verdict(ip, user, Instant::now())
+        {
+            if first {
+                log::warn!(
+                    "logins as user '{}' from {ip} refused for {retry_after_ms} ms after \
+                     repeated failures",
+                    user.escape_debug()
+                );
+            }
+            return LoginStep::Done(Err(BrokerError::access_refused(format!(
+                "login refused: too many failed logins as '{user}' from {ip}; retry in \
+                 {retry_after_ms} ms"
+            ))));
+        }
+        if self.users.user(user).is_some() && self.users.verified_before(user, password) {
+            return LoginStep::Done(self.accepted(user, peer));
+        }
+        LoginStep::Slow
+    }
+
+    /// The checks after a right password: the loopback-only rule, then the throttle is
+    /// cleared for this address and user.
+    fn accepted(&self, user: &str, peer: &SocketAddr) -> Result<(), BrokerError> {
+        let ip = peer.ip();
         let loopback = ip.is_loopback() && !self.config.nonlocal_peers.contains(&ip);
         if !loopback && self.config.loopback_users.iter().any(|u| u == user) {
-            log::warn!("login refused for user '{user}' from {peer}: loopback-only user");
+            log::warn!(
+                "login refused for user '{}' from {peer}: loopback-only user",
+                user.escape_debug()
+            );
             return Err(BrokerError::access_refused(format!(
                 "user '{user}' can only connect via localhost"
             )));
         }
-        self.login_throttle.succeeded(ip);
+        self.login_throttle.succeeded(ip, user);
         Ok(())
+    }
+
+    /// Starts the thread that checks passwords (`relaymq-auth`); without it,
+    /// [`Broker::submit_login`] checks on the caller's thread.
+    ///
+    /// # Errors
+    /// The thread cannot be started.
+    pub fn start_login_checker(self: &Arc<Self>) -> std::io::Result<()> {
+        let checker = LoginChecker::start(Arc::downgrade(self))?;
+        let _ = self.login_checker.set(checker);
+        Ok(())
+    }
+
+    /// Checks a login that needs its password checked on the checker thread; `job.done`
+    /// gets the outcome there (or at once when the queue is full).
+    pub fn submit_login(&self, job: LoginJob) {
+        match self.login_checker.get() {
+            Some(c) => c.submit(job),
+            None => {
+                let result = self.login(&job.user, &job.password, &job.peer);
+                (job.done)(result);
+            }
+        }
     }
 
     /// Replaces an imported hash by an argon2id one after a successful login with it.

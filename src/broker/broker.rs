@@ -114,8 +114,10 @@ pub struct Broker {
     started: Instant,
     /// Users and permissions.
     pub(crate) users: UserRegistry,
-    /// Failed logins per source address.
+    /// Failed logins per source address and user.
     pub(crate) login_throttle: LoginThrottle,
+    /// The password-checking thread, once started.
+    pub(crate) login_checker: std::sync::OnceLock<crate::broker::login_checker::LoginChecker>,
     /// Resource alarm state (read by the I/O thread on every publish).
     alarms: Arc<ResourceAlarms>,
 }
@@ -145,6 +147,7 @@ impl Broker {
             started: Instant::now(),
             users: UserRegistry::default(),
             login_throttle: LoginThrottle::default(),
+            login_checker: std::sync::OnceLock::new(),
             alarms: Arc::new(ResourceAlarms::new(config.alarms)),
             config,
         }
@@ -259,6 +262,7 @@ impl Broker {
             started: Instant::now(),
             users: UserRegistry::default(),
             login_throttle: LoginThrottle::default(),
+            login_checker: std::sync::OnceLock::new(),
             alarms: Arc::new(ResourceAlarms::new(config.alarms)),
             config,
         }

@@ -20,6 +20,7 @@ pub mod expiry;
 pub mod housekeeping;
 pub mod length_limit;
 pub mod listing;
+pub mod login_checker;
 pub mod message;
 pub mod message_body;
 pub mod names;

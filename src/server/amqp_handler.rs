@@ -8,6 +8,8 @@
 //! once it is flushed (AMQP 0-9-1 §1.4.2.2 and §2.3.1).
 
 use crate::amqp::{write_method, AmqpMethod};
+use crate::broker::access::LoginStep;
+use crate::broker::login_checker::LoginJob;
 use crate::broker::{Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::server::amqp_sink::AmqpSink;
@@ -41,6 +43,9 @@ enum State {
     AwaitHeader,
     /// `connection.start` sent.
     AwaitStartOk,
+    /// `connection.start-ok` received; its password is being checked (by the login
+    /// checker thread: the answer arrives as `Event::LoginChecked`).
+    Authenticating { user: String, mechanism: String },
     /// `connection.tune` sent; the user is authenticated.
     AwaitTuneOk { user: String },
     /// `connection.tune-ok` received.
@@ -133,6 +138,13 @@ impl AmqpHandler {
                     return;
                 }
                 self.fail(channel, PUBLISH, err);
+            }
+            Event::LoginChecked { result } => {
+                if let State::Authenticating { user, mechanism } =
+                    std::mem::replace(&mut self.state, State::AwaitStartOk)
+                {
+                    self.login_checked(user, &mechanism, result);
+                }
             }
             Event::ProtocolError { code, text } => {
                 log::warn!("connection {} ({}): {text}", self.id, self.peer);
@@ -267,9 +279,10 @@ impl AmqpHandler {
                 }
             }
             State::AwaitHeader => {}
-            State::AwaitStartOk | State::AwaitTuneOk { .. } | State::AwaitOpen { .. } => {
-                self.handshake(channel, method)
-            }
+            State::AwaitStartOk
+            | State::Authenticating { .. }
+            | State::AwaitTuneOk { .. }
+            | State::AwaitOpen { .. } => self.handshake(channel, method),
             State::Open(_) if channel == 0 => self.connection_method(method),
             State::Open(_) => self.channel_method(channel, method, content),
         }
@@ -347,17 +360,44 @@ impl AmqpHandler {
             return;
         };
         // Refusals are logged by the broker, with the reason and the peer.
-        if self.broker.login(&user, &password, &self.peer).is_err() {
+        match self.broker.login_quick(&user, &password, &self.peer) {
+            LoginStep::Done(result) => self.login_checked(user, mechanism, result),
+            LoginStep::Slow => {
+                let conn = Weak::clone(&self.conn);
+                self.broker.submit_login(LoginJob {
+                    user: user.clone(),
+                    password,
+                    peer: self.peer,
+                    done: Box::new(move |result| {
+                        if let Some(c) = conn.upgrade() {
+                            c.push(Event::LoginChecked { result }, 0);
+                        }
+                    }),
+                });
+                self.state = State::Authenticating {
+                    user,
+                    mechanism: mechanism.to_string(),
+                };
+            }
+        }
+    }
+
+    /// Answers `connection.start-ok` once its password is checked: `connection.tune`, or
+    /// 403 with RabbitMQ's text for a wrong user or password (details only in the log) and
+    /// the broker's own text for other refusals (throttled, busy, loopback-only).
+    fn login_checked(&mut self, user: String, mechanism: &str, result: Result<(), BrokerError>) {
+        if let Err(e) = result {
             self.state = State::AwaitStartOk;
-            // authentication_failure_close: RabbitMQ's text, details only in the log.
-            self.close_connection(
-                ReplyCode::AccessRefused,
-                &format!(
+            let text = if e.text.contains("wrong user name or password") {
+                // authentication_failure_close: RabbitMQ's text.
+                format!(
                     "Login was refused using authentication mechanism {mechanism}. For details \
                      see the broker logfile."
-                ),
-                START_OK,
-            );
+                )
+            } else {
+                e.text
+            };
+            self.close_connection(ReplyCode::AccessRefused, &text, START_OK);
             return;
         }
         self.send(

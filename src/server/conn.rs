@@ -39,6 +39,11 @@ pub enum Event {
         /// The messages.
         batch: PublishBatch,
     },
+    /// The outcome of a password check run on the login checker thread.
+    LoginChecked {
+        /// Accepted, or the refusal to close the connection with.
+        result: Result<(), crate::error::BrokerError>,
+    },
     /// A split payload over the size limit was discarded.
     Oversized {
         /// Channel it arrived on.

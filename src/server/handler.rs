@@ -5,6 +5,8 @@
 //! failing request's id and ignores the channel until `close-ok`); connection errors send
 //! `connection.close` and close the socket once it is flushed (AMQP 0-9-1 §1.4.2).
 
+use crate::broker::access::LoginStep;
+use crate::broker::login_checker::LoginJob;
 use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
@@ -25,10 +27,23 @@ use std::time::SystemTime;
 enum State {
     /// Waiting for `connection.open`.
     AwaitOpen,
+    /// `connection.open` received; its password is being checked.
+    Authenticating(Box<PendingOpen>),
     /// Open and serving.
     Open(Box<Session>),
     /// `connection.close` sent or received; everything else is ignored.
     Closing,
+}
+
+/// A `connection.open` waiting for its password check.
+struct PendingOpen {
+    request_id: u32,
+    user: String,
+    vhost: String,
+    frame_max: u32,
+    heartbeat_s: u16,
+    channel_max: u16,
+    client_name: String,
 }
 
 /// Protocol state of one native connection; run by one worker at a time.
@@ -118,6 +133,16 @@ impl Handler {
                     self.fail(channel, request_id, method_id, err);
                 } else {
                     self.close_connection(ReplyCode::FrameError, &err.text, method_id, request_id);
+                }
+            }
+            Event::LoginChecked { result } => {
+                if let State::Authenticating(open) =
+                    std::mem::replace(&mut self.state, State::AwaitOpen)
+                {
+                    match result {
+                        Ok(()) => self.finish_open(*open),
+                        Err(e) => self.close_connection(e.code, &e.text, 0x0001, open.request_id),
+                    }
                 }
             }
             Event::ProtocolError { code, text } => {
@@ -217,6 +242,12 @@ impl Handler {
                 }
             }
             State::AwaitOpen => self.open(channel, request_id, method),
+            State::Authenticating(_) => self.close_connection(
+                ReplyCode::CommandInvalid,
+                "a method arrived before connection.open was answered",
+                method.id(),
+                request_id,
+            ),
             State::Open(_) if channel == 0 => self.connection_method(request_id, method),
             State::Open(_) => self.channel_method(channel, request_id, method),
         }
@@ -249,11 +280,49 @@ impl Handler {
             );
             return;
         }
+        let open = PendingOpen {
+            request_id,
+            user,
+            vhost,
+            frame_max,
+            heartbeat_s,
+            channel_max,
+            client_name,
+        };
         // Refusals are logged by the broker, with the reason and the peer.
-        if let Err(e) = self.broker.login(&user, &password, &self.peer) {
-            self.close_connection(e.code, &e.text, 0x0001, request_id);
-            return;
+        match self.broker.login_quick(&open.user, &password, &self.peer) {
+            LoginStep::Done(Ok(())) => self.finish_open(open),
+            LoginStep::Done(Err(e)) => self.close_connection(e.code, &e.text, 0x0001, request_id),
+            LoginStep::Slow => {
+                // The password check runs on the checker thread; its answer comes back
+                // as an event in this connection's mailbox.
+                let conn = Weak::clone(&self.conn);
+                self.broker.submit_login(LoginJob {
+                    user: open.user.clone(),
+                    password,
+                    peer: self.peer,
+                    done: Box::new(move |result| {
+                        if let Some(c) = conn.upgrade() {
+                            c.push(Event::LoginChecked { result }, 0);
+                        }
+                    }),
+                });
+                self.state = State::Authenticating(Box::new(open));
+            }
         }
+    }
+
+    /// The rest of `connection.open` once the password is right.
+    fn finish_open(&mut self, open: PendingOpen) {
+        let PendingOpen {
+            request_id,
+            user,
+            vhost,
+            frame_max,
+            heartbeat_s,
+            channel_max,
+            client_name,
+        } = open;
         let vh = match self.broker.open_vhost(&user, &vhost) {
             Ok(v) => v,
             Err(e) => {

@@ -640,7 +640,10 @@ impl IoLoop {
         }
         for (id, reason) in to_close {
             if let Some(reason) = reason {
-                log::warn!("closing connection {id}: {reason}");
+                match self.conns.get(&id) {
+                    Some(io) => log::warn!("closing connection {id} ({}): {reason}", io.conn.peer),
+                    None => log::warn!("closing connection {id}: {reason}"),
+                }
             }
             self.close(id);
         }

@@ -189,6 +189,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     broker
         .load_access()
         .map_err(|e| io::Error::other(format!("cannot load users: {}", e.text)))?;
+    broker.start_login_checker()?;
     let housekeeper = Housekeeper::start(Arc::clone(&broker))?;
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;

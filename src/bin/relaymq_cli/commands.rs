@@ -44,7 +44,10 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
         ClientError::Usage(m) => CliError::Usage(m),
         e => CliError::Connect(e),
     })?;
-    let deletes_own_vhost = matches!(&command, Command::DeleteVhost(name) if *name == global.vhost);
+    // Deleting the vhost or the user this connection uses succeeds, then the server
+    // closes the connection with 320: the expected end, not a failure.
+    let deletes_own_vhost = matches!(&command, Command::DeleteVhost(name) if *name == global.vhost)
+        || matches!(&command, Command::User(UserCommand::Delete(name)) if *name == global.user);
     execute(&conn, command, &global.vhost)?;
     match conn.close() {
         // Deleting the vhost this connection uses succeeded; the server then closes the
