@@ -12,6 +12,7 @@ use relaymq::client::{
 };
 use relaymq::protocol::Method;
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -678,4 +679,55 @@ fn users_survive_a_restart_and_the_default_user_is_only_created_once() {
         .filter_map(|r| r.get("name").and_then(|v| v.as_str()).map(String::from))
         .collect();
     assert_eq!(users, vec!["keeper", "root"]);
+}
+
+#[test]
+fn requests_pipelined_behind_connection_open_wait_for_the_password_check() {
+    let server = TestServer::start();
+    // A new user: its first login needs the (slow) argon2 check on the checker thread.
+    user_with(&server, "piper", "pw", ".*", ".*", ".*");
+    let mut raw = Raw::connect_bare(server.addr());
+    raw.stream
+        .write_all(&relaymq::protocol::PROTOCOL_HEADER)
+        .unwrap();
+    raw.send(
+        0,
+        1,
+        &Method::Open {
+            user: "piper".into(),
+            password: "pw".into(),
+            vhost: "/".into(),
+            frame_max: 0,
+            heartbeat_s: 0,
+            channel_max: 0,
+            client_name: "pipelined".into(),
+        },
+    );
+    raw.send(1, 2, &Method::ChannelOpen);
+    raw.send(
+        1,
+        3,
+        &Method::QueueDeclare {
+            queue: "piped".into(),
+            passive: false,
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    let mut replies = Vec::new();
+    while replies.len() < 3 {
+        let (_, id, m) = raw.recv().expect("a reply");
+        replies.push((id, m));
+    }
+    assert!(
+        matches!(replies[0], (1, Method::OpenOk { .. })),
+        "{replies:?}"
+    );
+    assert!(matches!(replies[1], (2, Method::Ok)), "{replies:?}");
+    assert!(
+        matches!(&replies[2], (3, Method::QueueDeclareOk { queue, .. }) if queue == "piped"),
+        "{replies:?}"
+    );
 }

@@ -434,29 +434,3 @@ fn run(args: Args) -> Result<()> {
     handle.join().context("server failed")?;
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("0").unwrap(), 0);
-        assert_eq!(parse_size("65536").unwrap(), 65536);
-        assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
-        assert_eq!(parse_size("256MiB").unwrap(), 256 << 20);
-        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
-        for bad in [
-            "",
-            "MiB",
-            "-1",
-            "1.5GiB",
-            "12 MiB",
-            "12mb",
-            "1TiB",
-            "99999999999999999999",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
-    }
-}

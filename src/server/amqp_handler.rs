@@ -9,13 +9,13 @@
 
 use crate::amqp::{write_method, AmqpMethod};
 use crate::broker::access::LoginStep;
-use crate::broker::login_checker::LoginJob;
 use crate::broker::{Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::server::amqp_sink::AmqpSink;
 use crate::server::amqp_tx::{Transactions, TxOp};
 use crate::server::conn::{Conn, Content, Event};
 use crate::server::handler::log_close;
+use crate::server::handlers::defer_login;
 use crate::server::outbound::Outbound;
 use crate::types::codec::Reader;
 use crate::types::field_table::decode_table;
@@ -363,17 +363,7 @@ impl AmqpHandler {
         match self.broker.login_quick(&user, &password, &self.peer) {
             LoginStep::Done(result) => self.login_checked(user, mechanism, result),
             LoginStep::Slow => {
-                let conn = Weak::clone(&self.conn);
-                self.broker.submit_login(LoginJob {
-                    user: user.clone(),
-                    password,
-                    peer: self.peer,
-                    done: Box::new(move |result| {
-                        if let Some(c) = conn.upgrade() {
-                            c.push(Event::LoginChecked { result }, 0);
-                        }
-                    }),
-                });
+                defer_login(&self.broker, &self.conn, &user, password, self.peer);
                 self.state = State::Authenticating {
                     user,
                     mechanism: mechanism.to_string(),

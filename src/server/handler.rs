@@ -6,7 +6,6 @@
 //! `connection.close` and close the socket once it is flushed (AMQP 0-9-1 §1.4.2).
 
 use crate::broker::access::LoginStep;
-use crate::broker::login_checker::LoginJob;
 use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
@@ -16,6 +15,7 @@ use crate::protocol::{ListKind, Method, PublishBatch};
 use crate::server::admin;
 use crate::server::config::negotiate;
 use crate::server::conn::{Conn, Event};
+use crate::server::handlers::defer_login;
 use crate::server::outbound::Outbound;
 use crate::server::sink::NativeSink;
 use std::collections::HashSet;
@@ -34,6 +34,11 @@ enum State {
     /// `connection.close` sent or received; everything else is ignored.
     Closing,
 }
+
+/// Requests a native client may pipeline behind `connection.open` while its password is
+/// checked; more close the connection (503). Before `open-ok` each payload is at most
+/// `FRAME_BYTES_HANDSHAKE` (64 KiB), so these stay small.
+const HELD_EVENTS_MAX: usize = 16;
 
 /// A `connection.open` waiting for its password check.
 struct PendingOpen {
@@ -58,6 +63,9 @@ pub struct Handler {
     state: State,
     /// Channels the server closed and that await the client's `close-ok`.
     closing_channels: HashSet<u16>,
+    /// Requests received while `connection.open` waits for its password check, replayed
+    /// in order once it is accepted (at most [`HELD_EVENTS_MAX`]).
+    held: Vec<Event>,
 }
 
 /// Logs a connection the server closes: 320 (shutdown, vhost deletion) at info, every
@@ -93,6 +101,7 @@ impl Handler {
             frame_max,
             state: State::AwaitOpen,
             closing_channels: HashSet::new(),
+            held: Vec::new(),
         }
     }
 
@@ -105,6 +114,24 @@ impl Handler {
 
     /// Executes one event.
     pub fn handle(&mut self, event: Event) {
+        if matches!(self.state, State::Authenticating(_))
+            && matches!(
+                event,
+                Event::Method { .. } | Event::Publish { .. } | Event::Oversized { .. }
+            )
+        {
+            // Requests pipelined behind connection.open wait for its password check.
+            if self.held.len() < HELD_EVENTS_MAX {
+                self.held.push(event);
+            } else {
+                self.held.clear();
+                let text = format!(
+                    "more than {HELD_EVENTS_MAX} requests before connection.open was answered"
+                );
+                self.close_connection(ReplyCode::CommandInvalid, &text, 0, 0);
+            }
+            return;
+        }
         match event {
             Event::Method {
                 channel,
@@ -140,8 +167,16 @@ impl Handler {
                     std::mem::replace(&mut self.state, State::AwaitOpen)
                 {
                     match result {
-                        Ok(()) => self.finish_open(*open),
-                        Err(e) => self.close_connection(e.code, &e.text, 0x0001, open.request_id),
+                        Ok(()) => {
+                            self.finish_open(*open);
+                            for held in std::mem::take(&mut self.held) {
+                                self.handle(held);
+                            }
+                        }
+                        Err(e) => {
+                            self.held.clear();
+                            self.close_connection(e.code, &e.text, 0x0001, open.request_id)
+                        }
                     }
                 }
             }
@@ -242,12 +277,8 @@ impl Handler {
                 }
             }
             State::AwaitOpen => self.open(channel, request_id, method),
-            State::Authenticating(_) => self.close_connection(
-                ReplyCode::CommandInvalid,
-                "a method arrived before connection.open was answered",
-                method.id(),
-                request_id,
-            ),
+            // Held by `handle` until the password check answers; not reached.
+            State::Authenticating(_) => {}
             State::Open(_) if channel == 0 => self.connection_method(request_id, method),
             State::Open(_) => self.channel_method(channel, request_id, method),
         }
@@ -296,17 +327,7 @@ impl Handler {
             LoginStep::Slow => {
                 // The password check runs on the checker thread; its answer comes back
                 // as an event in this connection's mailbox.
-                let conn = Weak::clone(&self.conn);
-                self.broker.submit_login(LoginJob {
-                    user: open.user.clone(),
-                    password,
-                    peer: self.peer,
-                    done: Box::new(move |result| {
-                        if let Some(c) = conn.upgrade() {
-                            c.push(Event::LoginChecked { result }, 0);
-                        }
-                    }),
-                });
+                defer_login(&self.broker, &self.conn, &open.user, password, self.peer);
                 self.state = State::Authenticating(Box::new(open));
             }
         }

@@ -30,3 +30,26 @@ impl ConnHandler {
         }
     }
 }
+
+/// Hands a login that needs its password checked to the broker's checker thread; the
+/// outcome comes back to `conn` as [`Event::LoginChecked`] (both protocols' handlers wait
+/// for it in an `Authenticating` state).
+pub fn defer_login(
+    broker: &crate::broker::Broker,
+    conn: &std::sync::Weak<crate::server::conn::Conn>,
+    user: &str,
+    password: String,
+    peer: std::net::SocketAddr,
+) {
+    let conn = std::sync::Weak::clone(conn);
+    broker.submit_login(crate::broker::login_checker::LoginJob {
+        user: user.to_string(),
+        password,
+        peer,
+        done: Box::new(move |result| {
+            if let Some(c) = conn.upgrade() {
+                c.push(Event::LoginChecked { result }, 0);
+            }
+        }),
+    });
+}
