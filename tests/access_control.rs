@@ -440,6 +440,25 @@ fn only_administrators_manage_users_and_permissions_and_management_tags_list() {
         .unwrap();
     assert!(conn.list(ListKind::Queues).is_ok());
     assert_eq!(code(&conn.list(ListKind::Users).unwrap_err()), 403);
+    // A management user sees the vhosts it may open and its own connections only.
+    let a = admin(&server);
+    a.declare_vhost("hidden").unwrap();
+    let names = |kind: ListKind, field: &str| -> Vec<String> {
+        conn.list(kind)
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.get(field).and_then(|v| v.as_str()).map(String::from))
+            .collect()
+    };
+    assert_eq!(names(ListKind::Vhosts, "name"), vec!["/"]);
+    assert_eq!(names(ListKind::Connections, "user"), vec!["plain"]);
+    let all: Vec<String> = a
+        .list(ListKind::Vhosts)
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.get("name").and_then(|v| v.as_str()).map(String::from))
+        .collect();
+    assert!(all.contains(&"hidden".to_string()), "{all:?}");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! failing request's id and ignores the channel until `close-ok`); connection errors send
 //! `connection.close` and close the socket once it is flushed (AMQP 0-9-1 §1.4.2).
 
+use crate::auth::users::{TAG_ADMINISTRATOR, TAG_MONITORING};
 use crate::broker::access::LoginStep;
 use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
@@ -764,6 +765,24 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         ListKind::Users => listing::users(broker),
         ListKind::Permissions => listing::permissions(broker),
     };
+    // A `management` user (without `administrator` or `monitoring`) sees, as in
+    // RabbitMQ, only the vhosts it may open and its own connections.
+    let sees_all = broker
+        .users()
+        .user(user)
+        .is_some_and(|u| u.has_tag(TAG_ADMINISTRATOR) || u.has_tag(TAG_MONITORING));
+    if !sees_all {
+        let field = |row: &crate::types::FieldTable, name: &str| {
+            row.get(name).and_then(|v| v.as_str()).map(str::to_string)
+        };
+        match kind {
+            ListKind::Vhosts => rows.retain(|r| {
+                field(r, "name").is_some_and(|v| broker.users().permissions(user, &v).is_some())
+            }),
+            ListKind::Connections => rows.retain(|r| field(r, "user").as_deref() == Some(user)),
+            _ => {}
+        }
+    }
     // The protocol caps a listing (docs/protocol.md §12); the rest is left out.
     rows.truncate(LIST_ROWS_MAX);
     Ok(Method::ListOk { rows })
