@@ -206,3 +206,16 @@ fn heartbeats_flow_both_ways_and_a_silent_client_is_dropped() {
     }
     assert!(started.elapsed() >= Duration::from_millis(1900));
 }
+
+#[test]
+fn the_native_cli_pointed_at_the_amqp_port_says_which_protocol_the_port_speaks() {
+    let server = TestServer::start();
+    let amqp = server.handle.amqp_addr().unwrap().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
+        .args(["--addr", &amqp, "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("that port speaks AMQP 0-9-1"), "{stderr}");
+}

@@ -235,6 +235,13 @@ impl FrameReader {
             if avail.starts_with(b"RMQP") {
                 return Ok(None);
             }
+            if avail.starts_with(b"AMQP") {
+                return Err(ClientError::Protocol(
+                    "the server answered with the AMQP 0-9-1 protocol header: that port speaks \
+                     AMQP 0-9-1, not RelayMQ's native protocol (default port 5673)"
+                        .into(),
+                ));
+            }
             let Some((header, n)) = frame::check(avail, self.frame_max)? else {
                 return Ok(None);
             };
