@@ -4,17 +4,16 @@
 //! `rabbit_disk_monitor`.
 
 use super::{ResourceAlarms, DISK_CHECK_INTERVAL_MS, MEMORY_CHECK_INTERVAL_MS};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crate::broker::stoppable_thread::StoppableThread;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The running monitor; stops when dropped or [`AlarmMonitor::stop`]ped.
 pub struct AlarmMonitor {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    thread: StoppableThread,
 }
 
 impl AlarmMonitor {
@@ -32,29 +31,13 @@ impl AlarmMonitor {
     ) -> io::Result<AlarmMonitor> {
         alarms.attach(data_dir, wake);
         alarms.check(true, true);
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let thread = std::thread::Builder::new()
-            .name("relaymq-alarms".into())
-            .spawn(move || run(&alarms, &rx))?;
-        Ok(AlarmMonitor {
-            stop: Some(tx),
-            thread: Some(thread),
-        })
+        let thread = StoppableThread::spawn("relaymq-alarms", move |rx| run(&alarms, &rx))?;
+        Ok(AlarmMonitor { thread })
     }
 
     /// Stops the thread and waits for it.
     pub fn stop(&mut self) {
-        // Dropping the sender disconnects the channel: the thread's wait ends at once.
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for AlarmMonitor {
-    fn drop(&mut self) {
-        self.stop();
+        self.thread.stop();
     }
 }
 

@@ -13,11 +13,11 @@ use crate::broker::consumer_timeout;
 use crate::broker::dead_lettering::{self, jobs};
 use crate::broker::expiry::now_ms;
 use crate::broker::queue::Queue;
+use crate::broker::stoppable_thread::StoppableThread;
 use crate::broker::vhost::VirtualHost;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Time between two housekeeping rounds, in ms: how late past its deadline a message that
@@ -56,8 +56,7 @@ fn expire_messages(vhost: &VirtualHost, q: &Arc<Queue>, now_ms: u64) {
 
 /// The housekeeping thread; stops when dropped or [`Housekeeper::stop`]ped.
 pub struct Housekeeper {
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    thread: StoppableThread,
 }
 
 impl Housekeeper {
@@ -66,29 +65,13 @@ impl Housekeeper {
     /// # Errors
     /// The thread cannot be spawned.
     pub fn start(broker: Arc<Broker>) -> io::Result<Housekeeper> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let thread = std::thread::Builder::new()
-            .name("relaymq-housekeeper".into())
-            .spawn(move || run(&broker, &rx))?;
-        Ok(Housekeeper {
-            stop: Some(tx),
-            thread: Some(thread),
-        })
+        let thread = StoppableThread::spawn("relaymq-housekeeper", move |rx| run(&broker, &rx))?;
+        Ok(Housekeeper { thread })
     }
 
     /// Stops the thread and waits for its round to finish.
     pub fn stop(&mut self) {
-        // Dropping the sender disconnects the channel: the thread's wait ends at once.
-        self.stop.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Housekeeper {
-    fn drop(&mut self) {
-        self.stop();
+        self.thread.stop();
     }
 }
 

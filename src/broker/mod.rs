@@ -32,6 +32,7 @@ pub mod router;
 pub mod session;
 pub mod session_access;
 pub mod sink;
+pub mod stoppable_thread;
 pub mod topology;
 pub mod vhost;
 
