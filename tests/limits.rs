@@ -34,24 +34,8 @@ fn amqp_addr(server: &TestServer) -> SocketAddr {
 /// Native handshake: `Ok` with the open connection, or the `connection.close` code and text.
 fn native_open(addr: SocketAddr) -> Result<Raw, (u16, String)> {
     let mut raw = Raw::connect_bare(addr);
-    raw.stream.write_all(&PROTOCOL_HEADER).unwrap();
-    let (_, _, reply) = raw.call(
-        0,
-        Method::Open {
-            user: "guest".into(),
-            password: "guest".into(),
-            vhost: "/".into(),
-            frame_max: 0,
-            heartbeat_s: 0,
-            channel_max: 0,
-            client_name: "limits-test".into(),
-        },
-    );
-    match reply {
-        Method::OpenOk { frame_max, .. } => {
-            raw.frame_max = frame_max;
-            Ok(raw)
-        }
+    match raw.open_as("guest", "guest", "/") {
+        Method::OpenOk { .. } => Ok(raw),
         Method::Close {
             reply_code,
             reply_text,

@@ -1187,22 +1187,11 @@ fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
     let mut taken = false;
     loop {
         if io.write_pos >= io.writing.len() {
-            io.writing.clear();
-            io.write_pos = 0;
-            if io.writing.capacity() > BUFFER_IDLE_BYTES {
-                io.writing = Vec::new();
+            match refill(io, &mut taken) {
+                Refill::More => continue,
+                Refill::Deferred => return Ok(true),
+                Refill::Done => break,
             }
-            if !taken {
-                io.conn.outbound.take(&mut io.writing);
-                taken = true;
-                if !io.writing.is_empty() {
-                    continue;
-                }
-            }
-            if io.conn.outbound.finish_write() {
-                return Ok(true);
-            }
-            break;
         }
         match io.socket.write(&io.writing[io.write_pos..]) {
             Ok(0) => {
@@ -1225,6 +1214,38 @@ fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
     }
     finish_flush(io);
     Ok(false)
+}
+
+/// What [`refill`] found once the write buffer was written out.
+enum Refill {
+    /// The outbound buffer had more: write it.
+    More,
+    /// Appended while this pass held the buffer: defer the connection to the next turn.
+    Deferred,
+    /// Nothing more to write.
+    Done,
+}
+
+/// The write buffer is written out: resets it (releasing a large one) and takes the
+/// outbound buffer once per pass (`taken`), the handshake of `Outbound::take` /
+/// `finish_write` shared by the plain and the TLS flush.
+fn refill(io: &mut IoConn, taken: &mut bool) -> Refill {
+    io.writing.clear();
+    io.write_pos = 0;
+    if io.writing.capacity() > BUFFER_IDLE_BYTES {
+        io.writing = Vec::new();
+    }
+    if !*taken {
+        io.conn.outbound.take(&mut io.writing);
+        *taken = true;
+        if !io.writing.is_empty() {
+            return Refill::More;
+        }
+    }
+    if io.conn.outbound.finish_write() {
+        return Refill::Deferred;
+    }
+    Refill::Done
 }
 
 /// [`flush_socket`] for a TLS connection: the records rustls holds go out first, then
@@ -1259,20 +1280,10 @@ fn flush_tls_with(io: &mut IoConn, tls: &mut TlsLayer) -> io::Result<Option<bool
             io.last_write = Instant::now();
         }
         if io.write_pos >= io.writing.len() {
-            io.writing.clear();
-            io.write_pos = 0;
-            if io.writing.capacity() > BUFFER_IDLE_BYTES {
-                io.writing = Vec::new();
-            }
-            if !taken {
-                io.conn.outbound.take(&mut io.writing);
-                taken = true;
-                if !io.writing.is_empty() {
-                    continue;
-                }
-            }
-            if io.conn.outbound.finish_write() {
-                return Ok(Some(true));
+            match refill(io, &mut taken) {
+                Refill::More => continue,
+                Refill::Deferred => return Ok(Some(true)),
+                Refill::Done => {}
             }
             if io.conn.outbound.is_closing() && io.linger_until.is_none() {
                 // Our last bytes: say so in TLS before the TCP write side is shut.
