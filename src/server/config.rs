@@ -15,6 +15,10 @@ pub const LISTEN_DEFAULT: &str = "127.0.0.1:5673";
 /// assumes (IANA's `amqp`).
 pub const AMQP_LISTEN_DEFAULT: &str = "127.0.0.1:5672";
 
+/// Default Prometheus metrics address (`--metrics-listen`): loopback, port 15692, the
+/// port of RabbitMQ's `rabbitmq_prometheus` plugin, so existing scrape configs carry over.
+pub const METRICS_LISTEN_DEFAULT: &str = "127.0.0.1:15692";
+
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -42,6 +46,9 @@ pub struct ServerConfig {
     /// TLS listeners beside the plain ones (`--tls-cert`, `--tls-key`, ...; `None` = no
     /// TLS). See `docs/security.md §4`.
     pub tls: Option<TlsConfig>,
+    /// Address of the Prometheus metrics endpoint (`--metrics-listen`; `None` = off; port
+    /// 0 picks a free port). Issue 8, `docs/operations.md`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -57,6 +64,7 @@ impl Default for ServerConfig {
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             broker: BrokerConfig::default(),
             tls: None,
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 15692))),
         }
     }
 }
@@ -83,6 +91,10 @@ mod tests {
         assert_eq!(
             c.amqp_listen.map(|a| a.to_string()).as_deref(),
             Some(AMQP_LISTEN_DEFAULT)
+        );
+        assert_eq!(
+            c.metrics_listen.map(|a| a.to_string()).as_deref(),
+            Some(METRICS_LISTEN_DEFAULT)
         );
     }
 
