@@ -14,7 +14,7 @@ use crate::error::{BrokerError, ReplyCode};
 use crate::server::amqp_sink::AmqpSink;
 use crate::server::amqp_tx::{Transactions, TxOp};
 use crate::server::conn::{Conn, Content, Event};
-use crate::server::handler::log_close;
+use crate::server::conn_log::{self, Who};
 use crate::server::handlers::defer_login;
 use crate::server::outbound::Outbound;
 use crate::types::codec::Reader;
@@ -162,12 +162,17 @@ impl AmqpHandler {
                 }
             }
             Event::Closed => {
+                if !matches!(self.state, State::Closing) {
+                    let who = Who {
+                        peer: self.peer,
+                        session: match &self.state {
+                            State::Open(s) => Some(s),
+                            _ => None,
+                        },
+                    };
+                    conn_log::socket_closed(self.id, &who);
+                }
                 if let State::Open(session) = &mut self.state {
-                    log::info!(
-                        "connection {} ({}) closed by the client",
-                        self.id,
-                        self.peer
-                    );
                     session.close();
                 }
                 self.state = State::Closing;
@@ -188,10 +193,18 @@ impl AmqpHandler {
         if let State::Closing = old {
             return;
         }
-        if let State::Open(mut session) = old {
+        let session = match old {
+            State::Open(session) => Some(session),
+            _ => None,
+        };
+        let who = Who {
+            peer: self.peer,
+            session: session.as_deref(),
+        };
+        conn_log::server_closed(self.id, &who, code, text);
+        if let Some(mut session) = session {
             session.close();
         }
-        log_close(self.id, self.peer, code, text);
         self.send(
             0,
             &AmqpMethod::ConnectionClose {
@@ -211,7 +224,15 @@ impl AmqpHandler {
             self.close_connection(err.code, &err.text, ids);
             return;
         }
-        log::debug!("connection {} channel {channel}: {err}", self.id);
+        let who = Who {
+            peer: self.peer,
+            session: match &self.state {
+                State::Open(s) => Some(s),
+                _ => None,
+            },
+        };
+        let method = AmqpMethod::name_of(ids.0, ids.1).unwrap_or("method");
+        conn_log::channel_error(self.id, &who, channel, method, err.code, &err.text);
         if let State::Open(session) = &mut self.state {
             session.close_channel(channel);
         }
@@ -512,15 +533,18 @@ impl AmqpHandler {
     fn connection_method(&mut self, method: AmqpMethod) {
         match method {
             AmqpMethod::ConnectionClose { .. } => {
+                let who = Who {
+                    peer: self.peer,
+                    session: match &self.state {
+                        State::Open(s) => Some(s),
+                        _ => None,
+                    },
+                };
+                conn_log::client_closed(self.id, &who);
                 if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
                 {
                     session.close();
                 }
-                log::info!(
-                    "connection {} ({}) closed by the client",
-                    self.id,
-                    self.peer
-                );
                 self.send(0, &AmqpMethod::ConnectionCloseOk {});
                 self.outbound.close_after_flush();
             }

@@ -16,6 +16,7 @@ use crate::protocol::{ListKind, Method, PublishBatch};
 use crate::server::admin;
 use crate::server::config::negotiate;
 use crate::server::conn::{Conn, Event};
+use crate::server::conn_log::{self, Who};
 use crate::server::handlers::defer_login;
 use crate::server::outbound::Outbound;
 use crate::server::sink::NativeSink;
@@ -67,16 +68,6 @@ pub struct Handler {
     /// Requests received while `connection.open` waits for its password check, replayed
     /// in order once it is accepted (at most [`HELD_EVENTS_MAX`]).
     held: Vec<Event>,
-}
-
-/// Logs a connection the server closes: 320 (shutdown, vhost deletion) at info, every
-/// other code at warn (both protocols).
-pub fn log_close(id: u64, peer: SocketAddr, code: ReplyCode, text: &str) {
-    if code == ReplyCode::ConnectionForced {
-        log::info!("closing connection {id} ({peer}): {text}");
-    } else {
-        log::warn!("closing connection {id} ({peer}): {code}: {text}");
-    }
 }
 
 impl Handler {
@@ -200,12 +191,14 @@ impl Handler {
                 }
             }
             Event::Closed => {
+                if !matches!(self.state, State::Closing) {
+                    let who = Who {
+                        peer: self.peer,
+                        session: self.session(),
+                    };
+                    conn_log::socket_closed(self.id, &who);
+                }
                 if let State::Open(session) = &mut self.state {
-                    log::info!(
-                        "connection {} ({}) closed by the client",
-                        self.id,
-                        self.peer
-                    );
                     session.close();
                 }
                 self.state = State::Closing;
@@ -231,10 +224,18 @@ impl Handler {
         if let State::Closing = old {
             return;
         }
-        if let State::Open(mut session) = old {
+        let session = match old {
+            State::Open(session) => Some(session),
+            _ => None,
+        };
+        let who = Who {
+            peer: self.peer,
+            session: session.as_deref(),
+        };
+        conn_log::server_closed(self.id, &who, code, text);
+        if let Some(mut session) = session {
             session.close();
         }
-        log_close(self.id, self.peer, code, text);
         self.send(
             0,
             request_id,
@@ -254,7 +255,12 @@ impl Handler {
             self.close_connection(err.code, &err.text, method_id, request_id);
             return;
         }
-        log::debug!("connection {} channel {channel}: {err}", self.id);
+        let who = Who {
+            peer: self.peer,
+            session: self.session(),
+        };
+        let method = crate::protocol::method::method_name(method_id);
+        conn_log::channel_error(self.id, &who, channel, method, err.code, &err.text);
         if let State::Open(session) = &mut self.state {
             session.close_channel(channel);
         }
@@ -426,15 +432,15 @@ impl Handler {
         let id = method.id();
         let reply = match method {
             Method::Close { .. } => {
+                let who = Who {
+                    peer: self.peer,
+                    session: self.session(),
+                };
+                conn_log::client_closed(self.id, &who);
                 if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
                 {
                     session.close();
                 }
-                log::info!(
-                    "connection {} ({}) closed by the client",
-                    self.id,
-                    self.peer
-                );
                 self.send(0, request_id, &Method::CloseOk);
                 self.outbound.close_after_flush();
                 return;

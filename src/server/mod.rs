@@ -11,6 +11,7 @@ pub mod amqp_sink;
 pub mod amqp_tx;
 pub mod config;
 pub mod conn;
+pub mod conn_log;
 pub mod handler;
 pub mod handlers;
 pub mod io_loop;
@@ -152,6 +153,14 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         ),
         None => None,
     };
+    log::info!(
+        "RelayMQ {} starting: pid {}, data directory {}, fsync {}, {} workers",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        config.data_dir.display(),
+        config.fsync,
+        config.workers
+    );
     std::fs::create_dir_all(&config.data_dir).map_err(|e| {
         io::Error::new(
             e.kind(),

@@ -37,6 +37,18 @@ pub enum FsyncMode {
     Never,
 }
 
+impl std::fmt::Display for FsyncMode {
+    /// The `--fsync` spelling: `always`, `interval:MS`, `never` ([`FsyncMode::parse`]
+    /// reads it back).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FsyncMode::Always => f.write_str("always"),
+            FsyncMode::Interval(d) => write!(f, "interval:{}", d.as_millis()),
+            FsyncMode::Never => f.write_str("never"),
+        }
+    }
+}
+
 impl FsyncMode {
     /// Parses `always`, `never` or `interval:MS`.
     ///
@@ -331,6 +343,19 @@ fn run(inner: &Inner) {
         }
         if stop {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsync_mode_prints_as_its_flag_spelling_and_parses_back() {
+        for text in ["always", "never", "interval:250"] {
+            let mode = FsyncMode::parse(text).unwrap();
+            assert_eq!(mode.to_string(), text);
         }
     }
 }
