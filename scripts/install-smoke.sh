@@ -105,9 +105,14 @@ inst 0 --help;                       out_has "--uninstall"
 if [ "$(id -u)" != 0 ]; then
   inst 1 --from "$(dirname "$server_bin")"; out_has "needs root"
 elif command -v setpriv >/dev/null && getent passwd nobody >/dev/null; then
+  # A copy nobody can read wherever the checkout is (it stops before needing the rest).
+  mkdir -p "$tmp/as-nobody/scripts"
+  cp "$installer" "$tmp/as-nobody/scripts/install.sh"
+  chmod -R a+rX "$tmp/as-nobody"
   set +e
-  out=$(setpriv --reuid "$(id -u nobody)" --regid "$(id -g nobody)" --clear-groups \
-    env RELAYMQ_BIN_SERVER=/nonexistent RELAYMQ_BIN_CLI=/nonexistent bash "$installer" 2>&1 </dev/null)
+  out=$(cd / && setpriv --reuid "$(id -u nobody)" --regid "$(id -g nobody)" --clear-groups \
+    env RELAYMQ_BIN_SERVER=/nonexistent RELAYMQ_BIN_CLI=/nonexistent \
+    bash "$tmp/as-nobody/scripts/install.sh" 2>&1 </dev/null)
   code=$?
   set -e
   [ "$code" = 1 ] || fail "install.sh into / as nobody exited $code, expected 1: $out"
@@ -320,9 +325,15 @@ if command -v systemd-analyze >/dev/null; then
   out=$(systemd-analyze verify "$tmp/verify/relaymq.service" 2>&1); code=$?
   set -e
   [ "$code" = 0 ] || fail "systemd-analyze verify exited $code: $out"
-  [ -z "$out" ] || fail "systemd-analyze verify warns: $out"
-  echo "install-smoke: systemd-analyze verify: clean ($(systemd-analyze --version | head -1))"
-  pass
+  sd_version=$(systemd-analyze --version | sed -nE '1s/^systemd ([0-9]+).*/\1/p')
+  if [ "${sd_version:-0}" -ge 247 ]; then
+    [ -z "$out" ] || fail "systemd-analyze verify warns: $out"
+    echo "install-smoke: systemd-analyze verify: clean ($(systemd-analyze --version | head -1))"
+    pass
+  else
+    # ProtectProc= came with systemd 247; older ones ignore it with a warning.
+    skip "a warning-free verify (systemd ${sd_version:-?} < 247 knows not every key): $out"
+  fi
   # The exposure score; systemd before 250 has no --offline.
   set +e
   out=$(systemd-analyze security --offline=true "$tmp/verify/relaymq.service" 2>&1); code=$?
