@@ -60,12 +60,13 @@ impl ConfirmTracker {
         }
     }
 
-    /// Sends one confirm (caller holds `pending`'s lock) and counts the messages it
-    /// covers: those since the previous one.
+    /// Counts the messages one confirm covers (those since the previous one), then sends
+    /// it (caller holds `pending`'s lock). Counted first, so a client that has its confirm
+    /// finds it counted.
     fn send(&self, seq: u64, ack: bool) {
-        self.sink.confirm(self.channel, seq, true, ack);
         let previous = self.last_sent.swap(seq, Ordering::Relaxed);
         self.counters.confirmed(seq.saturating_sub(previous), ack);
+        self.sink.confirm(self.channel, seq, true, ack);
     }
 
     fn lock(&self) -> MutexGuard<'_, VecDeque<Pending>> {
