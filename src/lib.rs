@@ -34,6 +34,7 @@ pub mod client;
 pub mod error;
 pub mod fuzzing;
 pub mod limits;
+pub mod metrics;
 pub mod protocol;
 pub mod server;
 pub mod storage;

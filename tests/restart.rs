@@ -172,6 +172,8 @@ fn a_second_server_on_the_same_data_directory_refuses_to_start() {
         .arg("127.0.0.1:0")
         .arg("--amqp-listen")
         .arg("off")
+        .arg("--metrics-listen")
+        .arg("off")
         .arg("--data-dir")
         .arg(&data)
         .output()

@@ -594,6 +594,7 @@ fn unusable_files_stop_start_up_naming_the_file() {
             data_dir: dir.path().join("data"),
             workers: 1,
             tls: Some(tls),
+            metrics_listen: None,
             ..Default::default()
         };
         let err = relaymq::server::start(config)
@@ -612,6 +613,8 @@ fn unusable_files_stop_start_up_naming_the_file() {
             "--listen",
             "127.0.0.1:0",
             "--amqp-listen",
+            "off",
+            "--metrics-listen",
             "off",
             "--data-dir",
             data.to_str().unwrap(),

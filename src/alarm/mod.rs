@@ -95,6 +95,21 @@ struct Readings {
     disk_error_logged: bool,
 }
 
+/// The last readings and the limits in force, in bytes (`None`: not measured yet, or
+/// no monitor attached), for the metrics endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlarmReadings {
+    /// Resident memory at the last check.
+    pub mem_used_bytes: Option<u64>,
+    /// Resident memory above which the memory alarm sets (the high-water mark applied to
+    /// the memory available at the last check).
+    pub mem_limit_bytes: Option<u64>,
+    /// Free space of the data directory's filesystem at the last check.
+    pub disk_free_bytes: Option<u64>,
+    /// Free space below which the disk alarm sets.
+    pub disk_free_limit_bytes: u64,
+}
+
 /// Broker-wide resource alarm state.
 pub struct ResourceAlarms {
     /// [`MEMORY_ALARM`] | [`DISK_ALARM`]; read on every publish.
@@ -265,6 +280,19 @@ impl ResourceAlarms {
         fields.push(("disk_free_alarm", FieldValue::Bool(bits & DISK_ALARM != 0)));
         fields.push(("connections_blocked", n(self.blocked_count() as u64)));
         fields
+    }
+
+    /// The last readings and the limits in force.
+    pub fn readings(&self) -> AlarmReadings {
+        let r = self.lock_readings();
+        AlarmReadings {
+            mem_used_bytes: r.mem_used_bytes,
+            mem_limit_bytes: r
+                .mem_available_bytes
+                .map(|a| r.config.memory_high_watermark.limit_bytes(a)),
+            disk_free_bytes: r.disk_free_bytes,
+            disk_free_limit_bytes: r.config.disk_free_limit_bytes,
+        }
     }
 
     fn lock_readings(&self) -> MutexGuard<'_, Readings> {

@@ -70,8 +70,11 @@ OPTIONS:
   --data-dir DIR             data directory [default: ./data]
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          error|warn|info|debug|trace [default: info]
+  --metrics-listen ADDR|off  Prometheus metrics (GET /metrics), or off
+                             [default: 127.0.0.1:15692]
   --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
-                             here once serving (with tls_listen, amqp_tls_listen when on)
+                             here once serving (with tls_listen, amqp_tls_listen,
+                             metrics_listen when on)
   --tls-cert FILE            PEM certificate chain (server certificate first); with
                              --tls-key turns on the TLS listeners below, beside the
                              plain ones
@@ -230,6 +233,10 @@ fn parse_args() -> Result<Args> {
                         format!("--amqp-listen: '{v}' is not an address like 127.0.0.1:5672 or off")
                     })?)
                 };
+            }
+            Long("metrics-listen") => {
+                let v: String = parser.value()?.parse()?;
+                config.metrics_listen = listen_or_off("--metrics-listen", &v, "127.0.0.1:15692")?;
             }
             Long("tls-cert") => tls.cert = Some(PathBuf::from(parser.value()?)),
             Long("tls-key") => tls.key = Some(PathBuf::from(parser.value()?)),

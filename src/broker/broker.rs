@@ -12,6 +12,7 @@ use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::{Limits, LiveLimits, CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
+use crate::metrics::EventCounters;
 use crate::storage::durability::Durability;
 use crate::storage::meta::Definitions;
 use crate::storage::queue_store::Recovered;
@@ -120,12 +121,19 @@ pub struct Broker {
     pub(crate) login_checker: std::sync::OnceLock<crate::broker::login_checker::LoginChecker>,
     /// Resource alarm state (read by the I/O thread on every publish).
     alarms: Arc<ResourceAlarms>,
+    /// Broker-wide message-event counters (every vhost's events also count here).
+    counters: Arc<EventCounters>,
+    /// Connections registered since start (metrics).
+    connections_opened: AtomicU64,
+    /// Registered connections closed since start (metrics).
+    connections_closed: AtomicU64,
 }
 
 impl Broker {
     /// An in-memory broker with the default vhost `/` (nothing is stored).
     pub fn new(config: BrokerConfig) -> Broker {
         let limits = Arc::new(LiveLimits::new(config.limits));
+        let counters = Arc::new(EventCounters::default());
         let mut vhosts = HashMap::new();
         vhosts.insert(
             DEFAULT_VHOST.to_string(),
@@ -133,7 +141,8 @@ impl Broker {
                 VirtualHost::new(DEFAULT_VHOST, None)
                     .with_queue_memory_bytes(config.queue_memory_bytes)
                     .with_consumer_timeout_ms(config.consumer_timeout_ms)
-                    .with_limits(Arc::clone(&limits)),
+                    .with_limits(Arc::clone(&limits))
+                    .with_counters(Arc::clone(&counters)),
             ),
         );
         Broker {
@@ -149,6 +158,9 @@ impl Broker {
             login_throttle: LoginThrottle::default(),
             login_checker: std::sync::OnceLock::new(),
             alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            counters,
+            connections_opened: AtomicU64::new(0),
+            connections_closed: AtomicU64::new(0),
             config,
         }
     }
@@ -167,6 +179,7 @@ impl Broker {
         definitions: Definitions,
     ) -> Broker {
         let limits = Arc::new(LiveLimits::new(config.limits));
+        let counters = Arc::new(EventCounters::default());
         let mut vhosts = HashMap::new();
         for name in &definitions.vhosts {
             vhosts.insert(
@@ -175,7 +188,8 @@ impl Broker {
                     VirtualHost::new(name, Some(Arc::clone(&durability)))
                         .with_queue_memory_bytes(config.queue_memory_bytes)
                         .with_consumer_timeout_ms(config.consumer_timeout_ms)
-                        .with_limits(Arc::clone(&limits)),
+                        .with_limits(Arc::clone(&limits))
+                        .with_counters(Arc::clone(&counters)),
                 ),
             );
         }
@@ -264,6 +278,9 @@ impl Broker {
             login_throttle: LoginThrottle::default(),
             login_checker: std::sync::OnceLock::new(),
             alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            counters,
+            connections_opened: AtomicU64::new(0),
+            connections_closed: AtomicU64::new(0),
             config,
         }
     }
@@ -348,7 +365,8 @@ impl Broker {
                 VirtualHost::new(name, durability)
                     .with_queue_memory_bytes(self.config.queue_memory_bytes)
                     .with_consumer_timeout_ms(self.config.consumer_timeout_ms)
-                    .with_limits(Arc::clone(&self.limits)),
+                    .with_limits(Arc::clone(&self.limits))
+                    .with_counters(Arc::clone(&self.counters)),
             ),
         );
         Ok(())
@@ -455,6 +473,7 @@ impl Broker {
         }
         *count += 1;
         conns.insert(info.id, info);
+        self.connections_opened.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -464,6 +483,7 @@ impl Broker {
         let Some(info) = conns.remove(&id) else {
             return;
         };
+        self.connections_closed.fetch_add(1, Ordering::Relaxed);
         let mut users = self.lock_user_connections();
         if let Some(count) = users.get_mut(&info.user) {
             *count = count.saturating_sub(1);
@@ -483,6 +503,21 @@ impl Broker {
     /// reads them for the consumer timeout).
     pub fn channel_registry(&self) -> &ChannelRegistry {
         &self.channels
+    }
+
+    /// Broker-wide message-event counters (confirms, returns, dead-letterings), for the
+    /// metrics endpoint.
+    pub fn counters(&self) -> &Arc<EventCounters> {
+        &self.counters
+    }
+
+    /// Connections registered and closed since start: `(opened, closed)` (RabbitMQ's
+    /// `connections_opened_total` / `connections_closed_total`).
+    pub fn connection_totals(&self) -> (u64, u64) {
+        (
+            self.connections_opened.load(Ordering::Relaxed),
+            self.connections_closed.load(Ordering::Relaxed),
+        )
     }
 
     /// Every registered connection, by id.

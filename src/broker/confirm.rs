@@ -7,8 +7,10 @@
 //! never sees a later sequence number confirmed before an earlier one.
 
 use crate::broker::sink::ClientSink;
+use crate::metrics::VhostCounters;
 use crate::storage::flusher::SyncWaiter;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A confirm not yet sent.
@@ -25,6 +27,11 @@ pub struct ConfirmTracker {
     channel: u16,
     sink: Arc<dyn ClientSink>,
     pending: Mutex<VecDeque<Pending>>,
+    /// Sequence number of the last confirm sent (changed only under `pending`'s lock), so
+    /// each confirm counts the messages it covers.
+    last_sent: AtomicU64,
+    /// Where the confirmed and nacked messages are counted (metrics).
+    counters: Arc<VhostCounters>,
 }
 
 impl std::fmt::Debug for ConfirmTracker {
@@ -37,13 +44,29 @@ impl std::fmt::Debug for ConfirmTracker {
 }
 
 impl ConfirmTracker {
-    /// A tracker sending confirms for `channel` through `sink`.
-    pub fn new(channel: u16, sink: Arc<dyn ClientSink>) -> ConfirmTracker {
+    /// A tracker sending confirms for `channel` through `sink`, counting them in
+    /// `counters` (the channel's vhost's).
+    pub fn new(
+        channel: u16,
+        sink: Arc<dyn ClientSink>,
+        counters: Arc<VhostCounters>,
+    ) -> ConfirmTracker {
         ConfirmTracker {
             channel,
             sink,
             pending: Mutex::new(VecDeque::new()),
+            last_sent: AtomicU64::new(0),
+            counters,
         }
+    }
+
+    /// Counts the messages one confirm covers (those since the previous one), then sends
+    /// it (caller holds `pending`'s lock). Counted first, so a client that has its confirm
+    /// finds it counted.
+    fn send(&self, seq: u64, ack: bool) {
+        let previous = self.last_sent.swap(seq, Ordering::Relaxed);
+        self.counters.confirmed(seq.saturating_sub(previous), ack);
+        self.sink.confirm(self.channel, seq, true, ack);
     }
 
     fn lock(&self) -> MutexGuard<'_, VecDeque<Pending>> {
@@ -57,7 +80,7 @@ impl ConfirmTracker {
         let mut pending = self.lock();
         if pending.is_empty() && epoch.is_none() {
             // Sent under the lock, so it cannot overtake a confirm the flusher is sending.
-            self.sink.confirm(self.channel, seq, true, ack);
+            self.send(seq, ack);
             return false;
         }
         pending.push_back(Pending {
@@ -78,8 +101,7 @@ impl ConfirmTracker {
                 break;
             }
             pending.pop_front();
-            self.sink
-                .confirm(self.channel, p.seq, true, p.ack && !failed);
+            self.send(p.seq, p.ack && !failed);
         }
         !pending.is_empty()
     }
@@ -120,7 +142,7 @@ mod tests {
 
     fn tracker() -> (Arc<Recorder>, ConfirmTracker) {
         let rec = Arc::new(Recorder::default());
-        let t = ConfirmTracker::new(1, rec.clone());
+        let t = ConfirmTracker::new(1, rec.clone(), Arc::default());
         (rec, t)
     }
 

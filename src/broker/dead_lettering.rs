@@ -72,6 +72,9 @@ fn route(
             .or_default() += 1;
         return;
     };
+    // Counted once it is republished, whether or not a queue takes it (RabbitMQ's
+    // `messages_dead_lettered_<reason>_total`).
+    vhost.counters().dead_lettered(job.reason);
     let (dead, _key) = to.message(&job.msg, &job.source.name, job.reason);
     let history = dead_queues(&dead);
     let automatic = job.reason != "rejected" && !history.rejected;

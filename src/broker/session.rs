@@ -667,9 +667,10 @@ impl Session {
     /// 504 for a channel that is not open.
     pub fn confirm_select(&mut self, ch: u16) -> Result<(), BrokerError> {
         let sink = Arc::clone(&self.sink);
+        let counters = Arc::clone(self.vhost.counters());
         let cs = self.channel(ch)?;
         if cs.confirms.is_none() {
-            cs.confirms = Some(Arc::new(ConfirmTracker::new(ch, sink)));
+            cs.confirms = Some(Arc::new(ConfirmTracker::new(ch, sink, counters)));
         }
         Ok(())
     }

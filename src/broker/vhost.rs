@@ -17,13 +17,14 @@ use crate::broker::router::{Binding, Destination, ExchangeKind};
 use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::LiveLimits;
+use crate::metrics::{EventCounters, VhostCounters};
 use crate::storage::durability::Durability;
 use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
 use crate::storage::{QueueStore, StorageError};
 use crate::types::{FieldTable, FieldValue};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// What `exchange.declare` asks for.
@@ -87,10 +88,9 @@ pub struct VirtualHost {
     changes: Mutex<()>,
     /// Where durable definitions are committed; `None` for an in-memory broker.
     durability: Option<Arc<Durability>>,
-    /// Messages published that no queue took (and were not mandatory).
-    unroutable_dropped: AtomicU64,
-    /// Mandatory messages returned with 312 NO_ROUTE.
-    unroutable_returned: AtomicU64,
+    /// Message events (confirms, returns, unroutable drops, dead-letterings), counted here
+    /// and broker-wide, for the metrics endpoint.
+    counters: Arc<VhostCounters>,
     /// Memory budget of each queue declared here (`Queue::memory_bytes_max`).
     queue_memory_bytes: usize,
     /// Consumer timeout of the queues declared here without `x-consumer-timeout`, in ms
@@ -286,12 +286,23 @@ impl VirtualHost {
             deleted: AtomicBool::new(false),
             changes: Mutex::new(()),
             durability,
-            unroutable_dropped: AtomicU64::new(0),
-            unroutable_returned: AtomicU64::new(0),
+            counters: Arc::new(VhostCounters::default()),
             queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: crate::limits::CONSUMER_TIMEOUT_MS_DEFAULT,
             limits: Arc::new(LiveLimits::default()),
         }
+    }
+
+    /// Counts this vhost's message events also in the broker-wide `global` counters
+    /// (default: counters of its own).
+    pub fn with_counters(mut self, global: Arc<EventCounters>) -> VirtualHost {
+        self.counters = Arc::new(VhostCounters::new(global));
+        self
+    }
+
+    /// This vhost's message-event counters (confirms, returns, dead-letterings).
+    pub fn counters(&self) -> &Arc<VhostCounters> {
+        &self.counters
     }
 
     /// Shares the broker's limits in force (default: [`crate::limits::Limits::default`]).
@@ -386,10 +397,8 @@ impl VirtualHost {
 
     /// Counts of unroutable messages: (dropped, returned).
     pub fn unroutable(&self) -> (u64, u64) {
-        (
-            self.unroutable_dropped.load(Ordering::Relaxed),
-            self.unroutable_returned.load(Ordering::Relaxed),
-        )
+        let s = self.counters.snapshot();
+        (s.unroutable_dropped, s.returned)
     }
 
     fn no_exchange(&self, name: &str) -> BrokerError {
@@ -1029,11 +1038,7 @@ impl VirtualHost {
 
     /// Records an unroutable message.
     pub fn count_unroutable(&self, returned: bool) {
-        if returned {
-            self.unroutable_returned.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.unroutable_dropped.fetch_add(1, Ordering::Relaxed);
-        }
+        self.counters.unroutable(returned);
     }
 
     /// The exchange to publish to, checked publishable.

@@ -32,7 +32,8 @@ pub struct ServerConfig {
     /// Worker threads executing requests.
     pub workers: usize,
     /// Where to write `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` once the server
-    /// serves (`amqp_listen` only when that listener is on).
+    /// serves (`amqp_listen`, `tls_listen`, `amqp_tls_listen` and `metrics_listen` only
+    /// when those listeners are on).
     pub ready_file: Option<PathBuf>,
     /// Time a shutdown waits for outbound buffers to flush, in milliseconds.
     pub shutdown_flush_ms: u64,

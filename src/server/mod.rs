@@ -15,6 +15,8 @@ pub mod conn_log;
 pub mod handler;
 pub mod handlers;
 pub mod io_loop;
+pub mod metrics_http;
+pub mod metrics_page;
 pub mod notifier;
 pub mod outbound;
 pub mod publish_gate;
@@ -52,6 +54,8 @@ pub struct ServerHandle {
     workers: Vec<JoinHandle<()>>,
     housekeeper: Housekeeper,
     alarm_monitor: AlarmMonitor,
+    /// The Prometheus endpoint, when `metrics_listen` is on.
+    metrics: Option<metrics_http::MetricsServer>,
 }
 
 impl ServerHandle {
@@ -75,6 +79,11 @@ impl ServerHandle {
     /// or that listener is).
     pub fn amqp_tls_addr(&self) -> Option<SocketAddr> {
         self.tls_addrs.1
+    }
+
+    /// The address the Prometheus metrics endpoint is bound to (`None`: it is off).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|m| m.local_addr())
     }
 
     /// Asks for a graceful shutdown (returns at once; see [`ServerHandle::join`]).
@@ -114,6 +123,9 @@ impl ServerHandle {
         }
         self.housekeeper.stop();
         self.alarm_monitor.stop();
+        if let Some(m) = &mut self.metrics {
+            m.stop();
+        }
         if joined_io {
             // Every request has run: write the stores' stats and sync what is pending.
             self.broker.close_storage();
@@ -233,6 +245,11 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         Some(t) => (t.native_addr()?, t.amqp_addr()?),
         None => (None, None),
     };
+    let metrics = match config.metrics_listen {
+        Some(a) => Some(metrics_http::MetricsServer::start(a, Arc::clone(&broker))?),
+        None => None,
+    };
+    let metrics_addr = metrics.as_ref().map(|m| m.local_addr());
     // Each connection is queued at most once, and the I/O thread holds at most
     // `max_connections + HANDSHAKES_PENDING_MAX` of them: sends never block.
     let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX + HANDSHAKES_PENDING_MAX);
@@ -266,8 +283,14 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     if let Some(a) = tls_addrs.1 {
         log::info!("listening on {a} (AMQP 0-9-1 over TLS, amqps)");
     }
+    if let Some(a) = metrics_addr {
+        log::info!(
+            "listening on {a} (Prometheus metrics, {})",
+            metrics_http::METRICS_PATH
+        );
+    }
     if let Some(path) = &config.ready_file {
-        write_ready_file(path, addr, amqp_addr, tls_addrs).map_err(|e| {
+        write_ready_file(path, addr, amqp_addr, tls_addrs, metrics_addr).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("cannot write ready file {}: {e}", path.display()),
@@ -285,6 +308,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         workers,
         housekeeper,
         alarm_monitor,
+        metrics,
     })
 }
 
@@ -313,19 +337,21 @@ fn bind_tls(
 }
 
 /// Writes `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` atomically (temp file +
-/// rename); `amqp_listen` only when the AMQP listener is on, `tls_listen` and
-/// `amqp_tls_listen` only when those are.
+/// rename); `amqp_listen` only when the AMQP listener is on, `tls_listen`,
+/// `amqp_tls_listen` and `metrics_listen` only when those are.
 fn write_ready_file(
     path: &Path,
     addr: SocketAddr,
     amqp: Option<SocketAddr>,
     tls: (Option<SocketAddr>, Option<SocketAddr>),
+    metrics: Option<SocketAddr>,
 ) -> io::Result<()> {
     let mut body = serde_json::json!({ "listen": addr.to_string() });
     for (key, a) in [
         ("amqp_listen", amqp),
         ("tls_listen", tls.0),
         ("amqp_tls_listen", tls.1),
+        ("metrics_listen", metrics),
     ] {
         if let Some(a) = a {
             body[key] = serde_json::Value::String(a.to_string());

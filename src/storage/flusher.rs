@@ -9,6 +9,7 @@
 //! that it failed. A failed fsync is never retried as if the data were safe: the epoch is
 //! reported failed and the owners of the files are marked out of service.
 
+use crate::metrics::Histogram;
 use crate::storage::StorageFile;
 use std::collections::HashSet;
 use std::io;
@@ -116,6 +117,8 @@ struct State {
 
 struct Inner {
     mode: FsyncMode,
+    /// Time each fsync of a segment or ack-log file took (metrics).
+    fsync_seconds: Histogram,
     state: Mutex<State>,
     wake: Condvar,
 }
@@ -140,6 +143,7 @@ impl Flusher {
     pub fn start(mode: FsyncMode) -> io::Result<Flusher> {
         let inner = Arc::new(Inner {
             mode,
+            fsync_seconds: Histogram::new(),
             state: Mutex::new(State {
                 write_epoch: 1,
                 ..State::default()
@@ -159,6 +163,12 @@ impl Flusher {
     /// The fsync mode.
     pub fn mode(&self) -> FsyncMode {
         self.inner.mode
+    }
+
+    /// Latency of every fsync of a segment or ack-log file this flusher made, in
+    /// seconds (failed ones included), for the metrics endpoint.
+    pub fn fsync_seconds(&self) -> &Histogram {
+        &self.inner.fsync_seconds
     }
 
     /// Registers a source written to; returns the epoch that must be durable before a
@@ -306,7 +316,10 @@ fn run(inner: &Inner) {
             }
         }
         for (file, source) in &files {
-            if let Err(e) = file.sync() {
+            let started = std::time::Instant::now();
+            let synced = file.sync();
+            inner.fsync_seconds.observe(started.elapsed());
+            if let Err(e) = synced {
                 log::error!(
                     "fsync of {} failed: {e}; its queue is taken out of service and pending confirms are nacked",
                     file.path().display()

@@ -31,6 +31,8 @@ impl TestServer {
             amqp_listen: Some("127.0.0.1:0".parse().unwrap()),
             data_dir: dir.path().join("data"),
             workers: 2,
+            // Off unless a test asks: every server would else bind 127.0.0.1:15692.
+            metrics_listen: None,
             ..ServerConfig::default()
         };
         adjust(&mut config);
@@ -189,11 +191,14 @@ pub struct ServerProcess {
     pub child: std::process::Child,
     pub addr: SocketAddr,
     pub data_dir: std::path::PathBuf,
+    /// The ready file's JSON (`listen`, `amqp_listen`, `metrics_listen`, ...).
+    pub ready: serde_json::Value,
 }
 
 impl ServerProcess {
     /// Starts the built binary on a free loopback port with `data_dir`, waiting (≤ 20 s)
-    /// for its ready file. `extra` are more flags (a repeated flag overrides).
+    /// for its ready file. `extra` are more flags (a repeated flag overrides); the
+    /// metrics listener is off unless `extra` gives `--metrics-listen`.
     pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
         ServerProcess::spawn(data_dir, extra, std::process::Stdio::inherit())
     }
@@ -232,6 +237,10 @@ impl ServerProcess {
             .arg(&ready)
             .arg("--log-level")
             .arg("warn")
+            // Off unless `extra` turns it on (a repeated flag overrides): every server
+            // would else bind the default 127.0.0.1:15692.
+            .arg("--metrics-listen")
+            .arg("off")
             .args(extra)
             .stdin(std::process::Stdio::null())
             .stderr(stderr)
@@ -247,6 +256,7 @@ impl ServerProcess {
                             child,
                             addr: addr.parse().expect("address in ready file"),
                             data_dir: data_dir.to_path_buf(),
+                            ready: v.clone(),
                         };
                     }
                 }
