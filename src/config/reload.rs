@@ -88,28 +88,33 @@ pub fn merge(running: &Layered, new: &Layered) -> Result<(Layered, ReloadOutcome
     Ok((merged, outcome))
 }
 
-/// Puts the live values of `settings` in force in `broker`: the limits and the alarm
-/// watermarks (only when changed, each checked at once). The log level is the caller's
-/// (`log::set_max_level`, after logging the changes).
+/// Puts the live values of `settings` in force in `broker`: the limits, and the alarm
+/// watermarks that `outcome` says changed in the configuration (each checked at once; a
+/// watermark set at run time with `relaymq-cli set` stays until the configured value
+/// changes). The log level is the caller's (`log::set_max_level`, after logging).
 ///
 /// # Errors
 /// A limit out of range ([`crate::limits::LiveLimits::store`]; nothing changed then).
-pub fn apply(settings: &crate::config::Settings, broker: &Broker) -> Result<(), ConfigError> {
+pub fn apply(
+    settings: &crate::config::Settings,
+    outcome: &ReloadOutcome,
+    broker: &Broker,
+) -> Result<(), ConfigError> {
     let limits = &settings.server.broker.limits;
     broker.limits().store(limits).map_err(|e| ConfigError {
         message: e.to_string(),
     })?;
+    let changed = |name: &str| outcome.applied.iter().any(|c| c.name == name);
     let alarms = broker.alarms();
-    let now = alarms.config();
     let wanted = settings.server.broker.alarms;
-    if now.memory_high_watermark != wanted.memory_high_watermark {
+    if changed("memory-high-watermark") {
         alarms
             .set_memory_high_watermark(wanted.memory_high_watermark)
             .map_err(|e| ConfigError {
                 message: format!("memory-high-watermark: {e}"),
             })?;
     }
-    if now.disk_free_limit_bytes != wanted.disk_free_limit_bytes {
+    if changed("disk-free-limit") {
         alarms.set_disk_free_limit(wanted.disk_free_limit_bytes);
     }
     Ok(())
@@ -130,7 +135,7 @@ pub fn reload(
 ) -> Result<ReloadOutcome, ConfigError> {
     let new = load(inputs, env)?;
     let (merged, outcome) = merge(running, &new)?;
-    apply(&merged.settings, broker)?;
+    apply(&merged.settings, &outcome, broker)?;
     *running = merged;
     for c in &outcome.applied {
         let scope = match c.reload {
@@ -192,6 +197,40 @@ mod tests {
         assert_eq!(restart, ["workers", "default-pass"]);
         assert_eq!(outcome.restart_needed[1].new, HIDDEN);
         assert_eq!(merged.settings.server.broker.default_pass, "guest");
+    }
+
+    #[test]
+    fn a_reload_puts_changed_values_in_force_and_leaves_runtime_alarm_changes() {
+        use crate::alarm::MemoryWatermark;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relaymq.toml");
+        std::fs::write(&path, "max-connections = 1\n").unwrap();
+        let inputs = Inputs {
+            config_file: Some(path.clone()),
+            flags: vec![("heartbeat".into(), "30".into())],
+        };
+        let mut running = load(&inputs, Vec::new()).unwrap();
+        let broker = Broker::new(running.server_config().unwrap().broker);
+        assert_eq!(broker.limits().connections_max(), 1);
+        // An operator's run-time change (relaymq-cli set memory-high-watermark).
+        let by_hand = MemoryWatermark::Absolute(1 << 40);
+        broker.alarms().set_memory_high_watermark(by_hand).unwrap();
+        std::fs::write(&path, "max-connections = 2\nheartbeat = 5\nworkers = 9\n").unwrap();
+        let outcome = reload(&mut running, &inputs, Vec::new(), &broker).unwrap();
+        assert_eq!(broker.limits().connections_max(), 2);
+        assert_eq!(broker.limits().heartbeat_s(), 30, "the flag still wins");
+        assert_eq!(broker.alarms().config().memory_high_watermark, by_hand);
+        assert_eq!(outcome.restart_needed[0].name, "workers");
+        std::fs::write(&path, "max-connections = 2\ndisk-free-limit = \"5GiB\"\n").unwrap();
+        reload(&mut running, &inputs, Vec::new(), &broker).unwrap();
+        assert_eq!(broker.alarms().config().disk_free_limit_bytes, 5 << 30);
+        std::fs::write(&path, "max-connections = 3\nbogus = 1\n").unwrap();
+        assert!(reload(&mut running, &inputs, Vec::new(), &broker).is_err());
+        assert_eq!(
+            broker.limits().connections_max(),
+            2,
+            "a bad file changes nothing"
+        );
     }
 
     #[test]
