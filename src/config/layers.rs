@@ -120,7 +120,9 @@ impl Layered {
 
     /// Parses `text` into setting `index` and records `origin`.
     fn apply(&mut self, index: usize, text: &str, origin: Origin) -> Result<(), ConfigError> {
-        let setting = &SETTINGS[index];
+        let Some(setting) = SETTINGS.get(index) else {
+            return Err(error(format!("no setting number {index}")));
+        };
         (setting.set)(&mut self.settings, text).map_err(|e| {
             error(match &origin {
                 Origin::Flag(flag) => format!("{flag}: {e}"),
@@ -129,7 +131,9 @@ impl Layered {
                 Origin::Default => format!("{}: {e}", setting.name),
             })
         })?;
-        self.origins[index] = origin;
+        if let Some(o) = self.origins.get_mut(index) {
+            *o = origin;
+        }
         Ok(())
     }
 

@@ -48,6 +48,13 @@ fn shown(secret: bool, value: Option<String>) -> String {
     }
 }
 
+/// Takes the origin of setting `index` from `new` into `merged`.
+fn copy_origin(merged: &mut Layered, new: &Layered, index: usize) {
+    if let (Some(to), Some(from)) = (merged.origins.get_mut(index), new.origins.get(index)) {
+        *to = from.clone();
+    }
+}
+
 /// Merges the live changes of `new` into a copy of `running` and returns it with what
 /// changed; `running` itself is not touched.
 ///
@@ -62,7 +69,7 @@ pub fn merge(running: &Layered, new: &Layered) -> Result<(Layered, ReloadOutcome
         let old_text = (setting.get)(&running.settings);
         let new_text = (setting.get)(&new.settings);
         if old_text == new_text {
-            merged.origins[index] = new.origins[index].clone();
+            copy_origin(&mut merged, new, index);
             continue;
         }
         let change = Change {
@@ -80,7 +87,7 @@ pub fn merge(running: &Layered, new: &Layered) -> Result<(Layered, ReloadOutcome
             (setting.set)(&mut merged.settings, &text).map_err(|e| ConfigError {
                 message: format!("{}: {e}", setting.name),
             })?;
-            merged.origins[index] = new.origins[index].clone();
+            copy_origin(&mut merged, new, index);
             outcome.applied.push(change);
         }
     }

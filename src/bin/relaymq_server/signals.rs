@@ -9,6 +9,9 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::sync::Arc;
 
+/// The log target of these lines (the binary's name, not its module path).
+const LOG_TARGET: &str = "relaymq_server";
+
 /// What the signal thread needs to reload: the running configuration, the sources to read
 /// again and the broker to apply it to.
 pub struct Reloader {
@@ -26,7 +29,7 @@ impl Reloader {
     /// One SIGHUP: `RELOADING=1`, reload, `READY=1`.
     fn reload(&mut self) {
         notify::reloading();
-        log::info!("received SIGHUP, reloading the configuration");
+        log::info!(target: LOG_TARGET, "received SIGHUP, reloading the configuration");
         match relaymq::config::reload::reload(
             &mut self.running,
             &self.inputs,
@@ -35,7 +38,7 @@ impl Reloader {
         ) {
             Ok(_) => notify::ready(&self.status),
             Err(e) => {
-                log::error!("config reload failed, nothing changed: {e}");
+                log::error!(target: LOG_TARGET, "config reload failed, nothing changed: {e}");
                 notify::ready(&format!("{}; last reload failed: {e}", self.status));
             }
         }
@@ -73,7 +76,7 @@ pub fn start(
                     continue;
                 }
                 notify::stopping();
-                log::info!("received signal {sig}, shutting down");
+                log::info!(target: LOG_TARGET, "received signal {sig}, shutting down");
                 shutdown();
                 break;
             }
