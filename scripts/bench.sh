@@ -14,7 +14,7 @@
 #   --native-port P    the server's native listener, 127.0.0.1:P [default: 5790]
 #   --amqp-port P      the server's AMQP 0-9-1 listener, 127.0.0.1:P [default: 5792]
 #
-# Binaries: $RELAYMQ_SERVER_BIN and $RELAYMQ_BENCH_BIN when set (the test suite sets
+# Binaries: $RELAYMQ_BIN_SERVER and $RELAYMQ_BIN_BENCH when set (the test suite sets
 # them), else a release build (`cargo build --release`, honouring CARGO_TARGET_DIR).
 # Loopback only. Bounded: every scenario runs under `timeout` (SCENARIO_TIMEOUT_S), every
 # wait has a limit; the whole script takes about 4 minutes, under 10.
@@ -98,8 +98,8 @@ if [ -n "$only" ]; then
   done
 fi
 
-server_bin=${RELAYMQ_SERVER_BIN:-}
-bench_bin=${RELAYMQ_BENCH_BIN:-}
+server_bin=${RELAYMQ_BIN_SERVER:-}
+bench_bin=${RELAYMQ_BIN_BENCH:-}
 if [ -z "$server_bin" ] || [ -z "$bench_bin" ]; then
   (cd "$root" && cargo build --quiet --release --bin relaymq-server --bin relaymq-bench) || exit 1
   target=${CARGO_TARGET_DIR:-$root/target}

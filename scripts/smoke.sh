@@ -4,13 +4,13 @@
 # nack / get / delete, checks every output and exit code, then stops the server with
 # SIGTERM and checks it exits 0.
 #
-# Binaries: $RELAYMQ_SERVER_BIN and $RELAYMQ_CLI_BIN when set (the test suite sets them),
+# Binaries: $RELAYMQ_BIN_SERVER and $RELAYMQ_BIN_CLI when set (the test suite sets them),
 # else target/debug after `cargo build`. Bounded: every wait has a limit.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-server_bin=${RELAYMQ_SERVER_BIN:-}
-cli_bin=${RELAYMQ_CLI_BIN:-}
+server_bin=${RELAYMQ_BIN_SERVER:-}
+cli_bin=${RELAYMQ_BIN_CLI:-}
 if [ -z "$server_bin" ] || [ -z "$cli_bin" ]; then
   (cd "$root" && cargo build --quiet --bin relaymq-server --bin relaymq-cli)
   server_bin=$root/target/debug/relaymq-server

@@ -31,6 +31,7 @@ pub mod amqp;
 pub mod auth;
 pub mod broker;
 pub mod client;
+pub mod config;
 pub mod error;
 pub mod fuzzing;
 pub mod limits;

@@ -278,8 +278,8 @@ fn bench_script_quick_runs_one_scenario() {
         .arg(&results)
         .args(["--native-port", &free_port().to_string()])
         .args(["--amqp-port", &free_port().to_string()])
-        .env("RELAYMQ_SERVER_BIN", SERVER)
-        .env("RELAYMQ_BENCH_BIN", BENCH)
+        .env("RELAYMQ_BIN_SERVER", SERVER)
+        .env("RELAYMQ_BIN_BENCH", BENCH)
         .output()
         .expect("bash runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -8,8 +8,8 @@ fn smoke_script_passes_against_the_real_binaries() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("bash")
         .arg(format!("{root}/scripts/smoke.sh"))
-        .env("RELAYMQ_SERVER_BIN", env!("CARGO_BIN_EXE_relaymq-server"))
-        .env("RELAYMQ_CLI_BIN", env!("CARGO_BIN_EXE_relaymq-cli"))
+        .env("RELAYMQ_BIN_SERVER", env!("CARGO_BIN_EXE_relaymq-server"))
+        .env("RELAYMQ_BIN_CLI", env!("CARGO_BIN_EXE_relaymq-cli"))
         .env_remove("RELAYMQ_ADDR")
         .env_remove("RELAYMQ_VHOST")
         .env_remove("RELAYMQ_USER")

@@ -1,5 +1,5 @@
-//! The limits in force: [`Limits`], a plain value an operator sets (flags today, a
-//! configuration file later), and [`LiveLimits`], the broker's copy that every check reads
+//! The limits in force: [`Limits`], a plain value an operator sets (flags, environment or
+//! the `--config` file, [`crate::config`]), and [`LiveLimits`], the broker's copy that every check reads
 //! and that can be replaced while the server runs (one relaxed atomic load per check: no
 //! lock on the publish path).
 //!

@@ -86,6 +86,12 @@ impl ServerHandle {
         self.metrics.as_ref().map(|m| m.local_addr())
     }
 
+    /// The broker this server runs, for what changes while it serves (a configuration
+    /// reload replaces its limits and alarm watermarks; issue 8).
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
     /// Asks for a graceful shutdown (returns at once; see [`ServerHandle::join`]).
     pub fn shutdown(&self) {
         self.shutdown.store(true, Ordering::Release);

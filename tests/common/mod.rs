@@ -171,6 +171,9 @@ impl Raw {
                 Ok(0) => return None,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                // A read with a timeout fails with EINTR after the process was stopped and
+                // continued (signal(7)); nothing was lost, read again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => panic!("read: {e}"),
             }
         }
