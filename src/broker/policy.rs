@@ -121,6 +121,60 @@ pub struct PolicyDef {
 }
 
 impl PolicyDef {
+    /// The policy as RabbitMQ's definitions file writes it (`rabbitmqctl
+    /// export_definitions`, element of `policies`): `vhost`, `name`, `pattern`,
+    /// `apply-to`, `definition`, `priority`.
+    pub fn to_rabbitmq_json(&self) -> Value {
+        serde_json::json!({
+            "vhost": self.vhost,
+            "name": self.name,
+            "pattern": self.pattern,
+            "apply-to": self.apply_to,
+            "definition": Value::Object(self.definition.clone()),
+            "priority": self.priority,
+        })
+    }
+
+    /// A policy from an element of a RabbitMQ definitions file's `policies`; `apply-to`
+    /// defaults to `all` and `priority` to 0 when absent, as RabbitMQ's import does. Only
+    /// the shape is checked here; [`Policy::compile`] validates the rest.
+    ///
+    /// # Errors
+    /// 406 PRECONDITION_FAILED naming the field that is missing or of the wrong type.
+    pub fn from_rabbitmq_json(v: &Value) -> Result<PolicyDef, BrokerError> {
+        let field = |key: &str| -> Result<String, BrokerError> {
+            v.get(key)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    BrokerError::precondition(format!("policy: '{key}' must be a string"))
+                })
+        };
+        let apply_to = match v.get("apply-to") {
+            None => "all".to_string(),
+            Some(_) => field("apply-to")?,
+        };
+        let priority = match v.get("priority") {
+            None => 0,
+            Some(p) => p.as_i64().ok_or_else(|| {
+                BrokerError::precondition(format!("policy: 'priority' {p} is not an integer"))
+            })?,
+        };
+        let definition = v
+            .get("definition")
+            .and_then(Value::as_object)
+            .cloned()
+            .ok_or_else(|| BrokerError::precondition("policy: 'definition' must be an object"))?;
+        Ok(PolicyDef {
+            vhost: field("vhost")?,
+            name: field("name")?,
+            pattern: field("pattern")?,
+            apply_to,
+            priority,
+            definition,
+        })
+    }
+
     /// Its `meta.db` row (the definition as JSON text).
     pub fn to_row(&self) -> PolicyRow {
         PolicyRow {
@@ -426,6 +480,28 @@ mod tests {
         assert_eq!(
             p.not_honoured,
             vec!["alternate-exchange".to_string(), "ha-mode".to_string()]
+        );
+    }
+
+    #[test]
+    fn rabbitmq_definitions_json_round_trips() {
+        let v = serde_json::json!({
+            "vhost": "/", "name": "ha", "pattern": "^ha\\.", "apply-to": "queues",
+            "definition": {"ha-mode": "all", "max-length": 5}, "priority": 2
+        });
+        let d = PolicyDef::from_rabbitmq_json(&v).unwrap();
+        assert_eq!(d.apply_to, "queues");
+        assert_eq!(d.priority, 2);
+        assert_eq!(d.to_rabbitmq_json(), v);
+        let bare = serde_json::json!({"vhost": "/", "name": "p", "pattern": ".*",
+                                      "definition": {"expires": 10}});
+        let d = PolicyDef::from_rabbitmq_json(&bare).unwrap();
+        assert_eq!((d.apply_to.as_str(), d.priority), ("all", 0));
+        let e = PolicyDef::from_rabbitmq_json(&serde_json::json!({"vhost": "/"})).unwrap_err();
+        assert!(
+            e.text.contains("'name'") || e.text.contains("'definition'"),
+            "{}",
+            e.text
         );
     }
 

@@ -53,7 +53,7 @@ commands:
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
 
 administration (the --user needs the administrator tag):
-  user add NAME PASSWORD [--tags T,...]              tags: administrator, management, monitoring
+  user add NAME PASSWORD [--tags T,...]              tags: administrator, management, monitoring, policymaker
   user add NAME --password-hash HASH [--hashing-algorithm ALG] [--tags T,...]
       imports a hash as RabbitMQ exports it (default ALG rabbit_password_hashing_sha256);
       it is replaced by an argon2id hash at the user's first login
@@ -1077,6 +1077,56 @@ mod tests {
             Err(CliError::Usage(m)) => m,
             other => panic!("{args:?}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn policy_commands_mirror_rabbitmqctl() {
+        assert_eq!(
+            cmd(&[
+                "policy",
+                "set",
+                "cap",
+                "^q\\.",
+                r#"{"max-length":1}"#,
+                "--priority",
+                "-2",
+                "--apply-to",
+                "queues",
+            ]),
+            Command::Policy(PolicyCommand::Set {
+                name: "cap".into(),
+                pattern: "^q\\.".into(),
+                definition: r#"{"max-length":1}"#.into(),
+                priority: -2,
+                apply_to: "queues".into(),
+            })
+        );
+        match cmd(&["policy", "set", "p", ".*", "{\"expires\":5}"]) {
+            Command::Policy(PolicyCommand::Set {
+                priority, apply_to, ..
+            }) => assert_eq!((priority, apply_to.as_str()), (0, "all")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            cmd(&["policy", "clear", "cap"]),
+            Command::Policy(PolicyCommand::Clear("cap".into()))
+        );
+        assert_eq!(
+            cmd(&["policy", "list", "--json"]),
+            Command::List {
+                kind: ListKind::Policies,
+                json: true
+            }
+        );
+        assert!(usage_error(&["policy", "set", "p", ".*", "[1]"]).contains("JSON object"));
+        assert!(
+            usage_error(&["policy", "set", "p", ".*", "{}", "--priority", "x"])
+                .contains("--priority")
+        );
+        assert!(
+            usage_error(&["policy", "set", "p", ".*", "{}", "--apply-to", "streams"])
+                .contains("--apply-to")
+        );
     }
 
     #[test]
