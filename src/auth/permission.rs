@@ -16,10 +16,10 @@ use std::fmt;
 pub const PATTERN_BYTES_MAX: usize = 4096;
 
 /// Size limit for a compiled pattern, in bytes (bounds what a pattern can cost).
-const REGEX_COMPILED_BYTES_MAX: usize = 1024 * 1024;
+pub(crate) const REGEX_COMPILED_BYTES_MAX: usize = 1024 * 1024;
 
 /// Backtracking steps allowed per match for patterns with lookarounds or backreferences.
-const REGEX_BACKTRACK_STEPS_MAX: usize = 100_000;
+pub(crate) const REGEX_BACKTRACK_STEPS_MAX: usize = 100_000;
 
 /// The three kinds of access (AMQP operations map onto them as in RabbitMQ's table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

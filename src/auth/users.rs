@@ -34,6 +34,10 @@ pub const TAG_MANAGEMENT: &str = "management";
 /// The tag that allows listing everything (RabbitMQ's).
 pub const TAG_MONITORING: &str = "monitoring";
 
+/// The tag that allows managing policies of the vhosts the user may access (RabbitMQ's;
+/// issue 8 part 6).
+pub const TAG_POLICYMAKER: &str = "policymaker";
+
 /// One user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {

@@ -5,6 +5,7 @@ use crate::alarm::{AlarmConfig, ResourceAlarms};
 use crate::auth::{LoginThrottle, UserRegistry};
 use crate::broker::consumer_timeout::ChannelRegistry;
 use crate::broker::exchange::Exchange;
+use crate::broker::policy::{Policy, PolicyDef};
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Destination, ExchangeKind};
@@ -193,6 +194,24 @@ impl Broker {
                 ),
             );
         }
+        // Policies before queues: a recovered queue gets its effective settings (a TTL
+        // from a policy included) before its messages are restored.
+        for row in &definitions.policies {
+            let Some(vh) = vhosts.get(&row.vhost) else {
+                continue;
+            };
+            match PolicyDef::from_row(row)
+                .map_err(|e| e.to_string())
+                .and_then(|d| Policy::compile(d).map_err(|e| e.text))
+            {
+                Ok(p) => vh.restore_policy(p),
+                Err(why) => log::error!(
+                    "policy '{}' in vhost '{}' not recovered: {why}",
+                    row.name,
+                    row.vhost
+                ),
+            }
+        }
         for e in definitions.exchanges {
             let Some(vh) = vhosts.get(&e.vhost) else {
                 continue;
@@ -243,6 +262,7 @@ impl Broker {
                 }
                 None => Vec::new(),
             };
+            vh.apply_policies(&queue);
             queue.restore(messages);
             vh.insert_queue(queue);
         }

@@ -63,7 +63,7 @@ fn route(
     work: &mut VecDeque<DeadLetterJob>,
     no_exchange: &mut HashMap<(Arc<str>, String), usize>,
 ) {
-    let Some(to) = &job.source.dead_letter else {
+    let Some(to) = job.source.dead_letter() else {
         return;
     };
     let Some(exchange) = vhost.exchange(&to.exchange) else {
@@ -166,7 +166,7 @@ impl DeadLetterJob {
 /// Jobs for messages leaving `queue` for `reason`; none when the queue has no dead-letter
 /// exchange (the messages are then dropped; their records are settled).
 pub fn jobs(queue: &Arc<Queue>, leaving: Vec<Leaving>, reason: &'static str) -> Vec<DeadLetterJob> {
-    if queue.dead_letter.is_none() {
+    if queue.dead_letter().is_none() {
         for l in &leaving {
             queue.settle_records(l.record.as_slice());
         }

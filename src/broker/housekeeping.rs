@@ -37,7 +37,7 @@ pub fn run_once(broker: &Broker, now_ms: u64) {
                     "queue '{}' in vhost '{}' deleted: unused for its x-expires of {} ms",
                     q.name,
                     vhost.name,
-                    q.lifecycle.expires_ms.unwrap_or(0)
+                    q.settings().lifecycle.expires_ms.unwrap_or(0)
                 );
             }
         }

@@ -23,6 +23,34 @@ fn n(v: impl TryInto<i64>) -> FieldValue {
     FieldValue::I64(v.try_into().unwrap_or(i64::MAX))
 }
 
+/// A JSON object as a field table.
+fn json_table(map: &serde_json::Map<String, serde_json::Value>) -> FieldTable {
+    map.iter()
+        .map(|(k, v)| (k.clone(), FieldValue::from_json(v)))
+        .collect()
+}
+
+/// One row per policy of the vhost, sorted by name, with `rabbitmqctl list_policies`'
+/// fields: `vhost`, `name`, `pattern`, `apply-to`, `definition` (a table), `priority`.
+pub fn policies(vh: &VirtualHost) -> Vec<FieldTable> {
+    vh.policies()
+        .iter()
+        .map(|p| {
+            row(vec![
+                ("vhost", s(&p.def.vhost)),
+                ("name", s(&p.def.name)),
+                ("pattern", s(&p.def.pattern)),
+                ("apply-to", s(&p.def.apply_to)),
+                (
+                    "definition",
+                    FieldValue::Table(json_table(&p.def.definition)),
+                ),
+                ("priority", n(p.def.priority)),
+            ])
+        })
+        .collect()
+}
+
 /// One row per vhost: `name`, `messages_ready`, `messages_unacknowledged`, `queues`.
 pub fn vhosts(broker: &Broker) -> Vec<FieldTable> {
     broker
@@ -72,7 +100,9 @@ pub fn exchanges(vh: &VirtualHost) -> Vec<FieldTable> {
 /// `exclusive`, `arguments`, `messages_ready`, `messages_unacknowledged`, `messages`,
 /// `message_bytes_ready`, `consumers`, totals `publish`, `deliver_get`, `ack`,
 /// `redeliver`, and for stored queues `messages_persistent` (records not yet settled),
-/// `disk_bytes` (the queue's files) and `storage_failed` (out of service).
+/// `disk_bytes` (the queue's files) and `storage_failed` (out of service); `policy` (the
+/// name of the policy that applies, void when none) and `effective_policy_definition` (its
+/// definition, an empty table when none), as RabbitMQ's management API.
 pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
     let mut all = vh.all_queues();
     all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -82,6 +112,11 @@ pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
             let stored = q.storage.as_ref().map(|x| x.stats()).unwrap_or_default();
             let storage_failed =
                 q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed());
+            let policy = q.settings().policy.clone();
+            let (policy_name, policy_definition) = match &policy {
+                Some(p) => (s(&p.def.name), json_table(&p.def.definition)),
+                None => (FieldValue::Void, FieldTable::new()),
+            };
             row(vec![
                 ("name", s(&q.name)),
                 ("vhost", s(&vh.name)),
@@ -104,6 +139,11 @@ pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
                 ("messages_persistent", n(stored.records_valid)),
                 ("disk_bytes", n(stored.bytes_on_disk)),
                 ("storage_failed", FieldValue::Bool(storage_failed)),
+                ("policy", policy_name),
+                (
+                    "effective_policy_definition",
+                    FieldValue::Table(policy_definition),
+                ),
             ])
         })
         .collect()

@@ -27,6 +27,7 @@ use crate::broker::expiry::{now_ms, ExpiryIndex};
 use crate::broker::length_limit::{LengthLimit, Overflow};
 use crate::broker::message::Message;
 use crate::broker::queue_args::{effective_ttl_ms, LifecycleArgs};
+use crate::broker::queue_settings::QueueSettings;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::ready::{Ready, ReadyList};
 use crate::error::BrokerError;
@@ -35,7 +36,7 @@ use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::{FieldTable, FieldValue};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// A message taken from a queue (delivered or got, held by its channel until settled): its
 /// position and whether it was delivered before. Its body is always in memory.
@@ -207,13 +208,14 @@ pub struct Queue {
     /// Body bytes of ready messages kept in memory before stored ones are paged out
     /// (`--queue-memory-bytes`). Set before the queue is shared.
     pub memory_bytes_max: usize,
-    /// `x-max-length` / `x-max-length-bytes` / `x-overflow`, read from the arguments.
-    pub length_limit: LengthLimit,
-    /// `x-dead-letter-exchange` / `x-dead-letter-routing-key`, read from the arguments.
-    pub dead_letter: Option<DeadLetter>,
     /// `x-message-ttl`, `x-expires`, `x-max-priority`, `x-consumer-timeout`,
-    /// `x-delivery-limit`, read from the arguments.
-    pub lifecycle: LifecycleArgs,
+    /// `x-delivery-limit` as declared (the arguments alone; what the queue acts on is
+    /// [`Queue::settings`], which merges its policy in).
+    pub declared: LifecycleArgs,
+    /// The effective settings: arguments merged with the policy that applies
+    /// (issue 8 part 6), replaced whole when a policy changes. A leaf lock: held only to
+    /// clone or swap the `Arc`.
+    settings: RwLock<Arc<QueueSettings>>,
     /// Time a delivery from this queue may stay unacked before its consumer is cancelled
     /// and it is requeued, in ms (0 = never): `x-consumer-timeout` when declared, else the
     /// server's `--consumer-timeout-ms` ([`Queue::resolve_consumer_timeout`], called
@@ -280,12 +282,11 @@ impl Queue {
             storage_id: None,
             storage: None,
             memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
-            length_limit: LengthLimit::from_arguments(&arguments).unwrap_or_default(),
-            dead_letter: DeadLetter::from_arguments(&arguments).unwrap_or_default(),
+            settings: RwLock::new(Arc::new(QueueSettings::effective(&arguments, None))),
             consumer_timeout_ms: lifecycle
                 .consumer_timeout_ms
                 .unwrap_or(CONSUMER_TIMEOUT_MS_DEFAULT),
-            lifecycle,
+            declared: lifecycle,
             arguments,
             next_deadline_ms: AtomicU64::new(u64::MAX),
             last_used_ms: AtomicU64::new(now_ms()),
@@ -297,13 +298,42 @@ impl Queue {
     /// one, else `server_default_ms` (`--consumer-timeout-ms`; 0 = never).
     pub fn resolve_consumer_timeout(&mut self, server_default_ms: u64) {
         self.consumer_timeout_ms = self
-            .lifecycle
+            .declared
             .consumer_timeout_ms
             .unwrap_or(server_default_ms);
     }
 
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The effective settings in force (arguments merged with the queue's policy).
+    pub fn settings(&self) -> Arc<QueueSettings> {
+        Arc::clone(&self.settings.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Where the queue dead-letters, if anywhere (effective setting).
+    pub fn dead_letter(&self) -> Option<DeadLetter> {
+        self.settings().dead_letter.clone()
+    }
+
+    /// Replaces the effective settings (a policy was set, changed or cleared; issue 8
+    /// part 6) and applies them to what the queue holds now, as RabbitMQ 3.10 does: a
+    /// lower length limit with `drop-head` drops from the head at once (returned for
+    /// dead-lettering, reason `maxlen`; `reject-publish` keeps what is queued and refuses
+    /// new publishes); an `expires` lease starts again; a new TTL applies to messages
+    /// published from now on (RabbitMQ computes a message's expiry when it is queued).
+    pub fn apply_settings(&self, settings: QueueSettings) -> Vec<Leaving> {
+        let limit = settings.length_limit;
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
+        self.last_used_ms.store(now_ms(), Ordering::Relaxed);
+        let mut st = self.lock();
+        if st.deleted || !limit.is_set() || limit.overflow != Overflow::DropHead {
+            return Vec::new();
+        }
+        let dropped = self.drop_head_over(&mut st, limit);
+        self.publish_deadline(&st);
+        dropped
     }
 
     /// Checks that connection `connection_id` may use this queue.
@@ -331,7 +361,8 @@ impl Queue {
         if st.deleted {
             return Enqueued::Gone;
         }
-        let limit = self.length_limit;
+        let settings = self.settings();
+        let limit = settings.length_limit;
         if limit.overflow != Overflow::DropHead
             && limit.exceeded(st.ready.len() + 1, st.stats.ready_bytes + msg.body_size())
         {
@@ -346,7 +377,7 @@ impl Queue {
                 _ => Enqueued::Refused(text),
             };
         }
-        let ttl = effective_ttl_ms(self.lifecycle.message_ttl_ms, msg.properties());
+        let ttl = effective_ttl_ms(settings.lifecycle.message_ttl_ms, msg.properties());
         let stored = self.storage_id.is_some() && msg.properties().is_persistent();
         let now = if ttl.is_some() || stored { now_ms() } else { 0 };
         let mut written = None;
@@ -410,6 +441,7 @@ impl Queue {
     /// message was first stored, so a message whose TTL passed while the broker was down
     /// expires at the housekeeper's first round.
     pub fn restore(&self, messages: impl IntoIterator<Item = Recovered>) {
+        let queue_ttl_ms = self.settings().lifecycle.message_ttl_ms;
         let mut st = self.lock();
         for m in messages {
             let seq = st.next_seq;
@@ -420,7 +452,7 @@ impl Queue {
                     let (record, redelivered, count) =
                         (m.record, m.delivery_count > 0, m.delivery_count);
                     let level = st.ready.level_of(m.properties.priority);
-                    let deadline = effective_ttl_ms(self.lifecycle.message_ttl_ms, &m.properties)
+                    let deadline = effective_ttl_ms(queue_ttl_ms, &m.properties)
                         .map(|ttl| m.timestamp_ms.saturating_add(ttl));
                     let size = m.body.len();
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
@@ -434,7 +466,7 @@ impl Queue {
                     (entry, level, deadline)
                 }
                 Recovered::Paged(p) => {
-                    let ttl = match (self.lifecycle.message_ttl_ms, p.expiration_ms) {
+                    let ttl = match (queue_ttl_ms, p.expiration_ms) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
                     };
@@ -496,7 +528,7 @@ impl Queue {
     /// delivery limit, a message delivered before carries `x-delivery-count` (the store
     /// keeps the count, not the header).
     fn with_count_header(&self, msg: Arc<Message>, count: u32) -> Arc<Message> {
-        if self.lifecycle.delivery_limit.is_some() && count > 0 {
+        if self.settings().lifecycle.delivery_limit.is_some() && count > 0 {
             with_delivery_count(&msg, count)
         } else {
             msg
@@ -575,7 +607,7 @@ impl Queue {
     /// record now.
     fn leave(&self, r: Ready, out: &mut Vec<Leaving>) {
         let record = r.record();
-        if self.dead_letter.is_some() {
+        if self.settings().dead_letter.is_some() {
             if let Some(msg) = self.body_of(&r) {
                 out.push(Leaving { msg, record });
                 return;
@@ -704,7 +736,7 @@ impl Queue {
     /// Marks the queue used now (`x-expires` counts from the last use).
     pub fn touch(&self) {
         // Only x-expires reads it: spare `basic.get` and consume a clock read otherwise.
-        if self.lifecycle.expires_ms.is_some() {
+        if self.settings().lifecycle.expires_ms.is_some() {
             self.last_used_ms.store(now_ms(), Ordering::Relaxed);
         }
     }
@@ -712,7 +744,7 @@ impl Queue {
     /// Whether the queue has `x-expires` and has been unused (no consumer, no get, not
     /// redeclared) for that long at `now_ms` (RabbitMQ's definition of unused).
     pub fn is_expired(&self, now_ms: u64) -> bool {
-        let Some(expires) = self.lifecycle.expires_ms else {
+        let Some(expires) = self.settings().lifecycle.expires_ms else {
             return false;
         };
         let idle = now_ms.saturating_sub(self.last_used_ms.load(Ordering::Relaxed));
@@ -815,11 +847,12 @@ impl Queue {
             return over_limit;
         }
         let mut stored = Vec::new();
+        let settings = self.settings();
         for mut entry in entries {
-            if let Some(limit) = self.lifecycle.delivery_limit {
+            if let Some(limit) = settings.lifecycle.delivery_limit {
                 if entry.delivery_count > limit {
                     st.stats.dropped += 1;
-                    if self.dead_letter.is_some() {
+                    if settings.dead_letter.is_some() {
                         over_limit.push(Leaving {
                             msg: with_delivery_count(&entry.msg, entry.delivery_count),
                             record: entry.record,

@@ -745,7 +745,7 @@ impl Session {
             dead_lettering::run(&self.vhost, dead);
         } else {
             for (q, entries) in group_by_queue(taken) {
-                if q.dead_letter.is_some() {
+                if q.dead_letter().is_some() {
                     // In the target before it leaves the source (at-least-once).
                     // `settle` below settles the records, after this.
                     let msgs = entries

@@ -11,6 +11,7 @@ use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::length_limit::LengthLimit;
 use crate::broker::message::Message;
 use crate::broker::names;
+use crate::broker::policy::Policy;
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
@@ -86,6 +87,10 @@ pub struct VirtualHost {
     /// `meta.db` and applied in memory as one step, without holding the maps that publishes
     /// read while the commit's fsync runs. Taken before any map lock.
     changes: Mutex<()>,
+    /// The vhost's policies (issue 8 part 6), in no particular order; the winner for a
+    /// name is chosen by [`crate::broker::policy::for_queue`]. Changed only under
+    /// `changes`; a leaf lock.
+    pub(crate) policies: Mutex<Vec<Arc<Policy>>>,
     /// Where durable definitions are committed; `None` for an in-memory broker.
     durability: Option<Arc<Durability>>,
     /// Message events (confirms, returns, unroutable drops, dead-letterings), counted here
@@ -285,6 +290,7 @@ impl VirtualHost {
             queues: RwLock::new(HashMap::new()),
             deleted: AtomicBool::new(false),
             changes: Mutex::new(()),
+            policies: Mutex::new(Vec::new()),
             durability,
             counters: Arc::new(VhostCounters::default()),
             queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,
@@ -344,12 +350,12 @@ impl VirtualHost {
         guard
     }
 
-    fn changes(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn changes(&self) -> MutexGuard<'_, ()> {
         self.changes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Commits a definition change to `meta.db` (nothing for an in-memory broker).
-    fn persist<R>(
+    pub(crate) fn persist<R>(
         &self,
         what: &str,
         f: impl FnOnce(&MetaStore) -> Result<R, StorageError>,
@@ -828,6 +834,9 @@ impl VirtualHost {
             q.storage_id = Some(id);
             q.storage = Some(storage);
         }
+        // Under the changes lock, so a policy set meanwhile is either seen here or
+        // re-evaluates this queue after it is in the map.
+        self.apply_policies(&q);
         self.insert_queue(q);
         Ok(QueueDeclared {
             name,

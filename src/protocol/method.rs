@@ -41,6 +41,8 @@ pub enum ListKind {
     Users = 7,
     /// Permissions of every user in every vhost (administrators only).
     Permissions = 8,
+    /// Policies of the connection's vhost (`policymaker` or `administrator`; issue 8).
+    Policies = 9,
 }
 
 impl ListKind {
@@ -58,6 +60,7 @@ impl ListKind {
             6 => ListKind::Connections,
             7 => ListKind::Users,
             8 => ListKind::Permissions,
+            9 => ListKind::Policies,
             _ => return Err(DecodeError::new(format!("unknown list kind {v}"))),
         })
     }
@@ -76,6 +79,23 @@ pub struct PermissionSpec {
     pub write: String,
     /// Read pattern (consume, get, purge, bind from).
     pub read: String,
+}
+
+/// What `policy.set` carries (RabbitMQ's `set_policy` arguments; issue 8 part 6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicySpec {
+    /// Vhost name.
+    pub vhost: String,
+    /// Policy name.
+    pub name: String,
+    /// Regular expression over queue/exchange names.
+    pub pattern: String,
+    /// `queues`, `exchanges` or `all`.
+    pub apply_to: String,
+    /// Priority (the highest matching policy applies).
+    pub priority: i64,
+    /// The definition: a JSON object, as text.
+    pub definition: String,
 }
 
 /// One message of a publish batch.
@@ -185,6 +205,19 @@ pub enum Method {
     DiskFreeLimitSet {
         /// Free bytes below which the disk alarm sets.
         bytes: u64,
+    },
+    /// 0x000A channel 0, `policymaker` or `administrator`: `sstr vhost, sstr name, lstr
+    /// pattern, sstr apply_to, u64 priority (two's complement i64), lstr definition` (a
+    /// JSON object). Sets a policy (`rabbitmqctl set_policy`); answered `Ok`, 404 for an
+    /// unknown vhost, 406 naming a bad pattern, apply-to or definition key.
+    PolicySet(Box<PolicySpec>),
+    /// 0x000B channel 0, `policymaker` or `administrator`: `sstr vhost, sstr name`.
+    /// Clears a policy (`rabbitmqctl clear_policy`); 404 when there is none.
+    PolicyClear {
+        /// Vhost name.
+        vhost: String,
+        /// Policy name.
+        name: String,
     },
     /// 0x0010 channel 0: `sstr name`. Creates a virtual host (idempotent).
     VhostDeclare {
@@ -523,6 +556,8 @@ impl Method {
             ConnectionUnblocked => 0x0007,
             MemoryHighWatermarkSet { .. } => 0x0008,
             DiskFreeLimitSet { .. } => 0x0009,
+            PolicySet(_) => 0x000A,
+            PolicyClear { .. } => 0x000B,
             VhostDeclare { .. } => 0x0010,
             VhostDelete { .. } => 0x0011,
             List { .. } => 0x0012,
@@ -636,6 +671,18 @@ impl Method {
                 }
             },
             DiskFreeLimitSet { bytes } => put_u64(out, *bytes),
+            PolicySet(p) => {
+                put_short_str(out, &p.vhost);
+                put_short_str(out, &p.name);
+                put_long_bytes(out, p.pattern.as_bytes());
+                put_short_str(out, &p.apply_to);
+                put_u64(out, p.priority as u64);
+                put_long_bytes(out, p.definition.as_bytes());
+            }
+            PolicyClear { vhost, name } => {
+                put_short_str(out, vhost);
+                put_short_str(out, name);
+            }
             VhostDeclare { name } | VhostDelete { name } => put_short_str(out, name),
             List { kind } => out.push(*kind as u8),
             ListOk { rows } => {
@@ -956,6 +1003,8 @@ pub fn method_name(id: u16) -> &'static str {
         0x0007 => "connection.unblocked",
         0x0008 => "memory-high-watermark.set",
         0x0009 => "disk-free-limit.set",
+        0x000A => "policy.set",
+        0x000B => "policy.clear",
         0x0010 => "vhost.declare",
         0x0011 => "vhost.delete",
         0x0012 => "list",
@@ -1051,6 +1100,18 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         }
         0x0009 => DiskFreeLimitSet {
             bytes: r.u64("disk free limit")?,
+        },
+        0x000A => PolicySet(Box::new(PolicySpec {
+            vhost: sstr(r, "vhost")?,
+            name: sstr(r, "policy name")?,
+            pattern: r.long_str("policy pattern")?.to_string(),
+            apply_to: sstr(r, "apply-to")?,
+            priority: r.u64("policy priority")? as i64,
+            definition: r.long_str("policy definition")?.to_string(),
+        })),
+        0x000B => PolicyClear {
+            vhost: sstr(r, "vhost")?,
+            name: sstr(r, "policy name")?,
         },
         0x0010 => VhostDeclare {
             name: sstr(r, "vhost")?,

@@ -387,11 +387,23 @@ fn one_of_each() -> Vec<Method> {
             watermark: MemoryWatermark::Relative(0.4),
         },
         DiskFreeLimitSet { bytes: u64::MAX },
+        PolicySet(Box::new(crate::protocol::method::PolicySpec {
+            vhost: "/".into(),
+            name: "ttl".into(),
+            pattern: "^(?!amq\\.)".into(),
+            apply_to: "queues".into(),
+            priority: -3,
+            definition: "{\"message-ttl\":1000}".into(),
+        })),
+        PolicyClear {
+            vhost: ascii_255(),
+            name: "ttl".into(),
+        },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 50;
+const VARIANT_COUNT: usize = 52;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -451,6 +463,8 @@ fn variant_index(m: &Method) -> usize {
         ConnectionUnblocked => 47,
         MemoryHighWatermarkSet { .. } => 48,
         DiskFreeLimitSet { .. } => 49,
+        PolicySet(_) => 50,
+        PolicyClear { .. } => 51,
     }
 }
 
@@ -465,10 +479,12 @@ fn list_kind_number(k: ListKind) -> u8 {
         ListKind::Connections => 6,
         ListKind::Users => 7,
         ListKind::Permissions => 8,
+        ListKind::Policies => 9,
     }
 }
 
-const LIST_KINDS: [ListKind; 8] = [
+const LIST_KINDS: [ListKind; 9] = [
+    ListKind::Policies,
     ListKind::Vhosts,
     ListKind::Exchanges,
     ListKind::Queues,
@@ -603,7 +619,7 @@ fn list_kind_numbers_round_trip() {
                 assert_eq!(list_kind_number(k), v);
                 assert_eq!(k as u8, v);
             }
-            Err(_) => assert!(!(1..=6).contains(&v), "kind {v} refused"),
+            Err(_) => assert!(!(1..=9).contains(&v), "kind {v} refused"),
         }
     }
     for k in LIST_KINDS {
@@ -748,7 +764,7 @@ fn malformed_fields_are_refused() {
         },
         1,
     );
-    buf[6] = 9;
+    buf[6] = 10;
     assert!(Method::decode(&buf).is_err());
     // An unknown memory watermark form.
     let mut buf = encode(

@@ -18,7 +18,7 @@ mod method_tests;
 pub mod publish_batch;
 
 pub use frame::{FrameAssembler, FrameHeader, FrameType, FRAME_HEADER_BYTES};
-pub use method::{Delivery, ListKind, Method, PublishMessage};
+pub use method::{Delivery, ListKind, Method, PolicySpec, PublishMessage};
 pub use publish_batch::{PublishBatch, PublishRef};
 
 /// The bytes a client sends first: ASCII `RMQP`, protocol version 1 (`u16`), reserved `u16` 0.

@@ -1,13 +1,15 @@
-//! Channel-0 administration requests of the native protocol: vhosts, users, permissions
-//! and the resource alarm settings. Each is for administrators only (RabbitMQ's `administrator` tag) and is
-//! refused with 403 ACCESS_REFUSED otherwise.
+//! Channel-0 administration requests of the native protocol: vhosts, users, permissions,
+//! policies and the resource alarm settings. Each is for administrators only (RabbitMQ's
+//! `administrator` tag) and is refused with 403 ACCESS_REFUSED otherwise; policies are
+//! also open to RabbitMQ's `policymaker` tag in the vhosts the user may access.
 
 use crate::auth::permission::PermissionDef;
 use crate::auth::users::parse_tags;
 use crate::broker::access::Credential;
+use crate::broker::policy::{PolicyDef, POLICY_DEFINITION_BYTES_MAX};
 use crate::broker::Broker;
 use crate::error::{BrokerError, ReplyCode};
-use crate::protocol::Method;
+use crate::protocol::{Method, PolicySpec};
 
 /// Runs the admin request `method` for `user` and returns the reply.
 ///
@@ -29,6 +31,8 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             | Method::PermissionClear { .. }
             | Method::MemoryHighWatermarkSet { .. }
             | Method::DiskFreeLimitSet { .. }
+            | Method::PolicySet(_)
+            | Method::PolicyClear { .. }
     );
     if !is_admin_request {
         return Err(BrokerError::new(
@@ -36,8 +40,16 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             format!("{name} is not allowed on channel 0"),
         ));
     }
-    broker.require_administrator(user, name)?;
+    match &method {
+        Method::PolicySet(p) => broker.require_policymaker(user, &p.vhost, name)?,
+        Method::PolicyClear { vhost, .. } => broker.require_policymaker(user, vhost, name)?,
+        _ => broker.require_administrator(user, name)?,
+    }
     match method {
+        Method::PolicySet(p) => {
+            broker.set_policy(policy_def(*p)?)?;
+        }
+        Method::PolicyClear { vhost, name } => broker.clear_policy(&vhost, &name)?,
         // The creator of a new vhost gets full access to it.
         Method::VhostDeclare { name } if broker.vhost(&name).is_none() => {
             broker.declare_vhost(&name)?;
@@ -80,4 +92,39 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
         _ => {}
     }
     Ok(Method::Ok)
+}
+
+/// The policy a `policy.set` request describes; its definition must be a JSON object.
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED when the definition is longer than
+/// [`POLICY_DEFINITION_BYTES_MAX`] or not a JSON object.
+pub fn policy_def(p: PolicySpec) -> Result<PolicyDef, BrokerError> {
+    if p.definition.len() > POLICY_DEFINITION_BYTES_MAX {
+        return Err(BrokerError::precondition(format!(
+            "Validation failed: policy definition is longer than \
+             {POLICY_DEFINITION_BYTES_MAX} bytes"
+        )));
+    }
+    let definition = match serde_json::from_str::<serde_json::Value>(&p.definition) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(other) => {
+            return Err(BrokerError::precondition(format!(
+                "Validation failed: policy definition {other} is not a JSON object"
+            )))
+        }
+        Err(e) => {
+            return Err(BrokerError::precondition(format!(
+                "Validation failed: policy definition is not JSON: {e}"
+            )))
+        }
+    };
+    Ok(PolicyDef {
+        vhost: p.vhost,
+        name: p.name,
+        pattern: p.pattern,
+        apply_to: p.apply_to,
+        priority: p.priority,
+        definition,
+    })
 }

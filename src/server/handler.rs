@@ -758,6 +758,7 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
     let what = "list";
     match kind {
         ListKind::Users | ListKind::Permissions => broker.require_administrator(user, what)?,
+        ListKind::Policies => broker.require_policymaker(user, &session.vhost().name, what)?,
         _ => broker.require_management(user, what)?,
     }
     let vh = session.vhost();
@@ -770,6 +771,7 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         ListKind::Connections => listing::connections(broker),
         ListKind::Users => listing::users(broker),
         ListKind::Permissions => listing::permissions(broker),
+        ListKind::Policies => listing::policies(vh),
     };
     // A `management` user (without `administrator` or `monitoring`) sees, as in
     // RabbitMQ, only the vhosts it may open and its own connections.

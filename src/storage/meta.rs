@@ -86,8 +86,25 @@
 //! );
 //! INSERT INTO default_user_pending (id) VALUES (1);
 //! ```
+//!
+//! # Schema version 3
+//!
+//! ```sql
+//! -- Policies (version 3, issue 8): RabbitMQ's fields; the definition is a JSON object as
+//! -- text, kept as written (keys RelayMQ does not act on included, for export).
+//! CREATE TABLE policies (
+//!     vhost      TEXT NOT NULL REFERENCES vhosts (name),
+//!     name       TEXT NOT NULL,
+//!     pattern    TEXT NOT NULL,
+//!     apply_to   TEXT NOT NULL,
+//!     priority   INTEGER NOT NULL,
+//!     definition TEXT NOT NULL,
+//!     PRIMARY KEY (vhost, name)
+//! ) WITHOUT ROWID;
+//! ```
 
 use crate::storage::error::StorageError;
+use crate::storage::meta_policies::{load_policies, PolicyRow};
 use crate::types::codec::Reader;
 use crate::types::field_table::{decode_table, encode_table};
 use crate::types::FieldTable;
@@ -96,12 +113,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Current schema version.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Step `i` migrates a file at schema version `i` to version `i + 1` (version 0 is an
 /// empty file). Each step runs in its own transaction together with the version update, so
 /// a crash mid-migration leaves the file at a whole version.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// Version 1: the whole schema. Kept identical to the module documentation (a unit test
 /// checks every line).
@@ -177,6 +194,21 @@ CREATE TABLE default_user_pending (
 INSERT INTO default_user_pending (id) VALUES (1);
 ";
 
+/// Version 3: policies. Kept identical to the module documentation.
+const SCHEMA_V3: &str = "
+-- Policies (version 3, issue 8): RabbitMQ's fields; the definition is a JSON object as
+-- text, kept as written (keys RelayMQ does not act on included, for export).
+CREATE TABLE policies (
+    vhost      TEXT NOT NULL REFERENCES vhosts (name),
+    name       TEXT NOT NULL,
+    pattern    TEXT NOT NULL,
+    apply_to   TEXT NOT NULL,
+    priority   INTEGER NOT NULL,
+    definition TEXT NOT NULL,
+    PRIMARY KEY (vhost, name)
+) WITHOUT ROWID;
+";
+
 /// How long a statement waits for a lock held by another connection (only `--check` or an
 /// operator's `sqlite3` can hold one; the server uses a single connection).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -243,6 +275,8 @@ pub struct Definitions {
     /// Bindings, sorted by (vhost, source, destination kind, destination, routing key,
     /// arguments bytes).
     pub bindings: Vec<BindingDef>,
+    /// Policies, sorted by (vhost, name) (schema version 3).
+    pub policies: Vec<PolicyRow>,
 }
 
 /// The definitions store: one SQLite connection to `meta.db`. Not `Sync`; the broker
@@ -401,12 +435,14 @@ impl MetaStore {
                 arguments,
             });
         }
+        let policies = load_policies(&tx).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Definitions {
             vhosts,
             exchanges,
             queues,
             bindings,
+            policies,
         })
     }
 
@@ -443,6 +479,7 @@ impl MetaStore {
             };
             tx.execute("DELETE FROM bindings WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM permissions WHERE vhost = ?1", params![name])?;
+            tx.execute("DELETE FROM policies WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM queues WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM exchanges WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM vhosts WHERE name = ?1", params![name])?;
@@ -840,6 +877,7 @@ mod tests {
         for line in SCHEMA_V1
             .lines()
             .chain(SCHEMA_V2.lines())
+            .chain(SCHEMA_V3.lines())
             .map(str::trim)
             .filter(|l| !l.is_empty())
         {

@@ -49,11 +49,11 @@ commands:
   get QUEUE [--count N] [--requeue | --reject] [--json]
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
-  list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions [--json]
+  list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
 
 administration (the --user needs the administrator tag):
-  user add NAME PASSWORD [--tags T,...]              tags: administrator, management, monitoring
+  user add NAME PASSWORD [--tags T,...]              tags: administrator, management, monitoring, policymaker
   user add NAME --password-hash HASH [--hashing-algorithm ALG] [--tags T,...]
       imports a hash as RabbitMQ exports it (default ALG rabbit_password_hashing_sha256);
       it is replaced by an argon2id hash at the user's first login
@@ -64,6 +64,14 @@ administration (the --user needs the administrator tag):
   permission set USER --configure RE --write RE --read RE   (in the --vhost)
   permission clear USER                              (in the --vhost)
   permission list [--json]
+
+policies (the --user needs the policymaker or administrator tag; in the --vhost):
+  policy set NAME PATTERN DEFINITION [--priority N] [--apply-to queues|exchanges|all]
+      like rabbitmqctl set_policy: DEFINITION is a JSON object, e.g. '{\"max-length\":10}';
+      keys: message-ttl expires max-length max-length-bytes overflow dead-letter-exchange
+      dead-letter-routing-key delivery-limit (others RabbitMQ knows are kept, not acted on)
+  policy clear NAME
+  policy list [--json]
   set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available) or 512MiB
   set disk-free-limit SIZE                           e.g. 1GiB; publishers are blocked below it
       (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
@@ -279,6 +287,8 @@ pub enum Command {
     User(UserCommand),
     /// `permission set|clear` (in the global `--vhost`).
     Permission(PermissionCommand),
+    /// `policy set|clear` (in the global `--vhost`).
+    Policy(PolicyCommand),
     /// `set memory-high-watermark`.
     SetMemoryHighWatermark(MemoryWatermark),
     /// `set disk-free-limit`, in bytes.
@@ -325,6 +335,26 @@ pub enum PermissionCommand {
     Clear(String),
 }
 
+/// A `policy` subcommand (issue 8 part 6; rabbitmqctl's `set_policy`, `clear_policy`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PolicyCommand {
+    /// `policy set NAME PATTERN DEFINITION [--priority N] [--apply-to WHAT]`.
+    Set {
+        /// Policy name.
+        name: String,
+        /// Regular expression over names.
+        pattern: String,
+        /// The definition, a JSON object as text.
+        definition: String,
+        /// Priority (default 0).
+        priority: i64,
+        /// `queues`, `exchanges` or `all` (default `all`, as RabbitMQ).
+        apply_to: String,
+    },
+    /// `policy clear NAME`.
+    Clear(String),
+}
+
 /// What the command line asks for.
 #[allow(clippy::large_enum_variant)] // made once per run, never stored in bulk
 #[derive(Clone, Debug, PartialEq)]
@@ -357,6 +387,8 @@ const VALUE_OPTIONS: &[&str] = &[
     "configure",
     "write",
     "read",
+    "priority",
+    "apply-to",
 ];
 
 /// Options without a value.
@@ -588,7 +620,7 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 json: raw.flag("json"),
             })
         }
-        "user" | "permission" => {
+        "user" | "permission" | "policy" => {
             if raw.positionals.is_empty() {
                 return Err(CliError::Usage(format!(
                     "'{word}' needs a subcommand: {}",
@@ -608,7 +640,7 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
         "list" => {
             let [what] = raw.positionals(
                 "list",
-                ["vhosts|exchanges|queues|bindings|consumers|connections|users|permissions"],
+                ["vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies"],
             )?;
             Command::List {
                 kind: list_kind(&what)?,
@@ -839,13 +871,13 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
                 .collect();
             Command::User(UserCommand::Tags(user, tags))
         }
-        ("user", "list") | ("permission", "list") => {
+        ("user", "list") | ("permission", "list") | ("policy", "list") => {
             raw.positionals(name, [])?;
             Command::List {
-                kind: if word == "user" {
-                    ListKind::Users
-                } else {
-                    ListKind::Permissions
+                kind: match word {
+                    "user" => ListKind::Users,
+                    "policy" => ListKind::Policies,
+                    _ => ListKind::Permissions,
                 },
                 json: raw.flag("json"),
             }
@@ -871,6 +903,41 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
             let [user] = raw.positionals(name, ["USER"])?;
             Command::Permission(PermissionCommand::Clear(user))
         }
+        ("policy", "set") => {
+            let [policy, pattern, definition] =
+                raw.positionals(name, ["NAME", "PATTERN", "DEFINITION"])?;
+            match serde_json::from_str::<serde_json::Value>(&definition) {
+                Ok(serde_json::Value::Object(_)) => {}
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "{name}: DEFINITION must be a JSON object, e.g. '{{\"max-length\":10}}'"
+                    )))
+                }
+            }
+            let priority = match raw.value("priority")? {
+                None => 0,
+                Some(p) => p.parse::<i64>().map_err(|_| {
+                    CliError::Usage(format!("{name}: --priority {p:?} is not an integer"))
+                })?,
+            };
+            let apply_to = raw.value("apply-to")?.unwrap_or_else(|| "all".into());
+            if !matches!(apply_to.as_str(), "queues" | "exchanges" | "all") {
+                return Err(CliError::Usage(format!(
+                    "{name}: --apply-to must be queues, exchanges or all, not {apply_to:?}"
+                )));
+            }
+            Command::Policy(PolicyCommand::Set {
+                name: policy,
+                pattern,
+                definition,
+                priority,
+                apply_to,
+            })
+        }
+        ("policy", "clear") => {
+            let [policy] = raw.positionals(name, ["NAME"])?;
+            Command::Policy(PolicyCommand::Clear(policy))
+        }
         _ => return Err(CliError::Usage(format!("unknown command '{name}'"))),
     })
 }
@@ -885,10 +952,11 @@ fn list_kind(what: &str) -> Result<ListKind, CliError> {
         "connections" => ListKind::Connections,
         "users" => ListKind::Users,
         "permissions" => ListKind::Permissions,
+        "policies" => ListKind::Policies,
         other => {
             return Err(CliError::Usage(format!(
                 "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers, \
-                 connections, users or permissions"
+                 connections, users, permissions or policies"
             )))
         }
     })
@@ -1009,6 +1077,56 @@ mod tests {
             Err(CliError::Usage(m)) => m,
             other => panic!("{args:?}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn policy_commands_mirror_rabbitmqctl() {
+        assert_eq!(
+            cmd(&[
+                "policy",
+                "set",
+                "cap",
+                "^q\\.",
+                r#"{"max-length":1}"#,
+                "--priority",
+                "-2",
+                "--apply-to",
+                "queues",
+            ]),
+            Command::Policy(PolicyCommand::Set {
+                name: "cap".into(),
+                pattern: "^q\\.".into(),
+                definition: r#"{"max-length":1}"#.into(),
+                priority: -2,
+                apply_to: "queues".into(),
+            })
+        );
+        match cmd(&["policy", "set", "p", ".*", "{\"expires\":5}"]) {
+            Command::Policy(PolicyCommand::Set {
+                priority, apply_to, ..
+            }) => assert_eq!((priority, apply_to.as_str()), (0, "all")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            cmd(&["policy", "clear", "cap"]),
+            Command::Policy(PolicyCommand::Clear("cap".into()))
+        );
+        assert_eq!(
+            cmd(&["policy", "list", "--json"]),
+            Command::List {
+                kind: ListKind::Policies,
+                json: true
+            }
+        );
+        assert!(usage_error(&["policy", "set", "p", ".*", "[1]"]).contains("JSON object"));
+        assert!(
+            usage_error(&["policy", "set", "p", ".*", "{}", "--priority", "x"])
+                .contains("--priority")
+        );
+        assert!(
+            usage_error(&["policy", "set", "p", ".*", "{}", "--apply-to", "streams"])
+                .contains("--apply-to")
+        );
     }
 
     #[test]

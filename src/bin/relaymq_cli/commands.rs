@@ -1,7 +1,8 @@
 //! Running a parsed command against the server.
 
 use super::args::{
-    Command, ConsumeArgs, GetArgs, Global, PermissionCommand, PublishArgs, UserCommand,
+    Command, ConsumeArgs, GetArgs, Global, PermissionCommand, PolicyCommand, PublishArgs,
+    UserCommand,
 };
 use super::output::{self, Printed};
 use super::{code_name, CliError};
@@ -96,6 +97,30 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
         Command::Permission(PermissionCommand::Clear(user)) => {
             conn.clear_permissions(&user, vhost)?
         }
+        Command::Policy(PolicyCommand::Set {
+            name,
+            pattern,
+            definition,
+            priority,
+            apply_to,
+        }) => {
+            conn.set_policy(vhost, &name, &pattern, &definition, priority, &apply_to)?;
+            // The server keeps keys RabbitMQ knows but RelayMQ does not act on; say which.
+            if let Ok(serde_json::Value::Object(map)) = serde_json::from_str(&definition) {
+                let ignored: Vec<&str> = map
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|k| relaymq::broker::policy::NOT_HONOURED_KEYS.contains(k))
+                    .collect();
+                if !ignored.is_empty() {
+                    eprintln!(
+                        "warning: policy '{name}': {} stored but not acted on by RelayMQ",
+                        ignored.join(", ")
+                    );
+                }
+            }
+        }
+        Command::Policy(PolicyCommand::Clear(name)) => conn.clear_policy(vhost, &name)?,
         Command::List { kind, json } => {
             let rows = conn.list(kind)?;
             let text = if json {

@@ -142,7 +142,16 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("write"),
         col("read"),
     ];
+    const POLICIES: &[Column] = &[
+        col("vhost"),
+        col("name"),
+        col("pattern"),
+        col("apply-to"),
+        col("definition"),
+        col("priority"),
+    ];
     match kind {
+        ListKind::Policies => POLICIES,
         ListKind::Users => USERS,
         ListKind::Permissions => PERMISSIONS,
         ListKind::Vhosts => VHOSTS,

@@ -1,0 +1,70 @@
+//! Policies over a connection (channel-0 `policy.set` / `policy.clear` and `list
+//! policies` of the native protocol; issue 8 part 6). The connection's user needs the
+//! `policymaker` or `administrator` tag.
+
+use crate::client::connection::{expect_ok, Connection};
+use crate::client::error::ClientError;
+use crate::client::validate;
+use crate::protocol::{ListKind, Method, PolicySpec};
+use crate::types::FieldTable;
+
+impl Connection {
+    /// Sets (adds or replaces) a policy in `vhost`, as `rabbitmqctl set_policy`:
+    /// `pattern` is a regular expression over names, `definition` a JSON object as text
+    /// (`{"max-length": 10}`), `apply_to` is `queues`, `exchanges` or `all`, the highest
+    /// `priority` among matching policies wins. It applies at once to existing queues.
+    ///
+    /// # Errors
+    /// The server's refusal: 403 ACCESS_REFUSED without the `policymaker` or
+    /// `administrator` tag, 404 for an unknown vhost, 406 naming a bad pattern, apply-to
+    /// or definition key; [`ClientError::Usage`] for a vhost, name or apply-to over 255
+    /// bytes; the connection's close error or [`ClientError::Timeout`].
+    pub fn set_policy(
+        &self,
+        vhost: &str,
+        name: &str,
+        pattern: &str,
+        definition: &str,
+        priority: i64,
+        apply_to: &str,
+    ) -> Result<(), ClientError> {
+        validate::short_str("vhost", vhost)?;
+        validate::short_str("policy name", name)?;
+        validate::short_str("apply-to", apply_to)?;
+        let reply = self.call(Method::PolicySet(Box::new(PolicySpec {
+            vhost: vhost.into(),
+            name: name.into(),
+            pattern: pattern.into(),
+            apply_to: apply_to.into(),
+            priority,
+            definition: definition.into(),
+        })))?;
+        expect_ok(reply, "policy.set")
+    }
+
+    /// Clears a policy of `vhost` (`rabbitmqctl clear_policy`).
+    ///
+    /// # Errors
+    /// The server's refusal (403 without the tag, 404 when there is no such policy or
+    /// vhost), [`ClientError::Usage`] for a name over 255 bytes, the connection's close
+    /// error.
+    pub fn clear_policy(&self, vhost: &str, name: &str) -> Result<(), ClientError> {
+        validate::short_str("vhost", vhost)?;
+        validate::short_str("policy name", name)?;
+        let reply = self.call(Method::PolicyClear {
+            vhost: vhost.into(),
+            name: name.into(),
+        })?;
+        expect_ok(reply, "policy.clear")
+    }
+
+    /// The policies of the connection's vhost, one row each with `rabbitmqctl
+    /// list_policies`' fields (`vhost`, `name`, `pattern`, `apply-to`, `definition`,
+    /// `priority`), sorted by name.
+    ///
+    /// # Errors
+    /// The server's refusal (403 without the tag), the connection's close error.
+    pub fn list_policies(&self) -> Result<Vec<FieldTable>, ClientError> {
+        self.list(ListKind::Policies)
+    }
+}
