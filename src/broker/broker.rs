@@ -120,6 +120,8 @@ pub struct Broker {
     pub(crate) login_checker: std::sync::OnceLock<crate::broker::login_checker::LoginChecker>,
     /// Resource alarm state (read by the I/O thread on every publish).
     alarms: Arc<ResourceAlarms>,
+    /// Message rates of the queues, sampled by the housekeeper.
+    rates: crate::broker::rates::Rates,
 }
 
 impl Broker {
@@ -149,8 +151,14 @@ impl Broker {
             login_throttle: LoginThrottle::default(),
             login_checker: std::sync::OnceLock::new(),
             alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            rates: crate::broker::rates::Rates::default(),
             config,
         }
+    }
+
+    /// Message rates of the queues (`list queues`, `list vhosts`).
+    pub fn rates(&self) -> &crate::broker::rates::Rates {
+        &self.rates
     }
 
     /// The group-commit flusher, when the broker has durable storage.
@@ -264,6 +272,7 @@ impl Broker {
             login_throttle: LoginThrottle::default(),
             login_checker: std::sync::OnceLock::new(),
             alarms: Arc::new(ResourceAlarms::new(config.alarms)),
+            rates: crate::broker::rates::Rates::default(),
             config,
         }
     }

@@ -387,11 +387,22 @@ fn one_of_each() -> Vec<Method> {
             watermark: MemoryWatermark::Relative(0.4),
         },
         DiskFreeLimitSet { bytes: u64::MAX },
+        ConnectionCloseAdmin {
+            connection_id: u64::MAX,
+            reason: ascii_255(),
+        },
+        DefinitionsExport,
+        DefinitionsExportOk {
+            json: "{\"vhosts\": [{\"name\": \"/\"}]}".into(),
+        },
+        DefinitionsImport {
+            json: "{}".into(),
+        },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 50;
+const VARIANT_COUNT: usize = 54;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -451,6 +462,10 @@ fn variant_index(m: &Method) -> usize {
         ConnectionUnblocked => 47,
         MemoryHighWatermarkSet { .. } => 48,
         DiskFreeLimitSet { .. } => 49,
+        ConnectionCloseAdmin { .. } => 50,
+        DefinitionsExport => 51,
+        DefinitionsExportOk { .. } => 52,
+        DefinitionsImport { .. } => 53,
     }
 }
 

@@ -50,6 +50,8 @@ commands:
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions [--json]
+      queues and vhosts show rates (messages/s over the last 5 s sample):
+      publish_rate, deliver_get_rate, ack_rate
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
 
 administration (the --user needs the administrator tag):
@@ -64,6 +66,11 @@ administration (the --user needs the administrator tag):
   permission set USER --configure RE --write RE --read RE   (in the --vhost)
   permission clear USER                              (in the --vhost)
   permission list [--json]
+  close connection ID [--reason TEXT]                ID as 'list connections' shows it; the
+      client gets 320 CONNECTION_FORCED - TEXT (like rabbitmqctl close_connection)
+  export definitions [FILE|-]                        RabbitMQ's JSON format (stdout without FILE)
+  import definitions FILE|-                          e.g. from rabbitmqctl export_definitions;
+      prints what was created and what was not honoured
   set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available) or 512MiB
   set disk-free-limit SIZE                           e.g. 1GiB; publishers are blocked below it
       (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
@@ -283,6 +290,17 @@ pub enum Command {
     SetMemoryHighWatermark(MemoryWatermark),
     /// `set disk-free-limit`, in bytes.
     SetDiskFreeLimit(u64),
+    /// `close connection ID [--reason TEXT]`.
+    CloseConnection {
+        /// Connection id (`list connections`).
+        id: u64,
+        /// Reason the client is given (empty: the server's default).
+        reason: String,
+    },
+    /// `export definitions [FILE]`: `None` or `-` is standard output.
+    ExportDefinitions(Option<String>),
+    /// `import definitions FILE` (`-` is standard input).
+    ImportDefinitions(String),
 }
 
 /// A `user` subcommand.
@@ -339,6 +357,7 @@ pub enum Invocation {
 
 /// Options taking a value (global and per command).
 const VALUE_OPTIONS: &[&str] = &[
+    "reason",
     "addr",
     "vhost",
     "user",
@@ -638,6 +657,44 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                         "cannot set '{other}': use memory-high-watermark or disk-free-limit"
                     )))
                 }
+            }
+        }
+        "close" => {
+            let [what, id] = raw.positionals("close", ["connection", "ID"])?;
+            if what != "connection" {
+                return Err(CliError::Usage(format!(
+                    "cannot close '{what}': use close connection ID"
+                )));
+            }
+            Command::CloseConnection {
+                id: id.parse().map_err(|_| {
+                    CliError::Usage(format!(
+                        "close connection: ID must be a number as 'list connections' shows, not '{id}'"
+                    ))
+                })?,
+                reason: raw.value("reason")?.unwrap_or_default(),
+            }
+        }
+        "export" | "import" => {
+            let (what, file) = match raw.positionals.as_slice() {
+                [what] if word == "export" => (what.clone(), None),
+                [what, file] => (what.clone(), Some(file.clone())),
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "usage: {word} definitions {}",
+                        if word == "export" { "[FILE]" } else { "FILE" }
+                    )))
+                }
+            };
+            if what != "definitions" {
+                return Err(CliError::Usage(format!(
+                    "cannot {word} '{what}': use {word} definitions"
+                )));
+            }
+            match (word.as_str(), file) {
+                ("export", file) => Command::ExportDefinitions(file.filter(|f| f != "-")),
+                (_, Some(file)) => Command::ImportDefinitions(file),
+                (_, None) => return Err(CliError::Usage("import definitions needs FILE".into())),
             }
         }
         "help" => return Err(CliError::Usage("use --help".into())),

@@ -27,6 +27,22 @@ const LINES_BATCH_BYTES: usize = 256 * 1024;
 /// How often `consume` looks at the signal flag while it waits, milliseconds.
 const SIGNAL_POLL_MS: u64 = 200;
 
+/// Reason `close connection` gives without `--reason`, after `CONNECTION_FORCED - `
+/// (RabbitMQ's management plugin says "Closed via management plugin").
+const CLOSE_REASON_DEFAULT: &str = "Closed via relaymq-cli";
+
+/// The text of a definitions file (`-`: standard input).
+fn read_definitions(path: &str) -> Result<String, CliError> {
+    let mut text = String::new();
+    let read = if path == "-" {
+        io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(path).map(|t| text = t)
+    };
+    read.map_err(|e| CliError::Usage(format!("cannot read definitions from '{path}': {e}")))?;
+    Ok(text)
+}
+
 /// Connects, runs the command, closes the connection.
 ///
 /// # Errors
@@ -116,6 +132,30 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
         }
         Command::SetMemoryHighWatermark(w) => conn.set_memory_high_watermark(w)?,
         Command::SetDiskFreeLimit(bytes) => conn.set_disk_free_limit(bytes)?,
+        Command::CloseConnection { id, reason } => {
+            let reason = if reason.is_empty() {
+                CLOSE_REASON_DEFAULT.to_string()
+            } else {
+                reason
+            };
+            conn.close_connection(id, &reason)?
+        }
+        Command::ExportDefinitions(file) => {
+            let mut json = conn.export_definitions()?;
+            json.push('\n');
+            match file {
+                Some(path) => std::fs::write(&path, json)
+                    .map_err(|e| CliError::Other(anyhow::anyhow!("cannot write '{path}': {e}")))?,
+                None => stdout.lock().write_all(json.as_bytes())?,
+            }
+        }
+        Command::ImportDefinitions(path) => {
+            let json = read_definitions(&path)?;
+            let summary = conn.import_definitions(&json)?;
+            stdout
+                .lock()
+                .write_all(output::import_summary(&summary).as_bytes())?;
+        }
         Command::Publish(a) => publish(conn, a)?,
         Command::Consume(a) => consume(conn, a)?,
         Command::Get(a) => get(conn, a)?,
