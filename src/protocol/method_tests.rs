@@ -395,9 +395,7 @@ fn one_of_each() -> Vec<Method> {
         DefinitionsExportOk {
             json: "{\"vhosts\": [{\"name\": \"/\"}]}".into(),
         },
-        DefinitionsImport {
-            json: "{}".into(),
-        },
+        DefinitionsImport { json: "{}".into() },
     ]
 }
 

@@ -130,6 +130,7 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("prefetch_count"),
     ];
     const CONNECTIONS: &[Column] = &[
+        col("id"),
         Column {
             header: "name",
             fields: &["name", "id"],
@@ -338,11 +339,14 @@ mod tests {
         let text = format_table(columns(ListKind::Queues), &rows);
         assert_eq!(
             text,
-            "name    durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes\n\
+            "name    durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes  publish_rate  deliver_get_rate  ack_rate\n\
              orders  true     12                                       1\n\
              q       false    0               3                        0\n"
         );
-        assert_eq!(format_table(columns(ListKind::Vhosts), &[]), "name\n");
+        assert_eq!(
+            format_table(columns(ListKind::Vhosts), &[]),
+            "name  publish_rate  deliver_get_rate  ack_rate\n"
+        );
     }
 
     #[test]
@@ -378,9 +382,11 @@ mod tests {
         ];
         assert_eq!(
             format_table(columns(ListKind::Connections), &conns),
-            "name  peer            user   vhost  channels\n\
-             c1    127.0.0.1:5000\n\
-             4                     guest\n"
+            concat!(
+                "id  name  peer            user   vhost  channels\n",
+                "    c1    127.0.0.1:5000\n",
+                "4   4                     guest\n"
+            )
         );
         let mut args = FieldTable::new();
         args.insert("x-match".into(), FieldValue::string("all"));
@@ -414,7 +420,10 @@ mod escape_tests {
         let mut row = FieldTable::new();
         row.insert("name".into(), FieldValue::string("nl\nq"));
         let text = format_table(columns(ListKind::Vhosts), &[row]);
-        assert_eq!(text, "name\nnl\\nq\n");
+        assert_eq!(
+            text,
+            "name   publish_rate  deliver_get_rate  ack_rate\nnl\\nq\n"
+        );
     }
 }
 
