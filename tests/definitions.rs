@@ -414,7 +414,9 @@ fn an_existing_object_with_other_properties_is_inequivalent() {
     let (code, text) = import_err(&conn, &other.to_string());
     assert_eq!(code, 406);
     assert!(
-        text.contains("queues[0] (vhost '/', name 'q'): inequivalent arg 'arguments'"),
+        text.contains(
+            "queues[0] (vhost '/', name 'q'): inequivalent arg 'x-max-length' for queue 'q'"
+        ),
         "{text}"
     );
     let exchanges = conn.list(ListKind::Exchanges).unwrap();
@@ -593,4 +595,34 @@ fn list_shows_message_rates_that_move() {
         std::thread::sleep(Duration::from_millis(100));
     };
     println!("publish rate seen: {rate} msg/s");
+}
+
+#[test]
+fn a_classic_type_argument_is_kept_and_a_quorum_one_dropped() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let doc = json!({"queues": [
+        {"name": "c", "vhost": "/", "durable": true, "type": "classic",
+         "arguments": {"x-queue-type": "classic"}},
+        {"name": "qq", "vhost": "/", "durable": true, "type": "quorum",
+         "arguments": {"x-queue-type": "quorum", "x-delivery-limit": 5}}
+    ]});
+    import(&conn, &doc.to_string());
+    let exported: Value = serde_json::from_str(&conn.export_definitions().unwrap()).unwrap();
+    let args: Vec<Value> = exported["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["arguments"].clone())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            json!({"x-queue-type": "classic"}),
+            json!({"x-delivery-limit": 5})
+        ]
+    );
+    // Importing the same document again is still equivalent.
+    let again = import(&conn, &doc.to_string());
+    assert_eq!(again["unchanged"]["queues"], 2);
 }

@@ -261,6 +261,71 @@ pub(crate) fn check_queue_arguments(arguments: &FieldTable) -> Result<(), Broker
     Ok(())
 }
 
+/// Whether declaring `spec` would find `existing` equivalent, with the text
+/// `exchange.declare` would give (definitions import checks before applying anything).
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED `inequivalent arg 'X' for exchange …` (RabbitMQ's text); 503
+/// for an unknown type.
+pub(crate) fn exchange_equivalence(
+    existing: &Exchange,
+    spec: &ExchangeSpec,
+    vhost: &str,
+) -> Result<(), BrokerError> {
+    let kind = ExchangeKind::parse(&spec.kind)?;
+    check_equivalent(
+        "exchange",
+        &spec.name,
+        vhost,
+        Some((kind.as_str(), existing.kind.as_str())),
+        &[
+            ("durable", spec.durable),
+            ("auto_delete", spec.auto_delete),
+            ("internal", spec.internal),
+        ],
+        &[
+            ("durable", existing.durable),
+            ("auto_delete", existing.auto_delete),
+            ("internal", existing.internal),
+        ],
+        (&spec.arguments, &existing.arguments, None),
+    )
+}
+
+/// As [`exchange_equivalence`] for a queue (`queue.declare`'s rule: durable, auto_delete,
+/// exclusive and the arguments with a meaning).
+///
+/// # Errors
+/// 406 `inequivalent arg …`; 405 RESOURCE_LOCKED for an exclusive queue.
+pub(crate) fn queue_equivalence(
+    existing: &Queue,
+    spec: &QueueSpec,
+    vhost: &str,
+) -> Result<(), BrokerError> {
+    if existing.exclusive != spec.exclusive {
+        return Err(BrokerError::resource_locked(format!(
+            "cannot obtain exclusive access to locked queue '{}' in vhost '{vhost}'",
+            spec.name
+        )));
+    }
+    check_equivalent(
+        "queue",
+        &spec.name,
+        vhost,
+        None,
+        &[("durable", spec.durable), ("auto_delete", spec.auto_delete)],
+        &[
+            ("durable", existing.durable),
+            ("auto_delete", existing.auto_delete),
+        ],
+        (
+            &spec.arguments,
+            &existing.arguments,
+            Some(&EQUIVALENT_QUEUE_ARGUMENTS),
+        ),
+    )
+}
+
 fn default_exchange_refused() -> BrokerError {
     BrokerError::access_refused("operation not permitted on the default exchange")
 }

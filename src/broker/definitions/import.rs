@@ -22,7 +22,9 @@ use crate::auth::users::{check_user_name, parse_tags};
 use crate::broker::access::Credential;
 use crate::broker::names;
 use crate::broker::router::{Destination, ExchangeKind, Router};
-use crate::broker::vhost::{check_queue_arguments, UNSUPPORTED_QUEUE_ARGUMENTS};
+use crate::broker::vhost::{
+    check_queue_arguments, exchange_equivalence, queue_equivalence, UNSUPPORTED_QUEUE_ARGUMENTS,
+};
 use crate::broker::{Broker, ExchangeSpec, QueueSpec};
 use crate::error::BrokerError;
 use crate::types::field_table::table_to_json;
@@ -308,12 +310,19 @@ fn queues<'a>(
         }
         let vhost = vhost_of(&e)?;
         let mut arguments = e.arguments()?;
-        let declared_type = arguments.remove("x-queue-type");
-        let kind = match (e.str_or("type", "")?, declared_type.as_ref()) {
-            ("", Some(t)) => t.as_str().unwrap_or("classic").to_string(),
+        let declared_type = arguments
+            .get("x-queue-type")
+            .and_then(FieldValue::as_str)
+            .map(str::to_string);
+        let kind = match (e.str_or("type", "")?, declared_type) {
+            ("", Some(t)) => t,
             ("", None) => "classic".to_string(),
             (t, _) => t.to_string(),
         };
+        // A quorum queue is imported as a classic one: its type argument goes.
+        if kind != "classic" {
+            arguments.remove("x-queue-type");
+        }
         match kind.as_str() {
             "classic" => {}
             "quorum" => summary.skip(format!(
@@ -427,52 +436,20 @@ fn same_arguments(a: &FieldTable, b: &FieldTable) -> bool {
 }
 
 /// Refuses the import before anything is applied when an existing exchange or queue
-/// differs from the document (RabbitMQ: 406 PRECONDITION_FAILED "inequivalent arg").
+/// differs from the document, with the text a declaration would get (RabbitMQ: 406
+/// PRECONDITION_FAILED "inequivalent arg").
 fn check_equivalence(broker: &Broker, plan: &Plan<'_>) -> Result<(), BrokerError> {
     for x in &plan.exchanges {
-        let Some(existing) = broker
+        if let Some(existing) = broker
             .vhost(&x.vhost)
             .and_then(|v| v.exchange(&x.spec.name))
-        else {
-            continue;
-        };
-        let differs = [
-            ("type", existing.kind.as_str() != x.spec.kind),
-            ("durable", existing.durable != x.spec.durable),
-            ("auto_delete", existing.auto_delete != x.spec.auto_delete),
-            ("internal", existing.internal != x.spec.internal),
-            (
-                "arguments",
-                !same_arguments(&existing.arguments, &x.spec.arguments),
-            ),
-        ];
-        if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
-            return Err(x.at.error(format!(
-                "inequivalent arg '{what}' for exchange '{}' in vhost '{}': the existing \
-                 exchange differs from the definitions",
-                x.spec.name, x.vhost
-            )));
+        {
+            exchange_equivalence(&existing, &x.spec, &x.vhost).map_err(|e| x.at.wrap(e))?;
         }
     }
     for q in &plan.queues {
-        let Some(existing) = broker.vhost(&q.vhost).and_then(|v| v.queue(&q.spec.name)) else {
-            continue;
-        };
-        let differs = [
-            ("durable", existing.durable != q.spec.durable),
-            ("exclusive", existing.exclusive),
-            ("auto_delete", existing.auto_delete != q.spec.auto_delete),
-            (
-                "arguments",
-                !same_arguments(&existing.arguments, &q.spec.arguments),
-            ),
-        ];
-        if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
-            return Err(q.at.error(format!(
-                "inequivalent arg '{what}' for queue '{}' in vhost '{}': the existing queue \
-                 differs from the definitions",
-                q.spec.name, q.vhost
-            )));
+        if let Some(existing) = broker.vhost(&q.vhost).and_then(|v| v.queue(&q.spec.name)) {
+            queue_equivalence(&existing, &q.spec, &q.vhost).map_err(|e| q.at.wrap(e))?;
         }
     }
     Ok(())
