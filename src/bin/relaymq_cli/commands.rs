@@ -27,6 +27,10 @@ const LINES_BATCH_BYTES: usize = 256 * 1024;
 /// How often `consume` looks at the signal flag while it waits, milliseconds.
 const SIGNAL_POLL_MS: u64 = 200;
 
+/// How long `import definitions` waits for the server's summary (a large file takes about
+/// 1 ms per durable queue, exchange or binding).
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Reason `close connection` gives without `--reason`, after `CONNECTION_FORCED - `
 /// (RabbitMQ's management plugin says "Closed via management plugin").
 const CLOSE_REASON_DEFAULT: &str = "Closed via relaymq-cli";
@@ -55,6 +59,14 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
         client_name: "relaymq-cli".into(),
         tls: global.tls.clone(),
         ..ConnectOptions::new(global.addr.clone())
+    };
+    // An import declares durable objects one commit at a time (about 1 ms each).
+    let options = match command {
+        Command::ImportDefinitions(_) => ConnectOptions {
+            timeout: IMPORT_TIMEOUT,
+            ..options
+        },
+        _ => options,
     };
     let conn = Connection::connect_with(options).map_err(|e| match e {
         ClientError::Usage(m) => CliError::Usage(m),

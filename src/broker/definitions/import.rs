@@ -27,10 +27,9 @@ use crate::broker::vhost::{
 };
 use crate::broker::{Broker, ExchangeSpec, QueueSpec};
 use crate::error::BrokerError;
-use crate::types::field_table::table_to_json;
 use crate::types::{FieldTable, FieldValue};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Connection id the import declares and binds as: no client connection has it, and the
@@ -376,6 +375,15 @@ fn bindings<'a>(
     streams: &HashSet<(String, String)>,
     summary: &mut ImportSummary,
 ) -> Result<Vec<BindingItem<'a>>, BrokerError> {
+    let kinds: HashMap<(&str, &str), &str> = exchanges
+        .iter()
+        .map(|x| {
+            (
+                (x.vhost.as_str(), x.spec.name.as_str()),
+                x.spec.kind.as_str(),
+            )
+        })
+        .collect();
     let mut out = Vec::new();
     for e in model::elements(doc, "bindings")? {
         let vhost = vhost_of(&e)?;
@@ -407,11 +415,8 @@ fn bindings<'a>(
         }
         // Binding arguments are checked against the source's type when the document
         // declares it (headers exchanges need a valid x-match).
-        if let Some(x) = exchanges
-            .iter()
-            .find(|x| x.vhost == vhost && x.spec.name == source)
-        {
-            if let Ok(kind) = ExchangeKind::parse(&x.spec.kind) {
+        if let Some(kind) = kinds.get(&(vhost, source)) {
+            if let Ok(kind) = ExchangeKind::parse(kind) {
                 Router::new(kind)
                     .validate(key, &arguments)
                     .map_err(|err| e.invalid(err))?;
@@ -427,12 +432,6 @@ fn bindings<'a>(
         });
     }
     Ok(out)
-}
-
-/// Arguments compared as JSON, so `x-max-length` declared as a 32-bit integer over AMQP
-/// equals the same number read from a file.
-fn same_arguments(a: &FieldTable, b: &FieldTable) -> bool {
-    table_to_json(a) == table_to_json(b)
 }
 
 /// Refuses the import before anything is applied when an existing exchange or queue
@@ -459,18 +458,25 @@ fn check_equivalence(broker: &Broker, plan: &Plan<'_>) -> Result<(), BrokerError
 /// document nor on the server: RabbitMQ 3.x does not export internal exchanges but does
 /// export the bindings to and from them.
 fn drop_dangling_bindings(broker: &Broker, plan: &mut Plan<'_>, summary: &mut ImportSummary) {
+    let exchanges: HashSet<(String, String)> = plan
+        .exchanges
+        .iter()
+        .map(|x| (x.vhost.clone(), x.spec.name.clone()))
+        .collect();
+    let queues: HashSet<(String, String)> = plan
+        .queues
+        .iter()
+        .map(|q| (q.vhost.clone(), q.spec.name.clone()))
+        .collect();
+    let key = |vhost: &str, name: &str| (vhost.to_string(), name.to_string());
     let exchange_known = |vhost: &str, name: &str| {
-        plan.exchanges
-            .iter()
-            .any(|x| x.vhost == vhost && x.spec.name == name)
+        exchanges.contains(&key(vhost, name))
             || broker
                 .vhost(vhost)
                 .is_some_and(|v| v.exchange(name).is_some())
     };
     let queue_known = |vhost: &str, name: &str| {
-        plan.queues
-            .iter()
-            .any(|q| q.vhost == vhost && q.spec.name == name)
+        queues.contains(&key(vhost, name))
             || broker.vhost(vhost).is_some_and(|v| v.queue(name).is_some())
     };
     let mut kept = Vec::new();
@@ -553,13 +559,14 @@ fn apply_permissions(
     permissions: &[PermissionItem<'_>],
 ) -> Result<SectionCount, BrokerError> {
     let mut c = SectionCount::default();
+    let current: HashMap<(String, String), PermissionDef> = broker
+        .users()
+        .all_permissions()
+        .into_iter()
+        .map(|(u, v, def)| ((u, v), def))
+        .collect();
     for p in permissions {
-        let current = broker
-            .users()
-            .all_permissions()
-            .into_iter()
-            .find(|(u, v, _)| *u == p.user && *v == p.vhost);
-        if current.is_some_and(|(_, _, def)| def == p.def) {
+        if current.get(&(p.user.clone(), p.vhost.clone())) == Some(&p.def) {
             c.unchanged += 1;
             continue;
         }
@@ -622,13 +629,9 @@ fn apply_bindings(
     let mut c = SectionCount::default();
     for b in bindings {
         let vh = vhost_or_404(broker, &b.at, &b.vhost)?;
-        let existed = vh.exchange(&b.source).is_some_and(|x| {
-            x.router().bindings().iter().any(|have| {
-                have.destination == b.destination
-                    && have.binding_key == b.key
-                    && same_arguments(&have.arguments, &b.arguments)
-            })
-        });
+        // Binding twice is a no-op: the source's binding count tells what happened.
+        let count = || vh.exchange(&b.source).map_or(0, |x| x.router().len());
+        let before = count();
         vh.bind(
             &b.source,
             &b.destination,
@@ -637,7 +640,7 @@ fn apply_bindings(
             IMPORT_CONNECTION_ID,
         )
         .map_err(|e| b.at.wrap(e))?;
-        if existed {
+        if count() == before {
             c.unchanged += 1;
         } else {
             c.created += 1;
