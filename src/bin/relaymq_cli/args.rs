@@ -1345,4 +1345,46 @@ mod tests {
         assert!(usage_error(&["get", "q", "--requeue", "--reject"]).contains("cannot be combined"));
         assert!(usage_error(&["status", "--json=yes"]).contains("json"));
     }
+
+    #[test]
+    fn close_export_import_parse() {
+        assert_eq!(
+            cmd(&["close", "connection", "17", "--reason", "bye"]),
+            Command::CloseConnection {
+                id: 17,
+                reason: "bye".into()
+            }
+        );
+        assert_eq!(
+            cmd(&["close", "connection", "3"]),
+            Command::CloseConnection {
+                id: 3,
+                reason: String::new()
+            }
+        );
+        assert_eq!(
+            cmd(&["export", "definitions"]),
+            Command::ExportDefinitions(None)
+        );
+        assert_eq!(
+            cmd(&["export", "definitions", "-"]),
+            Command::ExportDefinitions(None)
+        );
+        assert_eq!(
+            cmd(&["export", "definitions", "d.json"]),
+            Command::ExportDefinitions(Some("d.json".into()))
+        );
+        assert_eq!(
+            cmd(&["import", "definitions", "d.json"]),
+            Command::ImportDefinitions("d.json".into())
+        );
+        assert!(usage_error(&["close", "connection", "abc"]).contains("must be a number"));
+        assert!(usage_error(&["close", "channel", "1"]).contains("close connection ID"));
+        assert!(usage_error(&["import", "definitions"]).contains("FILE"));
+        assert!(usage_error(&["export", "queues"]).contains("export definitions"));
+        assert!(
+            usage_error(&["export", "definitions", "f", "--reason", "x"])
+                .contains("not valid for 'export'")
+        );
+    }
 }
