@@ -7,10 +7,13 @@
 //! document, then applies it section by section. Each section is its own function, so a
 //! section added later (policies) plugs in without touching the others.
 
+mod apply;
 pub mod export;
 pub mod import;
 pub mod model;
+mod plan;
 pub mod summary;
+mod validate;
 
 pub use export::export;
 pub use import::import;
