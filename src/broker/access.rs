@@ -360,6 +360,33 @@ impl Broker {
         Ok(())
     }
 
+    /// Replaces an existing user's password hash and tags, as RabbitMQ's definitions import
+    /// overwrites a user it already has (issue 8, `import definitions`).
+    ///
+    /// # Errors
+    /// 404 NOT_FOUND for an unknown user; 406 for a hash of an unknown algorithm or shape;
+    /// 541 when the store fails.
+    pub fn replace_user(
+        &self,
+        name: &str,
+        algorithm: &str,
+        hash: &str,
+        tags: Vec<String>,
+    ) -> Result<(), BrokerError> {
+        let user = self.user_or_404(name)?;
+        let updated = User {
+            hash: StoredHash::import(algorithm, hash)?,
+            tags,
+            ..user
+        };
+        if let Some(d) = self.durability() {
+            d.meta("user", |m| m.put_user(&to_def(&updated)))?;
+        }
+        self.users.put_user(updated);
+        log::info!("user '{name}' replaced from imported definitions");
+        Ok(())
+    }
+
     /// Changes a user's password (`relaymq-cli user passwd`).
     ///
     /// # Errors

@@ -128,6 +128,8 @@ pub struct Broker {
     connections_opened: AtomicU64,
     /// Registered connections closed since start (metrics).
     connections_closed: AtomicU64,
+    /// Message rates of the queues, sampled by the housekeeper.
+    rates: crate::broker::rates::Rates,
 }
 
 impl Broker {
@@ -162,8 +164,14 @@ impl Broker {
             counters,
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
+            rates: crate::broker::rates::Rates::default(),
             config,
         }
+    }
+
+    /// Message rates of the queues (`list queues`, `list vhosts`).
+    pub fn rates(&self) -> &crate::broker::rates::Rates {
+        &self.rates
     }
 
     /// The group-commit flusher, when the broker has durable storage.
@@ -301,6 +309,7 @@ impl Broker {
             counters,
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
+            rates: crate::broker::rates::Rates::default(),
             config,
         }
     }

@@ -53,6 +53,14 @@ impl Exchange {
         }
     }
 
+    /// The exchange's alternate exchange (its `alternate-exchange` argument, RabbitMQ's
+    /// extension): where a message its bindings do not match goes.
+    pub fn alternate_exchange(&self) -> Option<&str> {
+        self.arguments
+            .get("alternate-exchange")
+            .and_then(|v| v.as_str())
+    }
+
     /// Whether this is the nameless default exchange.
     pub fn is_default(&self) -> bool {
         self.name.is_empty()

@@ -1,7 +1,8 @@
 //! The broker's timed work, done every [`HOUSEKEEPING_INTERVAL_MS`] by one thread: expiring
 //! messages whose TTL passed (and dead-lettering them, reason `expired`), deleting
 //! queues unused for their `x-expires`, and ending deliveries past their consumer timeout
-//! ([`crate::broker::consumer_timeout`]) (docs/lifecycle.md).
+//! ([`crate::broker::consumer_timeout`]) (docs/lifecycle.md), and sampling the queues'
+//! totals for message rates ([`crate::broker::rates`], every 5 s).
 //!
 //! Each round reads one atomic per queue and one per open channel to find the ones with
 //! work, so an idle broker with many queues and channels costs little. The thread holds no
@@ -43,6 +44,7 @@ pub fn run_once(broker: &Broker, now_ms: u64) {
         }
     }
     consumer_timeout::run_once(broker, now_ms);
+    broker.rates().sample(broker, now_ms);
 }
 
 /// Takes the messages of `q` whose TTL passed and dead-letters them when the queue has a

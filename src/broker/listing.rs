@@ -51,7 +51,14 @@ pub fn policies(vh: &VirtualHost) -> Vec<FieldTable> {
         .collect()
 }
 
-/// One row per vhost: `name`, `messages_ready`, `messages_unacknowledged`, `queues`.
+/// A rate in messages per second, rounded to 0.1 as RabbitMQ shows them.
+fn rate(v: f64) -> FieldValue {
+    FieldValue::F64((v * 10.0).round() / 10.0)
+}
+
+/// One row per vhost: `name`, `messages_ready`, `messages_unacknowledged`, `queues`, and
+/// the sums of its queues' rates `publish_rate`, `deliver_get_rate`, `ack_rate` (messages
+/// per second, [`crate::broker::rates`]).
 pub fn vhosts(broker: &Broker) -> Vec<FieldTable> {
     broker
         .vhosts()
@@ -64,12 +71,16 @@ pub fn vhosts(broker: &Broker) -> Vec<FieldTable> {
                 ready += st.ready;
                 unacked += st.unacked;
             }
+            let r = broker.rates().vhost(&vh.name);
             row(vec![
                 ("name", s(&vh.name)),
                 ("messages_ready", n(ready)),
                 ("messages_unacknowledged", n(unacked)),
                 ("messages", n(ready + unacked)),
                 ("queues", n(queues.len())),
+                ("publish_rate", rate(r.publish)),
+                ("deliver_get_rate", rate(r.deliver_get)),
+                ("ack_rate", rate(r.ack)),
             ])
         })
         .collect()
@@ -102,13 +113,22 @@ pub fn exchanges(vh: &VirtualHost) -> Vec<FieldTable> {
 /// `redeliver`, and for stored queues `messages_persistent` (records not yet settled),
 /// `disk_bytes` (the queue's files) and `storage_failed` (out of service); `policy` (the
 /// name of the policy that applies, void when none) and `effective_policy_definition` (its
-/// definition, an empty table when none), as RabbitMQ's management API.
+/// definition, an empty table when none), as RabbitMQ's management API; rates
+/// `publish_rate`, `deliver_get_rate`, `ack_rate` in messages per second
+/// ([`crate::broker::rates`]; RabbitMQ's `message_stats.*_details.rate`; zero here, see
+/// [`queues_with_rates`]).
 pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
+    queues_with_rates(vh, &crate::broker::rates::Rates::default())
+}
+
+/// [`queues`] with the rates of `rates` (the broker's, [`Broker::rates`]).
+pub fn queues_with_rates(vh: &VirtualHost, rates: &crate::broker::rates::Rates) -> Vec<FieldTable> {
     let mut all = vh.all_queues();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     all.iter()
         .map(|q| {
             let st = q.stats();
+            let r = rates.queue(&vh.name, &q.name);
             let stored = q.storage.as_ref().map(|x| x.stats()).unwrap_or_default();
             let storage_failed =
                 q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed());
@@ -144,6 +164,9 @@ pub fn queues(vh: &VirtualHost) -> Vec<FieldTable> {
                     "effective_policy_definition",
                     FieldValue::Table(policy_definition),
                 ),
+                ("publish_rate", rate(r.publish)),
+                ("deliver_get_rate", rate(r.deliver_get)),
+                ("ack_rate", rate(r.ack)),
             ])
         })
         .collect()

@@ -30,7 +30,7 @@ pub const POLICIES_PER_VHOST_MAX: usize = 1024;
 pub const POLICY_NAME_BYTES_MAX: usize = 255;
 
 /// Definition keys RabbitMQ accepts that RelayMQ stores, lists and exports but does not
-/// act on (alternate exchanges, which RelayMQ does not have; mirroring, lazy mode,
+/// act on (alternate exchanges by policy: only the exchange argument is honoured; mirroring, lazy mode,
 /// federation, stream and quorum-queue settings): a definitions file from RabbitMQ
 /// imports with them, and they are reported by name.
 pub const NOT_HONOURED_KEYS: [&str; 21] = [

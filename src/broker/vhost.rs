@@ -232,7 +232,7 @@ const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 13] = [
 /// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
 /// refused rather than accepted and ignored, so nobody believes a queue is bounded or
 /// expiring when it is not (the message-lifecycle work adds them).
-const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 1] = ["x-single-active-consumer"];
+pub(crate) const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 1] = ["x-single-active-consumer"];
 
 fn unsupported_argument(name: &str) -> BrokerError {
     BrokerError::precondition(format!(
@@ -242,9 +242,13 @@ fn unsupported_argument(name: &str) -> BrokerError {
 
 /// Checks queue arguments: RabbitMQ's that RelayMQ does not implement yet are 406, as is
 /// an `x-queue-type` other than `classic`; other arguments are kept as given.
-fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
+pub(crate) fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
     for name in UNSUPPORTED_QUEUE_ARGUMENTS {
-        if arguments.contains_key(name) {
+        // `false` asks for what every RelayMQ queue does (RabbitMQ's default).
+        if arguments
+            .get(name)
+            .is_some_and(|v| !matches!(v, FieldValue::Bool(false)))
+        {
             return Err(unsupported_argument(name));
         }
     }
@@ -260,6 +264,71 @@ fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
         }
     }
     Ok(())
+}
+
+/// Whether declaring `spec` would find `existing` equivalent, with the text
+/// `exchange.declare` would give (definitions import checks before applying anything).
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED `inequivalent arg 'X' for exchange …` (RabbitMQ's text); 503
+/// for an unknown type.
+pub(crate) fn exchange_equivalence(
+    existing: &Exchange,
+    spec: &ExchangeSpec,
+    vhost: &str,
+) -> Result<(), BrokerError> {
+    let kind = ExchangeKind::parse(&spec.kind)?;
+    check_equivalent(
+        "exchange",
+        &spec.name,
+        vhost,
+        Some((kind.as_str(), existing.kind.as_str())),
+        &[
+            ("durable", spec.durable),
+            ("auto_delete", spec.auto_delete),
+            ("internal", spec.internal),
+        ],
+        &[
+            ("durable", existing.durable),
+            ("auto_delete", existing.auto_delete),
+            ("internal", existing.internal),
+        ],
+        (&spec.arguments, &existing.arguments, None),
+    )
+}
+
+/// As [`exchange_equivalence`] for a queue (`queue.declare`'s rule: durable, auto_delete,
+/// exclusive and the arguments with a meaning).
+///
+/// # Errors
+/// 406 `inequivalent arg …`; 405 RESOURCE_LOCKED for an exclusive queue.
+pub(crate) fn queue_equivalence(
+    existing: &Queue,
+    spec: &QueueSpec,
+    vhost: &str,
+) -> Result<(), BrokerError> {
+    if existing.exclusive != spec.exclusive {
+        return Err(BrokerError::resource_locked(format!(
+            "cannot obtain exclusive access to locked queue '{}' in vhost '{vhost}'",
+            spec.name
+        )));
+    }
+    check_equivalent(
+        "queue",
+        &spec.name,
+        vhost,
+        None,
+        &[("durable", spec.durable), ("auto_delete", spec.auto_delete)],
+        &[
+            ("durable", existing.durable),
+            ("auto_delete", existing.auto_delete),
+        ],
+        (
+            &spec.arguments,
+            &existing.arguments,
+            Some(&EQUIVALENT_QUEUE_ARGUMENTS),
+        ),
+    )
 }
 
 fn default_exchange_refused() -> BrokerError {
@@ -464,8 +533,15 @@ impl VirtualHost {
         }
         check_name_bytes("exchange name", name, self.limits.name_bytes_max())?;
         let kind = ExchangeKind::parse(&spec.kind)?;
-        if spec.arguments.contains_key("alternate-exchange") {
-            return Err(unsupported_argument("alternate-exchange"));
+        if let Some(ae) = spec.arguments.get("alternate-exchange") {
+            if ae.as_str().is_none() {
+                return Err(BrokerError::precondition(format!(
+                    "invalid arg 'alternate-exchange' for exchange '{name}' in vhost '{}': \
+                     {} is not a string",
+                    self.name,
+                    ae.to_json()
+                )));
+            }
         }
         let _changes = self.changes();
         let existing = self.exchange(name);
@@ -1004,6 +1080,13 @@ impl VirtualHost {
         exchange
             .router()
             .route(msg.routing_key(), msg.headers(), &mut dests);
+        // An exchange whose bindings match nothing hands the message to its alternate
+        // exchange (RabbitMQ's `alternate-exchange` argument).
+        if dests.is_empty() {
+            if let Some(ae) = exchange.alternate_exchange() {
+                dests.push(Destination::Exchange(Arc::from(ae)));
+            }
+        }
         let mut visited: Option<HashSet<Arc<str>>> = None;
         while let Some(d) = dests.pop() {
             match d {
@@ -1019,8 +1102,14 @@ impl VirtualHost {
                     }
                     if let Some(next) = self.exchange(&x) {
                         keyed &= next.kind != ExchangeKind::Headers;
+                        let before = dests.len();
                         next.router()
                             .route(msg.routing_key(), msg.headers(), &mut dests);
+                        if dests.len() == before {
+                            if let Some(ae) = next.alternate_exchange() {
+                                dests.push(Destination::Exchange(Arc::from(ae)));
+                            }
+                        }
                     }
                 }
             }

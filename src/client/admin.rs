@@ -1,7 +1,7 @@
 //! Administration of users and permissions over a connection (channel-0 requests of the
 //! native protocol; the connection's user needs the `administrator` tag).
 
-use crate::client::connection::{expect_ok, Connection};
+use crate::client::connection::{expect_ok, unexpected, Connection};
 use crate::client::error::ClientError;
 use crate::client::validate;
 use crate::protocol::method::PermissionSpec;
@@ -141,5 +141,57 @@ impl Connection {
             vhost: vhost.into(),
         })?;
         expect_ok(reply, "permission.clear")
+    }
+
+    /// Closes connection `id` (native or AMQP, as `list connections` shows it) with 320
+    /// CONNECTION_FORCED and `reason` (RabbitMQ's `rabbitmqctl close_connection`); an
+    /// empty reason gives the server's default.
+    ///
+    /// # Errors
+    /// The server's refusal (403 without the `administrator` tag, 404 for an unknown id),
+    /// [`ClientError::Usage`] for a reason over 255 bytes, the connection's close error.
+    pub fn close_connection(&self, id: u64, reason: &str) -> Result<(), ClientError> {
+        validate::short_str("reason", reason)?;
+        let reply = self.call(Method::ConnectionCloseAdmin {
+            connection_id: id,
+            reason: reason.into(),
+        })?;
+        expect_ok(reply, "connection.close-admin")
+    }
+
+    /// The server's definitions in RabbitMQ's JSON format (`rabbitmqctl
+    /// export_definitions`): vhosts, users with their hashes, permissions, durable
+    /// exchanges and queues, bindings.
+    ///
+    /// # Errors
+    /// The server's refusal (403 without the `administrator` tag), the connection's close
+    /// error.
+    pub fn export_definitions(&self) -> Result<String, ClientError> {
+        match self.call(Method::DefinitionsExport)? {
+            Method::DefinitionsExportOk { json } => Ok(json),
+            other => Err(unexpected(&other, "definitions.export")),
+        }
+    }
+
+    /// Imports definitions in RabbitMQ's JSON format and returns the server's summary as
+    /// JSON: `{"created": {...}, "unchanged": {...}, "not_honoured": ["..."]}`.
+    ///
+    /// # Errors
+    /// [`ClientError::Usage`] for text over
+    /// [`crate::broker::definitions::DEFINITIONS_JSON_BYTES_MAX`] bytes; the server's
+    /// refusal (403 without the `administrator` tag, 406 naming the element that is not
+    /// valid or not equivalent to what exists, 404), the connection's close error.
+    pub fn import_definitions(&self, json: &str) -> Result<String, ClientError> {
+        let max = crate::broker::definitions::DEFINITIONS_JSON_BYTES_MAX;
+        if json.len() > max {
+            return Err(ClientError::Usage(format!(
+                "definitions of {} bytes exceed the limit of {max} bytes",
+                json.len()
+            )));
+        }
+        match self.call(Method::DefinitionsImport { json: json.into() })? {
+            Method::DefinitionsExportOk { json } => Ok(json),
+            other => Err(unexpected(&other, "definitions.import")),
+        }
     }
 }

@@ -291,6 +291,32 @@ pub enum Method {
         /// Vhost name.
         vhost: String,
     },
+    /// 0x001C channel 0, administrators: `u64 connection_id, sstr reason`. Closes a native
+    /// or AMQP connection (its id as `list connections` shows it) with 320
+    /// CONNECTION_FORCED and the reason (RabbitMQ's `rabbitmqctl close_connection`); 404
+    /// for an unknown id. Answered with `Ok`.
+    ConnectionCloseAdmin {
+        /// The connection's id.
+        connection_id: u64,
+        /// Text the client receives after `CONNECTION_FORCED - `.
+        reason: String,
+    },
+    /// 0x001D channel 0, administrators: no fields. Asks for the definitions in
+    /// RabbitMQ's JSON format; answered with `DefinitionsExportOk`.
+    DefinitionsExport,
+    /// 0x001E server→client: `lstr json`. The definitions (answer to `DefinitionsExport`)
+    /// or the import summary (answer to `DefinitionsImport`), UTF-8 JSON of at most
+    /// [`crate::broker::definitions::DEFINITIONS_JSON_BYTES_MAX`] bytes.
+    DefinitionsExportOk {
+        /// The JSON text.
+        json: String,
+    },
+    /// 0x001F channel 0, administrators: `lstr json`. Imports definitions in RabbitMQ's
+    /// JSON format; answered with `DefinitionsExportOk` carrying the import summary.
+    DefinitionsImport {
+        /// The JSON text.
+        json: String,
+    },
     /// 0x0020 client→server on a new channel number: opens the channel.
     ChannelOpen,
     /// 0x0021 either way: `u16 reply_code, sstr reply_text, u16 method_id`. Closes one
@@ -570,6 +596,10 @@ impl Method {
             UserTags { .. } => 0x0019,
             PermissionSet(_) => 0x001A,
             PermissionClear { .. } => 0x001B,
+            ConnectionCloseAdmin { .. } => 0x001C,
+            DefinitionsExport => 0x001D,
+            DefinitionsExportOk { .. } => 0x001E,
+            DefinitionsImport { .. } => 0x001F,
             ChannelOpen => 0x0020,
             ChannelClose { .. } => 0x0021,
             ExchangeDeclare { .. } => 0x0030,
@@ -658,7 +688,17 @@ impl Method {
                 put_u16(out, *method_id);
             }
             CloseOk | Ok | ConnectionUnblocked | Status | ChannelOpen | GetEmpty
-            | ConfirmSelect => {}
+            | ConfirmSelect | DefinitionsExport => {}
+            ConnectionCloseAdmin {
+                connection_id,
+                reason,
+            } => {
+                put_u64(out, *connection_id);
+                put_short_str(out, reason);
+            }
+            DefinitionsExportOk { json } | DefinitionsImport { json } => {
+                put_long_bytes(out, json.as_bytes())
+            }
             ConnectionBlocked { reason } => put_short_str(out, reason),
             MemoryHighWatermarkSet { watermark } => match *watermark {
                 MemoryWatermark::Relative(f) => {
@@ -1017,6 +1057,10 @@ pub fn method_name(id: u16) -> &'static str {
         0x0019 => "user.tags",
         0x001A => "permission.set",
         0x001B => "permission.clear",
+        0x001C => "connection.close-admin",
+        0x001D => "definitions.export",
+        0x001E => "definitions.export-ok",
+        0x001F => "definitions.import",
         0x0020 => "channel.open",
         0x0021 => "channel.close",
         0x0030 => "exchange.declare",
@@ -1165,6 +1209,17 @@ fn decode_fields(id: u16, r: &mut Reader<'_>) -> Result<Method, DecodeError> {
         0x001B => PermissionClear {
             user: sstr(r, "user name")?,
             vhost: sstr(r, "vhost")?,
+        },
+        0x001C => ConnectionCloseAdmin {
+            connection_id: r.u64("connection id")?,
+            reason: sstr(r, "reason")?,
+        },
+        0x001D => DefinitionsExport,
+        0x001E => DefinitionsExportOk {
+            json: r.long_str("definitions")?.to_string(),
+        },
+        0x001F => DefinitionsImport {
+            json: r.long_str("definitions")?.to_string(),
         },
         0x0020 => ChannelOpen,
         0x0021 => ChannelClose {

@@ -399,11 +399,20 @@ fn one_of_each() -> Vec<Method> {
             vhost: ascii_255(),
             name: "ttl".into(),
         },
+        ConnectionCloseAdmin {
+            connection_id: u64::MAX,
+            reason: ascii_255(),
+        },
+        DefinitionsExport,
+        DefinitionsExportOk {
+            json: "{\"vhosts\": [{\"name\": \"/\"}]}".into(),
+        },
+        DefinitionsImport { json: "{}".into() },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 52;
+const VARIANT_COUNT: usize = 56;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -465,6 +474,10 @@ fn variant_index(m: &Method) -> usize {
         DiskFreeLimitSet { .. } => 49,
         PolicySet(_) => 50,
         PolicyClear { .. } => 51,
+        ConnectionCloseAdmin { .. } => 52,
+        DefinitionsExport => 53,
+        DefinitionsExportOk { .. } => 54,
+        DefinitionsImport { .. } => 55,
     }
 }
 

@@ -1,15 +1,63 @@
 //! Channel-0 administration requests of the native protocol: vhosts, users, permissions,
-//! policies and the resource alarm settings. Each is for administrators only (RabbitMQ's
-//! `administrator` tag) and is refused with 403 ACCESS_REFUSED otherwise; policies are
-//! also open to RabbitMQ's `policymaker` tag in the vhosts the user may access.
+//! policies, the resource alarm settings, closing a connection and definitions
+//! export/import. Each is for administrators only (RabbitMQ's `administrator` tag) and is
+//! refused with 403 ACCESS_REFUSED otherwise; policies are also open to RabbitMQ's
+//! `policymaker` tag in the vhosts the user may access.
 
 use crate::auth::permission::PermissionDef;
 use crate::auth::users::parse_tags;
 use crate::broker::access::Credential;
+use crate::broker::definitions::{self, DEFINITIONS_JSON_BYTES_MAX};
 use crate::broker::policy::{PolicyDef, POLICY_DEFINITION_BYTES_MAX};
 use crate::broker::Broker;
 use crate::error::{BrokerError, ReplyCode};
 use crate::protocol::{Method, PolicySpec};
+
+/// Reason given to a connection closed without one (`close connection ID` without
+/// `--reason`), after `CONNECTION_FORCED - `; RabbitMQ's management plugin says "Closed
+/// via management plugin".
+pub const CLOSE_REASON_DEFAULT: &str = "Closed by an administrator";
+
+/// Closes connection `id` (native or AMQP) with 320 CONNECTION_FORCED and `reason`, as
+/// `rabbitmqctl close_connection` does; logged with the administrator's name.
+///
+/// # Errors
+/// 404 NOT_FOUND for an id no open connection has.
+pub fn close_connection(
+    broker: &Broker,
+    by: &str,
+    id: u64,
+    reason: &str,
+) -> Result<(), BrokerError> {
+    let Some(c) = broker.connections().into_iter().find(|c| c.id == id) else {
+        return Err(BrokerError::not_found(format!("no connection {id}")));
+    };
+    let reason = if reason.is_empty() {
+        CLOSE_REASON_DEFAULT
+    } else {
+        reason
+    };
+    log::info!(
+        "connection {id} ({}, user '{}') closed by administrator '{by}': {reason}",
+        c.peer,
+        c.user
+    );
+    c.sink.force_close(ReplyCode::ConnectionForced, reason);
+    Ok(())
+}
+
+/// Pretty JSON text within [`DEFINITIONS_JSON_BYTES_MAX`].
+fn definitions_text(v: &serde_json::Value) -> Result<String, BrokerError> {
+    let text = serde_json::to_string_pretty(v)
+        .map_err(|e| BrokerError::new(ReplyCode::InternalError, format!("JSON: {e}")))?;
+    if text.len() > DEFINITIONS_JSON_BYTES_MAX {
+        return Err(BrokerError::precondition(format!(
+            "definitions of {} bytes exceed the limit of {DEFINITIONS_JSON_BYTES_MAX} bytes",
+            text.len()
+        )));
+    }
+    Ok(text)
+}
 
 /// Runs the admin request `method` for `user` and returns the reply.
 ///
@@ -33,6 +81,9 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             | Method::DiskFreeLimitSet { .. }
             | Method::PolicySet(_)
             | Method::PolicyClear { .. }
+            | Method::ConnectionCloseAdmin { .. }
+            | Method::DefinitionsExport
+            | Method::DefinitionsImport { .. }
     );
     if !is_admin_request {
         return Err(BrokerError::new(
@@ -89,6 +140,22 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             .set_memory_high_watermark(watermark)
             .map_err(|e| BrokerError::precondition(e.message))?,
         Method::DiskFreeLimitSet { bytes } => broker.alarms().set_disk_free_limit(bytes),
+        Method::ConnectionCloseAdmin {
+            connection_id,
+            reason,
+        } => close_connection(broker, user, connection_id, &reason)?,
+        Method::DefinitionsExport => {
+            let json = definitions_text(&definitions::export(broker))?;
+            log::info!("definitions exported by '{user}' ({} bytes)", json.len());
+            return Ok(Method::DefinitionsExportOk { json });
+        }
+        Method::DefinitionsImport { json } => {
+            log::info!("definitions import by '{user}' ({} bytes)", json.len());
+            let summary = definitions::import(broker, &json)?;
+            return Ok(Method::DefinitionsExportOk {
+                json: definitions_text(&summary.to_json())?,
+            });
+        }
         _ => {}
     }
     Ok(Method::Ok)

@@ -765,7 +765,7 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
     let mut rows = match kind {
         ListKind::Vhosts => listing::vhosts(broker),
         ListKind::Exchanges => listing::exchanges(vh),
-        ListKind::Queues => listing::queues(vh),
+        ListKind::Queues => listing::queues_with_rates(vh, broker.rates()),
         ListKind::Bindings => listing::bindings(vh),
         ListKind::Consumers => listing::consumers(vh, broker),
         ListKind::Connections => listing::connections(broker),

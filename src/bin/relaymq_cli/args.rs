@@ -50,6 +50,8 @@ commands:
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
+      queues and vhosts show rates (messages/s over the last 5 s sample):
+      publish_rate, deliver_get_rate, ack_rate
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
 
 administration (the --user needs the administrator tag):
@@ -64,6 +66,14 @@ administration (the --user needs the administrator tag):
   permission set USER --configure RE --write RE --read RE   (in the --vhost)
   permission clear USER                              (in the --vhost)
   permission list [--json]
+  close connection ID [--reason TEXT]                ID as 'list connections' shows it; the
+      client gets 320 CONNECTION_FORCED - TEXT (like rabbitmqctl close_connection)
+  export definitions [FILE|-]                        RabbitMQ's JSON format (stdout without FILE)
+  import definitions FILE|-                          e.g. from rabbitmqctl export_definitions;
+      prints what was created and what was not honoured
+  set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available) or 512MiB
+  set disk-free-limit SIZE                           e.g. 1GiB; publishers are blocked below it
+      (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
 
 policies (the --user needs the policymaker or administrator tag; in the --vhost):
   policy set NAME PATTERN DEFINITION [--priority N] [--apply-to queues|exchanges|all]
@@ -72,9 +82,6 @@ policies (the --user needs the policymaker or administrator tag; in the --vhost)
       dead-letter-routing-key delivery-limit (others RabbitMQ knows are kept, not acted on)
   policy clear NAME
   policy list [--json]
-  set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available) or 512MiB
-  set disk-free-limit SIZE                           e.g. 1GiB; publishers are blocked below it
-      (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
 
 values: K=V gives an integer for a decimal integer that fits in 64 bits (a longer one stays
         a string), a boolean for true/false, else a string;
@@ -293,6 +300,17 @@ pub enum Command {
     SetMemoryHighWatermark(MemoryWatermark),
     /// `set disk-free-limit`, in bytes.
     SetDiskFreeLimit(u64),
+    /// `close connection ID [--reason TEXT]`.
+    CloseConnection {
+        /// Connection id (`list connections`).
+        id: u64,
+        /// Reason the client is given (empty: the server's default).
+        reason: String,
+    },
+    /// `export definitions [FILE]`: `None` or `-` is standard output.
+    ExportDefinitions(Option<String>),
+    /// `import definitions FILE` (`-` is standard input).
+    ImportDefinitions(String),
 }
 
 /// A `user` subcommand.
@@ -369,6 +387,7 @@ pub enum Invocation {
 
 /// Options taking a value (global and per command).
 const VALUE_OPTIONS: &[&str] = &[
+    "reason",
     "addr",
     "vhost",
     "user",
@@ -670,6 +689,44 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                         "cannot set '{other}': use memory-high-watermark or disk-free-limit"
                     )))
                 }
+            }
+        }
+        "close" => {
+            let [what, id] = raw.positionals("close", ["connection", "ID"])?;
+            if what != "connection" {
+                return Err(CliError::Usage(format!(
+                    "cannot close '{what}': use close connection ID"
+                )));
+            }
+            Command::CloseConnection {
+                id: id.parse().map_err(|_| {
+                    CliError::Usage(format!(
+                        "close connection: ID must be a number as 'list connections' shows, not '{id}'"
+                    ))
+                })?,
+                reason: raw.value("reason")?.unwrap_or_default(),
+            }
+        }
+        "export" | "import" => {
+            let (what, file) = match raw.positionals.as_slice() {
+                [what] if word == "export" => (what.clone(), None),
+                [what, file] => (what.clone(), Some(file.clone())),
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "usage: {word} definitions {}",
+                        if word == "export" { "[FILE]" } else { "FILE" }
+                    )))
+                }
+            };
+            if what != "definitions" {
+                return Err(CliError::Usage(format!(
+                    "cannot {word} '{what}': use {word} definitions"
+                )));
+            }
+            match (word.as_str(), file) {
+                ("export", file) => Command::ExportDefinitions(file.filter(|f| f != "-")),
+                (_, Some(file)) => Command::ImportDefinitions(file),
+                (_, None) => return Err(CliError::Usage("import definitions needs FILE".into())),
             }
         }
         "help" => return Err(CliError::Usage("use --help".into())),
@@ -1405,5 +1462,47 @@ mod tests {
         assert!(usage_error(&["get"]).contains("QUEUE"));
         assert!(usage_error(&["get", "q", "--requeue", "--reject"]).contains("cannot be combined"));
         assert!(usage_error(&["status", "--json=yes"]).contains("json"));
+    }
+
+    #[test]
+    fn close_export_import_parse() {
+        assert_eq!(
+            cmd(&["close", "connection", "17", "--reason", "bye"]),
+            Command::CloseConnection {
+                id: 17,
+                reason: "bye".into()
+            }
+        );
+        assert_eq!(
+            cmd(&["close", "connection", "3"]),
+            Command::CloseConnection {
+                id: 3,
+                reason: String::new()
+            }
+        );
+        assert_eq!(
+            cmd(&["export", "definitions"]),
+            Command::ExportDefinitions(None)
+        );
+        assert_eq!(
+            cmd(&["export", "definitions", "-"]),
+            Command::ExportDefinitions(None)
+        );
+        assert_eq!(
+            cmd(&["export", "definitions", "d.json"]),
+            Command::ExportDefinitions(Some("d.json".into()))
+        );
+        assert_eq!(
+            cmd(&["import", "definitions", "d.json"]),
+            Command::ImportDefinitions("d.json".into())
+        );
+        assert!(usage_error(&["close", "connection", "abc"]).contains("must be a number"));
+        assert!(usage_error(&["close", "channel", "1"]).contains("close connection ID"));
+        assert!(usage_error(&["import", "definitions"]).contains("FILE"));
+        assert!(usage_error(&["export", "queues"]).contains("export definitions"));
+        assert!(
+            usage_error(&["export", "definitions", "f", "--reason", "x"])
+                .contains("not valid for 'export'")
+        );
     }
 }

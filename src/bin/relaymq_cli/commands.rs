@@ -28,6 +28,26 @@ const LINES_BATCH_BYTES: usize = 256 * 1024;
 /// How often `consume` looks at the signal flag while it waits, milliseconds.
 const SIGNAL_POLL_MS: u64 = 200;
 
+/// How long `import definitions` waits for the server's summary (a large file takes about
+/// 1 ms per durable queue, exchange or binding).
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Reason `close connection` gives without `--reason`, after `CONNECTION_FORCED - `
+/// (RabbitMQ's management plugin says "Closed via management plugin").
+const CLOSE_REASON_DEFAULT: &str = "Closed via relaymq-cli";
+
+/// The text of a definitions file (`-`: standard input).
+fn read_definitions(path: &str) -> Result<String, CliError> {
+    let mut text = String::new();
+    let read = if path == "-" {
+        io::stdin().read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::read_to_string(path).map(|t| text = t)
+    };
+    read.map_err(|e| CliError::Usage(format!("cannot read definitions from '{path}': {e}")))?;
+    Ok(text)
+}
+
 /// Connects, runs the command, closes the connection.
 ///
 /// # Errors
@@ -40,6 +60,14 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
         client_name: "relaymq-cli".into(),
         tls: global.tls.clone(),
         ..ConnectOptions::new(global.addr.clone())
+    };
+    // An import declares durable objects one commit at a time (about 1 ms each).
+    let options = match command {
+        Command::ImportDefinitions(_) => ConnectOptions {
+            timeout: IMPORT_TIMEOUT,
+            ..options
+        },
+        _ => options,
     };
     let conn = Connection::connect_with(options).map_err(|e| match e {
         ClientError::Usage(m) => CliError::Usage(m),
@@ -141,6 +169,30 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
         }
         Command::SetMemoryHighWatermark(w) => conn.set_memory_high_watermark(w)?,
         Command::SetDiskFreeLimit(bytes) => conn.set_disk_free_limit(bytes)?,
+        Command::CloseConnection { id, reason } => {
+            let reason = if reason.is_empty() {
+                CLOSE_REASON_DEFAULT.to_string()
+            } else {
+                reason
+            };
+            conn.close_connection(id, &reason)?
+        }
+        Command::ExportDefinitions(file) => {
+            let mut json = conn.export_definitions()?;
+            json.push('\n');
+            match file {
+                Some(path) => std::fs::write(&path, json)
+                    .map_err(|e| CliError::Other(anyhow::anyhow!("cannot write '{path}': {e}")))?,
+                None => stdout.lock().write_all(json.as_bytes())?,
+            }
+        }
+        Command::ImportDefinitions(path) => {
+            let json = read_definitions(&path)?;
+            let summary = conn.import_definitions(&json)?;
+            stdout
+                .lock()
+                .write_all(output::import_summary(&summary).as_bytes())?;
+        }
         Command::Publish(a) => publish(conn, a)?,
         Command::Consume(a) => consume(conn, a)?,
         Command::Get(a) => get(conn, a)?,

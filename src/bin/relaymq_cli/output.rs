@@ -80,7 +80,12 @@ const fn col(header: &'static str) -> Column {
 /// The columns printed for each kind of `list` (field names of `docs/protocol.md` §12,
 /// RabbitMQ's management API names).
 pub fn columns(kind: ListKind) -> &'static [Column] {
-    const VHOSTS: &[Column] = &[col("name")];
+    const VHOSTS: &[Column] = &[
+        col("name"),
+        col("publish_rate"),
+        col("deliver_get_rate"),
+        col("ack_rate"),
+    ];
     const EXCHANGES: &[Column] = &[
         col("name"),
         col("type"),
@@ -96,6 +101,9 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("consumers"),
         col("messages_persistent"),
         col("disk_bytes"),
+        col("publish_rate"),
+        col("deliver_get_rate"),
+        col("ack_rate"),
     ];
     const BINDINGS: &[Column] = &[
         col("source"),
@@ -122,6 +130,7 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("prefetch_count"),
     ];
     const CONNECTIONS: &[Column] = &[
+        col("id"),
         Column {
             header: "name",
             fields: &["name", "id"],
@@ -339,11 +348,14 @@ mod tests {
         let text = format_table(columns(ListKind::Queues), &rows);
         assert_eq!(
             text,
-            "name    durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes\n\
+            "name    durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes  publish_rate  deliver_get_rate  ack_rate\n\
              orders  true     12                                       1\n\
              q       false    0               3                        0\n"
         );
-        assert_eq!(format_table(columns(ListKind::Vhosts), &[]), "name\n");
+        assert_eq!(
+            format_table(columns(ListKind::Vhosts), &[]),
+            "name  publish_rate  deliver_get_rate  ack_rate\n"
+        );
     }
 
     #[test]
@@ -379,9 +391,11 @@ mod tests {
         ];
         assert_eq!(
             format_table(columns(ListKind::Connections), &conns),
-            "name  peer            user   vhost  channels\n\
-             c1    127.0.0.1:5000\n\
-             4                     guest\n"
+            concat!(
+                "id  name  peer            user   vhost  channels\n",
+                "    c1    127.0.0.1:5000\n",
+                "4   4                     guest\n"
+            )
         );
         let mut args = FieldTable::new();
         args.insert("x-match".into(), FieldValue::string("all"));
@@ -415,6 +429,47 @@ mod escape_tests {
         let mut row = FieldTable::new();
         row.insert("name".into(), FieldValue::string("nl\nq"));
         let text = format_table(columns(ListKind::Vhosts), &[row]);
-        assert_eq!(text, "name\nnl\\nq\n");
+        assert_eq!(
+            text,
+            "name   publish_rate  deliver_get_rate  ack_rate\nnl\\nq\n"
+        );
     }
+}
+
+/// The import summary the server sent (`{"created": {...}, "unchanged": {...},
+/// "not_honoured": [...]}`) as lines: counts per section, then each element not honoured.
+pub fn import_summary(json: &str) -> String {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return format!("{json}\n");
+    };
+    let counts = |key: &str| -> String {
+        v.get(key)
+            .and_then(|m| m.as_object())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let mut out = format!(
+        "created:   {}\nunchanged: {}\n",
+        counts("created"),
+        counts("unchanged")
+    );
+    let skipped: Vec<&str> = v
+        .get("not_honoured")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(|s| s.as_str()).collect())
+        .unwrap_or_default();
+    if skipped.is_empty() {
+        out.push_str("not honoured: none\n");
+    } else {
+        out.push_str(&format!("not honoured ({}):\n", skipped.len()));
+        for s in skipped {
+            out.push_str(&format!("  {s}\n"));
+        }
+    }
+    out
 }

@@ -1,0 +1,178 @@
+//! Export: the broker's definitions as `rabbitmqctl export_definitions` writes them
+//! (RabbitMQ 3.10 format). Durable objects only, as RabbitMQ: durable non-exclusive queues,
+//! durable exchanges other than the default one and `amq.*`, bindings whose both ends are
+//! durable. Users keep their hash and its algorithm (`argon2id` for ours, which our import
+//! reads back; RabbitMQ's `rabbit_password_hashing_sha256` hashes as imported).
+
+use super::RABBIT_FORMAT_VERSION;
+use crate::broker::names;
+use crate::broker::router::Destination;
+use crate::broker::vhost::VirtualHost;
+use crate::broker::Broker;
+use crate::types::field_table::table_to_json;
+use serde_json::{json, Value};
+
+/// The whole document as a JSON value; every list is sorted (by vhost, then name), so two
+/// exports of the same definitions are equal byte for byte.
+pub fn export(broker: &Broker) -> Value {
+    let mut vhosts = broker.vhosts();
+    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    json!({
+        "rabbit_version": RABBIT_FORMAT_VERSION,
+        "rabbitmq_version": RABBIT_FORMAT_VERSION,
+        "product_name": "RelayMQ",
+        "product_version": env!("CARGO_PKG_VERSION"),
+        "users": users(broker),
+        "vhosts": vhosts.iter().map(|v| vhost(v)).collect::<Vec<_>>(),
+        "permissions": permissions(broker),
+        "topic_permissions": [],
+        "parameters": [],
+        "global_parameters": [],
+        "policies": broker.policies().iter().map(|p| p.to_rabbitmq_json()).collect::<Vec<_>>(),
+        "queues": vhosts.iter().flat_map(|v| queues(v)).collect::<Vec<_>>(),
+        "exchanges": vhosts.iter().flat_map(|v| exchanges(v)).collect::<Vec<_>>(),
+        "bindings": vhosts.iter().flat_map(|v| bindings(v)).collect::<Vec<_>>(),
+    })
+}
+
+/// `users`: name, password_hash, hashing_algorithm, tags (a list, as RabbitMQ 3.10),
+/// limits (none).
+fn users(broker: &Broker) -> Vec<Value> {
+    let mut all = broker.users().users();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all.iter()
+        .map(|u| {
+            json!({
+                "name": u.name,
+                "password_hash": u.hash.hash,
+                "hashing_algorithm": u.hash.algorithm,
+                "tags": u.tags,
+                "limits": {},
+            })
+        })
+        .collect()
+}
+
+/// One `vhosts` element: name, empty metadata, no limits.
+fn vhost(v: &VirtualHost) -> Value {
+    json!({
+        "name": &*v.name,
+        "limits": [],
+        "metadata": {"description": "", "tags": []},
+    })
+}
+
+/// `permissions`: user, vhost, configure, write, read.
+fn permissions(broker: &Broker) -> Vec<Value> {
+    broker
+        .users()
+        .all_permissions()
+        .into_iter()
+        .map(|(user, vhost, def)| {
+            json!({
+                "user": user,
+                "vhost": vhost,
+                "configure": def.configure,
+                "write": def.write,
+                "read": def.read,
+            })
+        })
+        .collect()
+}
+
+/// Durable non-exclusive queues, by name.
+fn queues(v: &VirtualHost) -> Vec<Value> {
+    let mut all: Vec<_> = v
+        .all_queues()
+        .into_iter()
+        .filter(|q| q.durable && !q.exclusive)
+        .collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all.iter()
+        .map(|q| {
+            json!({
+                "name": &*q.name,
+                "vhost": &*v.name,
+                "durable": true,
+                "auto_delete": q.auto_delete,
+                "type": "classic",
+                "arguments": table_to_json(&q.arguments),
+            })
+        })
+        .collect()
+}
+
+/// Whether an exchange is exported: durable, not the default one, not `amq.*`.
+fn exported_exchange(v: &VirtualHost, name: &str) -> bool {
+    !name.is_empty() && !names::is_reserved(name) && v.exchange(name).is_some_and(|e| e.durable)
+}
+
+/// Durable exchanges other than the default one and `amq.*`, by name.
+fn exchanges(v: &VirtualHost) -> Vec<Value> {
+    let mut all: Vec<_> = v
+        .all_exchanges()
+        .into_iter()
+        .filter(|e| exported_exchange(v, &e.name))
+        .collect();
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    all.iter()
+        .map(|e| {
+            json!({
+                "name": &*e.name,
+                "vhost": &*v.name,
+                "type": e.kind.as_str(),
+                "durable": true,
+                "auto_delete": e.auto_delete,
+                "internal": e.internal,
+                "arguments": table_to_json(&e.arguments),
+            })
+        })
+        .collect()
+}
+
+/// Bindings from a durable exchange (an `amq.*` one included, as RabbitMQ) to a durable
+/// non-exclusive queue or a durable exchange; not the default exchange's implicit ones.
+fn bindings(v: &VirtualHost) -> Vec<Value> {
+    let mut rows: Vec<(String, String, &'static str, String, Value)> = Vec::new();
+    for (source, b) in v.all_bindings() {
+        if source.is_empty() || !v.exchange(&source).is_some_and(|e| e.durable) {
+            continue;
+        }
+        let (destination, kind, durable) = match &b.destination {
+            Destination::Queue(q) => (
+                q.to_string(),
+                "queue",
+                v.queue(q).is_some_and(|q| q.durable && !q.exclusive),
+            ),
+            Destination::Exchange(x) => (
+                x.to_string(),
+                "exchange",
+                v.exchange(x).is_some_and(|e| e.durable),
+            ),
+        };
+        if durable {
+            rows.push((
+                source.to_string(),
+                destination,
+                kind,
+                b.binding_key,
+                table_to_json(&b.arguments),
+            ));
+        }
+    }
+    rows.sort_by(|a, b| {
+        (&a.0, &a.1, a.2, &a.3, a.4.to_string()).cmp(&(&b.0, &b.1, b.2, &b.3, b.4.to_string()))
+    });
+    rows.into_iter()
+        .map(|(source, destination, kind, key, arguments)| {
+            json!({
+                "source": source,
+                "vhost": &*v.name,
+                "destination": destination,
+                "destination_type": kind,
+                "routing_key": key,
+                "arguments": arguments,
+            })
+        })
+        .collect()
+}

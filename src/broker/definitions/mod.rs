@@ -1,0 +1,29 @@
+//! Definitions in RabbitMQ's JSON format (`rabbitmqctl export_definitions` /
+//! `import_definitions`, RabbitMQ docs "Schema Definition Export and Import"): vhosts,
+//! users, permissions, exchanges, queues and bindings with their arguments, so a RabbitMQ
+//! setup moves to RelayMQ with one file (issue 8 part 5).
+//!
+//! [`export`] writes the broker's durable definitions; [`import`] validates a whole
+//! document, then applies it section by section. Each section is its own function, so a
+//! section added later (policies) plugs in without touching the others.
+
+mod apply;
+pub mod export;
+pub mod import;
+pub mod model;
+mod plan;
+pub mod summary;
+mod validate;
+
+pub use export::export;
+pub use import::import;
+pub use summary::ImportSummary;
+
+/// Largest definitions document accepted or produced, in bytes (16 MiB: it travels as one
+/// native-protocol payload, whose bound is [`crate::limits::PAYLOAD_BYTES_MAX`]; enough
+/// for about 100,000 queues with their bindings).
+pub const DEFINITIONS_JSON_BYTES_MAX: usize = crate::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT;
+
+/// The `rabbit_version` written in exports: the RabbitMQ release whose definitions format
+/// RelayMQ writes and reads (3.10; the format is the same from 3.8 to 3.13).
+pub const RABBIT_FORMAT_VERSION: &str = "3.10.8";

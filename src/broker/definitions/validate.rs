@@ -1,0 +1,363 @@
+//! Validation of a definitions document, section by section, before anything is applied:
+//! a value that is not valid is a 406 naming the element; what RelayMQ cannot honour is
+//! recorded in the summary and left out (docs/operations.md, "Definitions").
+
+use super::model::{self, Document, Element};
+use super::plan::{
+    BindingItem, ExchangeItem, PermissionItem, Plan, PolicyItem, QueueItem, UserDef, VhostDef,
+};
+use super::summary::ImportSummary;
+use crate::auth::password::StoredHash;
+use crate::auth::permission::{PermissionDef, Permissions};
+use crate::auth::users::{check_user_name, parse_tags};
+use crate::broker::names;
+use crate::broker::policy::PolicyDef;
+use crate::broker::router::{Destination, ExchangeKind, Router};
+use crate::broker::vhost::{check_queue_arguments, UNSUPPORTED_QUEUE_ARGUMENTS};
+use crate::broker::Broker;
+use crate::broker::{ExchangeSpec, QueueSpec};
+use crate::error::BrokerError;
+use crate::types::FieldValue;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Global parameters RelayMQ ignores without reporting them: the cluster's name and
+/// RabbitMQ's internal cluster id (RabbitMQ writes both in every export).
+const IGNORED_GLOBAL_PARAMETERS: [&str; 2] = ["cluster_name", "internal_cluster_id"];
+
+/// Reads and checks every section; what cannot be honoured goes to `summary`.
+pub(super) fn validate<'a>(
+    doc: &'a Document,
+    summary: &mut ImportSummary,
+) -> Result<Plan<'a>, BrokerError> {
+    let vhosts = vhosts(doc, summary)?;
+    let users = users(doc, summary)?;
+    let permissions = permissions(doc)?;
+    unsupported_sections(doc, summary)?;
+    let policies = policies(doc, summary)?;
+    let exchanges = exchanges(doc, summary)?;
+    let (queues, streams) = queues(doc, summary)?;
+    let bindings = bindings(doc, &exchanges, &streams, summary)?;
+    Ok(Plan {
+        vhosts,
+        users,
+        permissions,
+        policies,
+        exchanges,
+        queues,
+        bindings,
+    })
+}
+
+fn vhosts(doc: &Document, summary: &mut ImportSummary) -> Result<Vec<VhostDef>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "vhosts")? {
+        let name = e.str("name")?;
+        if name.is_empty() {
+            return Err(e.error("'name' must not be empty"));
+        }
+        if !e.is_empty_field("limits") {
+            summary.skip(format!("{}: vhost limits not honoured", e.label()));
+        }
+        out.push(VhostDef {
+            name: name.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+fn users<'a>(
+    doc: &'a Document,
+    summary: &mut ImportSummary,
+) -> Result<Vec<UserDef<'a>>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "users")? {
+        let name = e.str("name")?;
+        check_user_name(name).map_err(|err| e.invalid(err))?;
+        let hash = e.str("password_hash")?;
+        let algorithm = e.str_or("hashing_algorithm", "rabbit_password_hashing_sha256")?;
+        StoredHash::import(algorithm, hash).map_err(|err| e.invalid(err))?;
+        // RabbitMQ 3.10 writes a list; older releases a comma-separated string.
+        let text = match e.fields.get("tags") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(items)) => {
+                let mut tags = Vec::new();
+                for t in items {
+                    match t.as_str() {
+                        Some(t) => tags.push(t),
+                        None => return Err(e.error("'tags' must be strings")),
+                    }
+                }
+                tags.join(",")
+            }
+            Some(_) => return Err(e.error("'tags' must be a list or a string")),
+        };
+        let tags = parse_tags(&text).map_err(|err| e.invalid(err))?;
+        if !e.is_empty_field("limits") {
+            summary.skip(format!("{}: user limits not honoured", e.label()));
+        }
+        out.push(UserDef {
+            at: e,
+            name: name.to_string(),
+            algorithm: algorithm.to_string(),
+            hash: hash.to_string(),
+            tags,
+        });
+    }
+    Ok(out)
+}
+
+fn permissions(doc: &Document) -> Result<Vec<PermissionItem<'_>>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "permissions")? {
+        let def = PermissionDef {
+            configure: e.str("configure")?.to_string(),
+            write: e.str("write")?.to_string(),
+            read: e.str("read")?.to_string(),
+        };
+        Permissions::compile(&def).map_err(|err| e.invalid(err))?;
+        out.push(PermissionItem {
+            at: e,
+            user: e.str("user")?.to_string(),
+            vhost: e.str("vhost")?.to_string(),
+            def,
+        });
+    }
+    Ok(out)
+}
+
+/// Sections RelayMQ has no equivalent for: each element is reported.
+fn unsupported_sections(doc: &Document, summary: &mut ImportSummary) -> Result<(), BrokerError> {
+    for e in model::elements(doc, "topic_permissions")? {
+        summary.skip(format!(
+            "{}: not imported (RelayMQ has no topic permissions)",
+            e.label()
+        ));
+    }
+    for e in model::elements(doc, "parameters")? {
+        summary.skip(format!(
+            "{}: not imported (RelayMQ has no runtime parameters such as federation or shovels)",
+            e.label()
+        ));
+    }
+    for e in model::elements(doc, "global_parameters")? {
+        let name = e.str_or("name", "")?;
+        if !IGNORED_GLOBAL_PARAMETERS.contains(&name) {
+            summary.skip(format!("{}: not imported", e.label()));
+        }
+    }
+    Ok(())
+}
+
+/// Policies, checked as `relaymq-cli policy set` checks them (a bad pattern, apply-to or
+/// definition key is a 406 naming the element); keys RabbitMQ knows that RelayMQ keeps but
+/// does not act on (`ha-mode`, `queue-mode`, ...) are reported, and the policy imported
+/// with them (docs/operations.md, "Policies").
+fn policies<'a>(
+    doc: &'a Document,
+    summary: &mut ImportSummary,
+) -> Result<Vec<PolicyItem<'a>>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "policies")? {
+        let mut fields = e.fields.clone();
+        if !fields.contains_key("vhost") {
+            fields.insert("vhost".into(), Value::from(crate::broker::DEFAULT_VHOST));
+        }
+        let def =
+            PolicyDef::from_rabbitmq_json(&Value::Object(fields)).map_err(|err| e.invalid(err))?;
+        let kept = Broker::check_policy(&def).map_err(|err| e.invalid(err))?;
+        if !kept.is_empty() {
+            summary.skip(format!(
+                "{}: definition key(s) {} kept but not acted on",
+                e.label(),
+                kept.join(", ")
+            ));
+        }
+        out.push(PolicyItem { at: e, def });
+    }
+    Ok(out)
+}
+
+/// Vhost of an element: `vhost`, `/` when absent (RabbitMQ's single-vhost exports).
+fn vhost_of<'a>(e: &Element<'a>) -> Result<&'a str, BrokerError> {
+    e.str_or("vhost", crate::broker::DEFAULT_VHOST)
+}
+
+fn exchanges<'a>(
+    doc: &'a Document,
+    summary: &mut ImportSummary,
+) -> Result<Vec<ExchangeItem<'a>>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "exchanges")? {
+        let name = e.str("name")?;
+        let kind = e.str("type")?;
+        ExchangeKind::parse(kind).map_err(|err| e.invalid(err))?;
+        if name.is_empty() || names::is_reserved(name) {
+            // RabbitMQ skips them too, with a warning.
+            summary.skip(format!(
+                "{}: not imported (the default and amq.* exchanges are built in)",
+                e.label()
+            ));
+            continue;
+        }
+        let arguments = e.arguments()?;
+        out.push(ExchangeItem {
+            at: e,
+            vhost: vhost_of(&e)?.to_string(),
+            spec: ExchangeSpec {
+                name: name.to_string(),
+                kind: kind.to_string(),
+                passive: false,
+                durable: e.bool_or("durable", true)?,
+                auto_delete: e.bool_or("auto_delete", false)?,
+                internal: e.bool_or("internal", false)?,
+                arguments,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// The validated queues, and the (vhost, name) of streams left out (their bindings are
+/// left out too).
+type QueuesAndStreams<'a> = (Vec<QueueItem<'a>>, HashSet<(String, String)>);
+
+fn queues<'a>(
+    doc: &'a Document,
+    summary: &mut ImportSummary,
+) -> Result<QueuesAndStreams<'a>, BrokerError> {
+    let mut out = Vec::new();
+    let mut streams = HashSet::new();
+    for e in model::elements(doc, "queues")? {
+        let name = e.str("name")?;
+        if name.is_empty() {
+            return Err(e.error("'name' must not be empty"));
+        }
+        let vhost = vhost_of(&e)?;
+        let mut arguments = e.arguments()?;
+        let declared_type = arguments
+            .get("x-queue-type")
+            .and_then(FieldValue::as_str)
+            .map(str::to_string);
+        let kind = match (e.str_or("type", "")?, declared_type) {
+            ("", Some(t)) => t,
+            ("", None) => "classic".to_string(),
+            (t, _) => t.to_string(),
+        };
+        // A quorum queue is imported as a classic one: its type argument goes.
+        if kind != "classic" {
+            arguments.remove("x-queue-type");
+        }
+        match kind.as_str() {
+            "classic" => {}
+            "quorum" => summary.skip(format!(
+                "{}: queue type 'quorum' not honoured: imported as a durable classic queue",
+                e.label()
+            )),
+            "stream" => {
+                summary.skip(format!(
+                    "{}: not imported (RelayMQ has no streams)",
+                    e.label()
+                ));
+                streams.insert((vhost.to_string(), name.to_string()));
+                continue;
+            }
+            other => return Err(e.error(format!("unknown queue type '{other}'"))),
+        }
+        for arg in UNSUPPORTED_QUEUE_ARGUMENTS {
+            // `false` is what RelayMQ does anyway (RabbitMQ's default): kept.
+            if arguments
+                .get(arg)
+                .is_some_and(|v| !matches!(v, FieldValue::Bool(false)))
+            {
+                arguments.remove(arg);
+                summary.skip(format!(
+                    "{}: argument '{arg}' not honoured (not implemented by RelayMQ); the \
+                     queue is imported without it",
+                    e.label()
+                ));
+            }
+        }
+        check_queue_arguments(&arguments).map_err(|err| e.invalid(err))?;
+        out.push(QueueItem {
+            at: e,
+            vhost: vhost.to_string(),
+            spec: QueueSpec {
+                name: name.to_string(),
+                passive: false,
+                durable: e.bool_or("durable", true)?,
+                exclusive: false,
+                auto_delete: e.bool_or("auto_delete", false)?,
+                arguments,
+            },
+        });
+    }
+    Ok((out, streams))
+}
+
+fn bindings<'a>(
+    doc: &'a Document,
+    exchanges: &[ExchangeItem<'a>],
+    streams: &HashSet<(String, String)>,
+    summary: &mut ImportSummary,
+) -> Result<Vec<BindingItem<'a>>, BrokerError> {
+    let kinds: HashMap<(&str, &str), &str> = exchanges
+        .iter()
+        .map(|x| {
+            (
+                (x.vhost.as_str(), x.spec.name.as_str()),
+                x.spec.kind.as_str(),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for e in model::elements(doc, "bindings")? {
+        let vhost = vhost_of(&e)?;
+        let source = e.str("source")?;
+        let destination = e.str("destination")?;
+        let key = e.str_or("routing_key", "")?;
+        let arguments = e.arguments()?;
+        let destination = match e.str_or("destination_type", "queue")? {
+            "queue" => {
+                if streams.contains(&(vhost.to_string(), destination.to_string())) {
+                    summary.skip(format!(
+                        "{}: not imported (its destination is a stream)",
+                        e.label()
+                    ));
+                    continue;
+                }
+                Destination::Queue(Arc::from(destination))
+            }
+            "exchange" => Destination::Exchange(Arc::from(destination)),
+            other => {
+                return Err(e.error(format!(
+                    "'destination_type' must be queue or exchange, not '{other}'"
+                )))
+            }
+        };
+        if source.is_empty() {
+            // The default exchange's bindings are implicit: nothing to import.
+            continue;
+        }
+        // Binding arguments are checked against the source's type when the document
+        // declares it (headers exchanges need a valid x-match).
+        if let Some(kind) = kinds.get(&(vhost, source)) {
+            if let Ok(kind) = ExchangeKind::parse(kind) {
+                Router::new(kind)
+                    .validate(key, &arguments)
+                    .map_err(|err| e.invalid(err))?;
+            }
+        }
+        out.push(BindingItem {
+            at: e,
+            vhost: vhost.to_string(),
+            source: source.to_string(),
+            destination,
+            key: key.to_string(),
+            arguments,
+        });
+    }
+    Ok(out)
+}

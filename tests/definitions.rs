@@ -1,0 +1,648 @@
+//! Issue 8 part 5: definitions export/import in RabbitMQ's JSON format (with a file
+//! exported from a real RabbitMQ 3.10.8, tests/fixtures/rabbitmq-3.10-definitions.json,
+//! made by tests/fixtures/make-rabbitmq-3.10-definitions.sh), `close connection`, and
+//! message rates in `list`.
+
+mod common;
+
+use common::amqp_raw;
+use common::TestServer;
+use relaymq::client::{
+    ClientError, ConnectOptions, Connection, ExchangeDeclareOptions, ListKind, QueueDeclareOptions,
+};
+use relaymq::types::field_table::table_to_json;
+use relaymq::types::{BasicProperties, FieldTable, FieldValue};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const FIXTURE: &str = include_str!("fixtures/rabbitmq-3.10-definitions.json");
+
+fn admin(server: &TestServer) -> Connection {
+    Connection::connect(&server.addr_string()).expect("guest connects")
+}
+
+fn connect_as(server: &TestServer, user: &str, password: &str, vhost: &str) -> Connection {
+    Connection::connect_with(ConnectOptions {
+        user: user.into(),
+        password: password.into(),
+        vhost: vhost.into(),
+        ..ConnectOptions::new(server.addr_string())
+    })
+    .unwrap_or_else(|e| panic!("{user} connects to {vhost}: {e}"))
+}
+
+fn import(conn: &Connection, json: &str) -> Value {
+    let summary = conn.import_definitions(json).expect("import succeeds");
+    serde_json::from_str(&summary).expect("summary is JSON")
+}
+
+fn import_err(conn: &Connection, json: &str) -> (u16, String) {
+    match conn.import_definitions(json) {
+        Ok(s) => panic!("import succeeded: {s}"),
+        Err(e) => (e.reply_code().unwrap_or(0), e.to_string()),
+    }
+}
+
+fn not_honoured(summary: &Value) -> Vec<String> {
+    summary["not_honoured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// One comparable line per element of the sections RelayMQ carries over.
+fn normalized(doc: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let items = |k: &str| doc[k].as_array().cloned().unwrap_or_default();
+    for v in items("vhosts") {
+        out.insert(format!("vhost {}", v["name"]));
+    }
+    for u in items("users") {
+        let mut tags: Vec<String> = match &u["tags"] {
+            Value::Array(a) => a.iter().map(|t| t.as_str().unwrap().to_string()).collect(),
+            Value::String(s) => s.split(',').map(str::to_string).collect(),
+            _ => vec![],
+        };
+        tags.sort();
+        out.insert(format!("user {} {tags:?}", u["name"]));
+    }
+    for p in items("permissions") {
+        out.insert(format!(
+            "permission {} {} {} {} {}",
+            p["user"], p["vhost"], p["configure"], p["write"], p["read"]
+        ));
+    }
+    for x in items("exchanges") {
+        out.insert(format!(
+            "exchange {} {} {} {} {} {} {}",
+            x["vhost"],
+            x["name"],
+            x["type"],
+            x["durable"],
+            x["auto_delete"],
+            // RabbitMQ 3.10 leaves `internal` out (it does not export internal exchanges).
+            x["internal"].as_bool().unwrap_or(false),
+            x["arguments"]
+        ));
+    }
+    for p in items("policies") {
+        out.insert(format!(
+            "policy {} {} {} {} {} {}",
+            p["vhost"], p["name"], p["pattern"], p["apply-to"], p["priority"], p["definition"]
+        ));
+    }
+    for q in items("queues") {
+        out.insert(format!(
+            "queue {} {} {} {} {}",
+            q["vhost"], q["name"], q["durable"], q["auto_delete"], q["arguments"]
+        ));
+    }
+    for b in items("bindings") {
+        out.insert(format!(
+            "binding {} {} {} {} {} {}",
+            b["vhost"],
+            b["source"],
+            b["destination"],
+            b["destination_type"],
+            b["routing_key"],
+            b["arguments"]
+        ));
+    }
+    out
+}
+
+/// The fixture's binding to the internal exchange `events.internal`, which RabbitMQ
+/// 3.10 leaves out of its export (it does not export internal exchanges).
+const DANGLING: &str = "bindings[5] (vhost '/', source 'events', destination 'events.internal'): \
+    not imported: its destination exchange 'events.internal' is neither in the definitions \
+    nor on the server (RabbitMQ does not export internal exchanges)";
+
+#[test]
+fn rabbitmq_fixture_imports_with_only_the_missing_exchange_reported() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let summary = import(&conn, FIXTURE);
+    assert_eq!(not_honoured(&summary), vec![DANGLING.to_string()]);
+    assert_eq!(
+        summary["created"],
+        json!({"vhosts": 2, "users": 4, "permissions": 7, "policies": 2, "exchanges": 9,
+               "queues": 13, "bindings": 16})
+    );
+    assert_eq!(summary["unchanged"]["vhosts"], 1, "/ exists already");
+
+    // Arguments arrive with their meaning: x-max-length over reject-publish refuses.
+    let orders = connect_as(&server, "admin", "admin-secret", "orders");
+    let queues = orders.list(ListKind::Queues).unwrap();
+    let new = queues
+        .iter()
+        .find(|r| r.get("name").and_then(FieldValue::as_str) == Some("orders.new"))
+        .expect("orders.new imported");
+    assert_eq!(
+        table_to_json(new)["arguments"],
+        json!({"x-dead-letter-exchange": "orders.dlx", "x-dead-letter-routing-key": "expired",
+               "x-max-length": 10000, "x-message-ttl": 60000, "x-overflow": "drop-head"})
+    );
+    // The imported policy `orders-ttl` (`^orders\.`) applies to the imported queues.
+    assert_eq!(
+        table_to_json(new)["policy"],
+        json!("orders-ttl"),
+        "{:#?}",
+        table_to_json(new)
+    );
+    assert_eq!(
+        table_to_json(new)["effective_policy_definition"],
+        json!({"max-length": 100000, "message-ttl": 600000})
+    );
+}
+
+#[test]
+fn reexport_is_equivalent_to_the_rabbitmq_file() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    import(&conn, FIXTURE);
+    let exported: Value = serde_json::from_str(&conn.export_definitions().unwrap()).unwrap();
+    let mut expected: Value = serde_json::from_str(FIXTURE).unwrap();
+    // What RelayMQ has that the file did not: its default user guest with its access to /.
+    expected["users"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "guest",
+        "tags": ["administrator"]}));
+    expected["permissions"].as_array_mut().unwrap().push(
+        json!({"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}),
+    );
+    // RabbitMQ 3.10 exports its transient queues too; RelayMQ exports durable ones only.
+    expected["queues"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|q| q["durable"] == true);
+    // What was not imported: the binding to the exchange RabbitMQ did not export.
+    expected["bindings"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|b| b["destination"] != "events.internal");
+    let (got, want) = (normalized(&exported), normalized(&expected));
+    assert_eq!(
+        got,
+        want,
+        "\nonly exported: {:#?}\nonly expected: {:#?}",
+        got.difference(&want).collect::<Vec<_>>(),
+        want.difference(&got).collect::<Vec<_>>()
+    );
+    assert_eq!(exported["rabbit_version"], "3.10.8");
+    assert_eq!(exported["product_name"], "RelayMQ");
+    // RabbitMQ's hashes are exported as they came in, with their algorithm.
+    let producer = exported["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "producer")
+        .unwrap();
+    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    let original = fixture["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "producer")
+        .unwrap();
+    assert_eq!(producer["password_hash"], original["password_hash"]);
+    assert_eq!(
+        producer["hashing_algorithm"],
+        "rabbit_password_hashing_sha256"
+    );
+}
+
+#[test]
+fn imported_users_log_in_with_their_rabbitmq_passwords_and_permissions() {
+    let server = TestServer::start();
+    import(&admin(&server), FIXTURE);
+    let producer = connect_as(&server, "producer", "producer-secret", "orders");
+    let ch = producer.open_channel().unwrap();
+    // `^orders\..*` allows this queue, not another name.
+    ch.queue_declare("orders.mine", QueueDeclareOptions::default())
+        .unwrap();
+    let err = ch
+        .queue_declare("elsewhere", QueueDeclareOptions::default())
+        .unwrap_err();
+    assert_eq!(err.reply_code(), Some(403), "{err}");
+    // The monitoring user may list; a wrong password is refused.
+    let reporter = connect_as(&server, "reporter", "reporter-secret", "analytics");
+    assert!(!reporter.list(ListKind::Queues).unwrap().is_empty());
+    let wrong = Connection::connect_with(ConnectOptions {
+        user: "reporter".into(),
+        password: "not-the-secret".into(),
+        ..ConnectOptions::new(server.addr_string())
+    });
+    assert!(matches!(wrong, Err(ClientError::Auth { code: 403, .. })));
+    // The administrator from RabbitMQ administers here too.
+    let admin = connect_as(&server, "admin", "admin-secret", "/");
+    admin.export_definitions().expect("admin may export");
+}
+
+#[test]
+fn importing_twice_changes_nothing() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    import(&conn, FIXTURE);
+    let before = conn.export_definitions().unwrap();
+    let again = import(&conn, FIXTURE);
+    for (section, n) in again["created"].as_object().unwrap() {
+        assert_eq!(n, 0, "{section} created on the second import");
+    }
+    assert_eq!(again["unchanged"]["queues"], 13);
+    assert_eq!(again["unchanged"]["bindings"], 16);
+    assert_eq!(conn.export_definitions().unwrap(), before);
+}
+
+#[test]
+fn our_own_export_round_trips_into_a_fresh_server() {
+    let first = TestServer::start();
+    let conn = admin(&first);
+    conn.declare_vhost("v2").unwrap();
+    conn.add_user("alice", "alice-pw", &["management"]).unwrap();
+    conn.set_permissions("alice", "v2", "^a", "^a", "^a")
+        .unwrap();
+    let ch = conn.open_channel().unwrap();
+    let mut args = FieldTable::new();
+    args.insert("alternate-exchange".into(), FieldValue::string("ae"));
+    ch.exchange_declare(
+        "ae",
+        "fanout",
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ch.exchange_declare(
+        "in",
+        "direct",
+        ExchangeDeclareOptions {
+            durable: true,
+            arguments: args,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut qargs = FieldTable::new();
+    qargs.insert("x-max-length".into(), FieldValue::I32(7));
+    ch.queue_declare(
+        "kept",
+        QueueDeclareOptions {
+            durable: true,
+            arguments: qargs,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ch.queue_declare("transient", QueueDeclareOptions::default())
+        .unwrap();
+    ch.queue_bind("kept", "ae", "", FieldTable::new()).unwrap();
+    ch.queue_bind("transient", "in", "t", FieldTable::new())
+        .unwrap();
+    let exported = conn.export_definitions().unwrap();
+    let doc: Value = serde_json::from_str(&exported).unwrap();
+    let names: Vec<&str> = doc["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["kept"], "only durable queues are exported");
+    assert_eq!(doc["bindings"].as_array().unwrap().len(), 1);
+    let alice = doc["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "alice")
+        .unwrap();
+    assert_eq!(alice["hashing_algorithm"], "argon2id");
+
+    let second = TestServer::start();
+    let conn2 = admin(&second);
+    let summary = import(&conn2, &exported);
+    assert!(not_honoured(&summary).is_empty(), "{summary}");
+    assert_eq!(conn2.export_definitions().unwrap(), exported);
+    connect_as(&second, "alice", "alice-pw", "v2");
+    // The alternate exchange works after the import: an unmatched key lands in `kept`.
+    let ch2 = conn2.open_channel().unwrap();
+    ch2.basic_publish("in", "nobody", false, &BasicProperties::default(), b"m")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(m) = ch2.basic_get("kept", true).unwrap() {
+            assert_eq!(m.body, b"m");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "message never reached the alternate exchange"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bad_documents_are_refused_naming_the_element_and_nothing_is_applied() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let bad = json!({
+        "vhosts": [{"name": "should-not-appear"}],
+        "queues": [
+            {"name": "ok", "vhost": "/", "durable": true, "arguments": {}},
+            {"name": "q", "vhost": "/", "durable": true,
+             "arguments": {"x-max-length": "lots"}}
+        ]
+    });
+    let (code, text) = import_err(&conn, &bad.to_string());
+    assert_eq!(code, 406, "{text}");
+    assert!(
+        text.contains("queues[1] (vhost '/', name 'q'): ") && text.contains("x-max-length"),
+        "{text}"
+    );
+    let vhosts = conn.list(ListKind::Vhosts).unwrap();
+    assert_eq!(vhosts.len(), 1, "nothing applied");
+
+    for (doc, expected) in [
+        ("[]", "must be a JSON object"),
+        ("{\"users\": 5}", "'users' must be an array"),
+        (
+            r#"{"users": [{"name": "u", "password_hash": "xx", "hashing_algorithm": "md5"}]}"#,
+            "users[0] (name 'u'): unknown hashing algorithm 'md5'",
+        ),
+        (
+            r#"{"exchanges": [{"name": "x", "vhost": "/", "type": "nonesuch"}]}"#,
+            "exchanges[0] (vhost '/', name 'x'): ",
+        ),
+        (
+            r#"{"permissions": [{"user": "guest", "vhost": "/", "configure": "(", "write": "", "read": ""}]}"#,
+            "permissions[0] (user 'guest', vhost '/'): ",
+        ),
+        (
+            r#"{"bindings": [{"vhost": "/", "source": "amq.headers", "destination": "d", "destination_type": "pipe"}]}"#,
+            "bindings[0] (vhost '/', source 'amq.headers', destination 'd'): 'destination_type'",
+        ),
+        (
+            r#"{"queues": [{"vhost": "/", "durable": true}]}"#,
+            "queues[0] (vhost '/'): 'name' is missing",
+        ),
+        (
+            r#"{"policies": [{"vhost": "/", "name": "p", "pattern": ".*", "definition": {"max-priority": 5}}]}"#,
+            "policies[0] (vhost '/', name 'p'): ",
+        ),
+        (
+            r#"{"policies": [{"vhost": "/", "name": "p", "pattern": "(", "definition": {"max-length": 5}}]}"#,
+            "policies[0] (vhost '/', name 'p'): ",
+        ),
+    ] {
+        let (_, text) = import_err(&conn, doc);
+        assert!(text.contains(expected), "{doc}: {text}");
+    }
+}
+
+#[test]
+fn an_existing_object_with_other_properties_is_inequivalent() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let ch = conn.open_channel().unwrap();
+    let mut args = FieldTable::new();
+    args.insert("x-max-length".into(), FieldValue::I32(5));
+    ch.queue_declare(
+        "q",
+        QueueDeclareOptions {
+            durable: true,
+            arguments: args,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let same = json!({"queues": [{"name": "q", "vhost": "/", "durable": true,
+        "auto_delete": false, "arguments": {"x-max-length": 5}}]});
+    let summary = import(&conn, &same.to_string());
+    assert_eq!(
+        summary["unchanged"]["queues"], 1,
+        "a 32-bit 5 equals a JSON 5"
+    );
+    let other = json!({
+        "exchanges": [{"name": "new-x", "vhost": "/", "type": "direct"}],
+        "queues": [{"name": "q", "vhost": "/", "durable": true,
+            "arguments": {"x-max-length": 10}}]});
+    let (code, text) = import_err(&conn, &other.to_string());
+    assert_eq!(code, 406);
+    assert!(
+        text.contains(
+            "queues[0] (vhost '/', name 'q'): inequivalent arg 'x-max-length' for queue 'q'"
+        ),
+        "{text}"
+    );
+    let exchanges = conn.list(ListKind::Exchanges).unwrap();
+    assert!(
+        !exchanges
+            .iter()
+            .any(|x| x.get("name").and_then(FieldValue::as_str) == Some("new-x")),
+        "the document was refused as a whole"
+    );
+}
+
+#[test]
+fn elements_that_cannot_be_honoured_are_reported_and_the_rest_imported() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let doc = json!({
+        "users": [{"name": "lim", "password_hash": "MM/jDpIo7oMwXuXTejIPNc4rC0SdDWMkIeAXsJUe25IPOxA5",
+                   "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": "management",
+                   "limits": {"max-connections": 10}}],
+        "permissions": [{"user": "lim", "vhost": "/", "configure": "", "write": "", "read": ""}],
+        "topic_permissions": [{"user": "lim", "vhost": "/", "exchange": "amq.topic",
+                               "write": ".*", "read": ".*"}],
+        "parameters": [{"vhost": "/", "component": "shovel", "name": "s1", "value": {}}],
+        "global_parameters": [{"name": "cluster_name", "value": "rabbit@x"},
+                              {"name": "internal_cluster_id", "value": "id"},
+                              {"name": "something_else", "value": 1}],
+        "policies": [{"vhost": "/", "name": "p", "pattern": "^ha\\.", "apply-to": "queues",
+                      "definition": {"ha-mode": "all", "max-length": 5}}],
+        "queues": [
+            {"name": "quorum-q", "vhost": "/", "durable": true, "type": "quorum",
+             "arguments": {"x-queue-type": "quorum"}},
+            {"name": "stream-q", "vhost": "/", "durable": true, "type": "stream",
+             "arguments": {"x-queue-type": "stream"}},
+            {"name": "sac", "vhost": "/", "durable": true,
+             "arguments": {"x-single-active-consumer": true}}
+        ],
+        "bindings": [
+            {"vhost": "/", "source": "amq.direct", "destination": "stream-q",
+             "destination_type": "queue", "routing_key": "s", "arguments": {}},
+            {"vhost": "/", "source": "amq.direct", "destination": "quorum-q",
+             "destination_type": "queue", "routing_key": "q", "arguments": {}}
+        ],
+        "some_future_section": {"ignored": true}
+    });
+    let summary = import(&conn, &doc.to_string());
+    let skipped = not_honoured(&summary);
+    for expected in [
+        "users[0] (name 'lim'): user limits not honoured",
+        "topic_permissions[0] (user 'lim', vhost '/', exchange 'amq.topic'): not imported",
+        "parameters[0] (vhost '/', component 'shovel', name 's1'): not imported",
+        "global_parameters[2] (name 'something_else'): not imported",
+        "policies[0] (vhost '/', name 'p'): definition key(s) ha-mode kept but not acted on",
+        "queues[0] (vhost '/', name 'quorum-q'): queue type 'quorum' not honoured",
+        "queues[1] (vhost '/', name 'stream-q'): not imported (RelayMQ has no streams)",
+        "queues[2] (vhost '/', name 'sac'): argument 'x-single-active-consumer' not honoured",
+        "bindings[0] (vhost '/', source 'amq.direct', destination 'stream-q'): not imported",
+    ] {
+        assert!(
+            skipped.iter().any(|s| s.starts_with(expected)),
+            "{expected} missing from {skipped:#?}"
+        );
+    }
+    assert_eq!(skipped.len(), 9, "{skipped:#?}");
+    assert_eq!(summary["created"]["queues"], 2);
+    assert_eq!(summary["created"]["bindings"], 1);
+    connect_as(&server, "lim", "admin-secret", "/");
+}
+
+#[test]
+fn definitions_are_for_administrators_only() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    conn.add_user("viewer", "viewer-pw", &["monitoring"])
+        .unwrap();
+    conn.set_permissions("viewer", "/", ".*", ".*", ".*")
+        .unwrap();
+    let viewer = connect_as(&server, "viewer", "viewer-pw", "/");
+    for r in [
+        viewer.export_definitions().map(|_| ()),
+        viewer.import_definitions("{}").map(|_| ()),
+        viewer.close_connection(conn.connection_id(), "no"),
+    ] {
+        assert_eq!(r.unwrap_err().reply_code(), Some(403));
+    }
+}
+
+fn connection_ids(conn: &Connection) -> Vec<u64> {
+    conn.list(ListKind::Connections)
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.get("id").and_then(FieldValue::as_i64))
+        .map(|i| i as u64)
+        .collect()
+}
+
+#[test]
+fn close_connection_closes_native_and_amqp_connections_with_320() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let me = conn.connection_id();
+
+    // Native: the victim's next request fails with 320 and the reason.
+    let victim = admin(&server);
+    conn.close_connection(victim.connection_id(), "maintenance window")
+        .unwrap();
+    match victim.list(ListKind::Vhosts) {
+        Err(ClientError::ConnectionClosed { code: 320, text }) => {
+            assert!(text.contains("maintenance window"), "{text}")
+        }
+        other => panic!("expected 320, got {other:?}"),
+    }
+
+    // AMQP 0-9-1: connection.close 320 `CONNECTION_FORCED - <reason>`, as RabbitMQ sends.
+    let before = connection_ids(&conn);
+    let mut amqp = amqp_raw::Raw::open(server.handle.amqp_addr().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let amqp_id = loop {
+        if let Some(id) = connection_ids(&conn)
+            .into_iter()
+            .find(|i| !before.contains(i) && *i != me)
+        {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "AMQP connection never listed");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    conn.close_connection(amqp_id, "").unwrap();
+    assert_eq!(
+        amqp.expect_connection_close(320),
+        "CONNECTION_FORCED - Closed by an administrator"
+    );
+
+    let err = conn.close_connection(999_999, "x").unwrap_err();
+    assert_eq!(err.reply_code(), Some(404), "{err}");
+    conn.list(ListKind::Vhosts)
+        .expect("a 404 does not cost the connection");
+}
+
+fn queue_row(conn: &Connection, name: &str) -> Value {
+    let rows = conn.list(ListKind::Queues).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.get("name").and_then(FieldValue::as_str) == Some(name))
+        .expect("queue listed");
+    table_to_json(row)
+}
+
+#[test]
+fn list_shows_message_rates_that_move() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let ch = conn.open_channel().unwrap();
+    ch.queue_declare("busy", QueueDeclareOptions::default())
+        .unwrap();
+    let row = queue_row(&conn, "busy");
+    assert_eq!(row["publish_rate"], json!(0.0));
+    // Publish steadily until a sample shows a rate (samples are 5 s apart).
+    let started = Instant::now();
+    let rate = loop {
+        for _ in 0..100 {
+            ch.basic_publish("", "busy", false, &BasicProperties::default(), b"x")
+                .unwrap();
+        }
+        let row = queue_row(&conn, "busy");
+        let rate = row["publish_rate"].as_f64().unwrap();
+        if rate > 0.0 {
+            let vhosts = conn.list(ListKind::Vhosts).unwrap();
+            let vh = table_to_json(&vhosts[0]);
+            assert!(vh["publish_rate"].as_f64().unwrap() > 0.0, "{vh}");
+            assert!(row.get("deliver_get_rate").is_some() && row.get("ack_rate").is_some());
+            break rate;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no publish rate after 30 s: {row}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("publish rate seen: {rate} msg/s");
+}
+
+#[test]
+fn a_classic_type_argument_is_kept_and_a_quorum_one_dropped() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let doc = json!({"queues": [
+        {"name": "c", "vhost": "/", "durable": true, "type": "classic",
+         "arguments": {"x-queue-type": "classic"}},
+        {"name": "qq", "vhost": "/", "durable": true, "type": "quorum",
+         "arguments": {"x-queue-type": "quorum", "x-delivery-limit": 5}}
+    ]});
+    import(&conn, &doc.to_string());
+    let exported: Value = serde_json::from_str(&conn.export_definitions().unwrap()).unwrap();
+    let args: Vec<Value> = exported["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["arguments"].clone())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            json!({"x-queue-type": "classic"}),
+            json!({"x-delivery-limit": 5})
+        ]
+    );
+    // Importing the same document again is still equivalent.
+    let again = import(&conn, &doc.to_string());
+    assert_eq!(again["unchanged"]["queues"], 2);
+}
