@@ -70,7 +70,7 @@ has "$tmp/printed" 'heartbeat = 12  # file' || fail "file value missing"
 pass
 has "$tmp/printed" 'frame-max = 131072  # default' || fail "default missing"
 pass
-has "$tmp/printed" 'default-pass = "<hidden>"' || fail "secret not hidden"
+has "$tmp/printed" '# default-pass = "<hidden>"' || fail "secret not hidden"
 has "$tmp/printed" 'file-secret' && fail "secret printed"
 pass
 

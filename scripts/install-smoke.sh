@@ -137,9 +137,9 @@ file_is "$conf" 640;                same "$conf_src" "$conf"
 dir_is "$data" 750
 [ -z "$(ls -A "$data")" ] || fail "the new data directory is not empty"
 pass
-"$bin/relaymq-server" --version | grep -q "^relaymq-server " || fail "the installed server does not run"
+grep -q "^relaymq-server " <<<"$("$bin/relaymq-server" --version)" || fail "the installed server does not run"
 pass
-"$bin/relaymq-cli" --version | grep -q "^relaymq-cli " || fail "the installed CLI does not run"
+grep -q "^relaymq-cli " <<<"$("$bin/relaymq-cli" --version)" || fail "the installed CLI does not run"
 pass
 # Owners: only where the account exists and we are root (the real-system install).
 if [ "$(id -u)" = 0 ] && getent passwd relaymq >/dev/null && getent group relaymq >/dev/null; then
@@ -216,7 +216,7 @@ keys=$(sed -nE 's/^#? ?([a-z][a-z0-9-]*) = .*/\1/p' "$conf")
 for key in $keys; do
   case "$key" in
     metrics-listen) ;;   # issue 8's metrics listener, added to --help by the metrics part
-    *) printf '%s\n' "$help" | grep -qE -- "^ +--$key( |$)" \
+    *) grep -qE -- "^ +--$key( |$)" <<<"$help" \
          || fail "the sample config's key '$key' is not a relaymq-server flag" ;;
   esac
   [ "$(printf '%s\n' "$keys" | grep -cx -- "$key")" = 1 ] || fail "key '$key' appears twice in the sample"
@@ -226,7 +226,7 @@ pass
 # --channel-max) has its key in the sample.
 for flag in $(printf '%s\n' "$help" | sed -nE 's/^ +--([a-z][a-z0-9-]*).*/\1/p'); do
   case "$flag" in check|help|version|config|print-config|channel-max) continue ;; esac
-  printf '%s\n' "$keys" | grep -qx -- "$flag" || fail "flag --$flag has no key in the sample config"
+  grep -qx -- "$flag" <<<"$keys" || fail "flag --$flag has no key in the sample config"
 done
 pass
 # The commented defaults are the server's (--help's [default: X]), sizes compared in bytes.
@@ -250,7 +250,7 @@ while IFS= read -r line; do
 done < <(grep -E '^# [a-z][a-z0-9-]* = ' "$conf")
 
 # The installed server reads the installed config (once --config exists: issue 8 part 2).
-if printf '%s\n' "$help" | grep -q -- '--config' && printf '%s\n' "$help" | grep -q -- '--print-config'; then
+if grep -q -- '--config' <<<"$help" && grep -q -- '--print-config' <<<"$help"; then
   set +e
   out=$("$bin/relaymq-server" --config "$conf" --print-config 2>&1); code=$?
   set -e
@@ -307,12 +307,16 @@ same "$tmp/conf.edited" "$conf"
 # Modes drifted by hand are put back; a tampered unit is replaced (local changes belong in
 # drop-ins), the config still not.
 chmod 0777 "$data" "$bin/relaymq-cli"
+chmod 0644 "$conf"
 echo "Environment=TAMPERED=1" >> "$unit"
 inst 0 --prefix "$prefix"
 out_has "updated $unit"
+out_has "unchanged $bin/relaymq-cli (mode put back to 0755)"
 same "$unit_src" "$unit"
 dir_is "$data" 750
 file_is "$bin/relaymq-cli" 755
+# The config may hold default-pass: its mode is put back too, its content kept.
+file_is "$conf" 640
 same "$tmp/conf.edited" "$conf"
 
 # --- systemd-analyze -------------------------------------------------------------------------------

@@ -189,8 +189,12 @@ fi
 install_file() {
   local src=$1 dst=$2 mode=$3
   if [ -f "$dst" ] && cmp -s "$src" "$dst"; then
-    chmod "$mode" "$dst"
-    say "unchanged $dst"
+    if [ "$(stat -c %a "$dst")" = "${mode#0}" ]; then
+      say "unchanged $dst"
+    else
+      chmod "$mode" "$dst"
+      say "unchanged $dst (mode put back to $mode)"
+    fi
   else
     local verb=installed
     [ -e "$dst" ] && verb=updated
@@ -218,7 +222,10 @@ install_file "$unit_src" "$unit_path" 0644
 
 make_dir "$conf_dir" 0750 "" "$owner_group"
 if [ -e "$conf_path" ]; then
-  say "kept existing $conf_path (never overwritten; the sample is $conf_src)"
+  # Never overwritten, but its mode and group are put back: it may hold default-pass.
+  chmod 0640 "$conf_path"
+  if [ -n "$owner_group" ]; then chgrp "$owner_group" "$conf_path"; fi
+  say "kept existing $conf_path (never overwritten; mode 0640${owner_group:+, group $owner_group}; the sample is $conf_src)"
 else
   install -m 0640 "$conf_src" "$conf_path"
   if [ -n "$owner_group" ]; then chgrp "$owner_group" "$conf_path"; fi

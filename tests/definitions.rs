@@ -562,6 +562,20 @@ fn close_connection_closes_native_and_amqp_connections_with_320() {
         assert!(Instant::now() < deadline, "AMQP connection never listed");
         std::thread::sleep(Duration::from_millis(20));
     };
+    // `list connections` tells the protocols apart (RabbitMQ's `protocol` field).
+    let protocol_of = |id: u64| {
+        conn.list(ListKind::Connections)
+            .unwrap()
+            .iter()
+            .find(|r| r.get("id").and_then(FieldValue::as_i64) == Some(id as i64))
+            .and_then(|r| {
+                r.get("protocol")
+                    .and_then(FieldValue::as_str)
+                    .map(str::to_string)
+            })
+    };
+    assert_eq!(protocol_of(amqp_id).as_deref(), Some("AMQP 0-9-1"));
+    assert_eq!(protocol_of(me).as_deref(), Some("RelayMQ native"));
     conn.close_connection(amqp_id, "").unwrap();
     assert_eq!(
         amqp.expect_connection_close(320),

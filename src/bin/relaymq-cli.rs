@@ -14,6 +14,8 @@ fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let code = match run() {
         Ok(()) => 0,
+        // The reader of our output went away (`| head`): it has what it wanted.
+        Err(e) if e.is_broken_pipe() => 0,
         Err(e) => {
             eprintln!("error: {}", e.message());
             if matches!(e, CliError::Usage(_)) {

@@ -70,11 +70,20 @@ impl Default for BrokerConfig {
     }
 }
 
+/// `protocol` of an AMQP 0-9-1 connection, as RabbitMQ writes it.
+pub const PROTOCOL_AMQP: &str = "AMQP 0-9-1";
+
+/// `protocol` of a connection over RelayMQ's native protocol (docs/protocol.md).
+pub const PROTOCOL_NATIVE: &str = "RelayMQ native";
+
 /// What the registry knows of one connection.
 #[derive(Clone)]
 pub struct ConnectionInfo {
     /// Server-assigned id.
     pub id: u64,
+    /// The protocol it speaks: [`PROTOCOL_AMQP`] or [`PROTOCOL_NATIVE`] (RabbitMQ's
+    /// `protocol` field of `list_connections`).
+    pub protocol: &'static str,
     /// Client address.
     pub peer: SocketAddr,
     /// Server address the client connected to.

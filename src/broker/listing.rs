@@ -284,6 +284,7 @@ pub fn connections(broker: &Broker) -> Vec<FieldTable> {
                 ("frame_max", n(c.frame_max)),
                 ("timeout", n(c.heartbeat_s)),
                 ("user_provided_name", s(&c.client_name)),
+                ("protocol", s(c.protocol)),
                 ("connected_at", n(at_ms)),
             ])
         })

@@ -149,7 +149,8 @@ impl Layered {
             let name = e.flag.trim_start_matches('-');
             match self.origin(name) {
                 Origin::Flag(_) => error(e.to_string()),
-                other => error(format!("{e} (from {other})")),
+                // A file key or variable is named as the operator wrote it, not as a flag.
+                other => error(format!("{name}: {} (from {other})", e.text)),
             }
         })?;
         config
@@ -234,10 +235,18 @@ fn read_file(path: &Path) -> Result<toml::Table, ConfigError> {
         )));
     }
     text.parse::<toml::Table>().map_err(|e| {
+        // One line (a journal entry each): where, then what; not toml's multi-line caret
+        // drawing.
+        let at = e.span().map_or_else(String::new, |span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!(" at line {line}, column {column}")
+        });
         error(format!(
-            "config file {} is not valid TOML: {}",
+            "config file {} is not valid TOML{at}: {}",
             path.display(),
-            e.to_string().trim_end()
+            e.message().trim_end().replace('\n', "; ")
         ))
     })
 }
@@ -260,7 +269,15 @@ fn file_value_text(kind: ValueKind, value: &toml::Value) -> Result<String, Strin
         (ValueKind::Watermark, toml::Value::String(s)) => Some(s.clone()),
         _ => None,
     };
-    text.ok_or_else(|| format!("expected {expected}, found a {}", value.type_str()))
+    text.ok_or_else(|| {
+        let found = value.type_str();
+        let article = if found.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        format!("expected {expected}, found {article} {found}")
+    })
 }
 
 /// Merges defaults, the file of `inputs`, the `RELAYMQ_SERVER_*` entries of `env` and the
@@ -394,14 +411,14 @@ mod tests {
             .unwrap_err()
             .message;
         assert!(
-            e.starts_with("RELAYMQ_SERVER_WORKERS: must be at least 1"),
+            e.starts_with("RELAYMQ_SERVER_WORKERS: must be from 1 to 1024"),
             "{e}"
         );
         let f = file("max-connections = 0\n");
         let l = load(&inputs(&f, &[]), env(&[])).unwrap();
         let e = l.server_config().unwrap_err().message;
         assert!(
-            e.contains("--max-connections") && e.contains("from file"),
+            e.starts_with("max-connections: 0 is out of range") && e.contains("from file"),
             "{e}"
         );
         let f = file("not toml [");

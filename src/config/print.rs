@@ -1,7 +1,8 @@
 //! `relaymq-server --print-config`: the effective value of every setting as TOML that can
 //! be pasted into a `--config` file, each line ending with its source (`# default`,
-//! `# file`, `# env RELAYMQ_SERVER_…`, `# flag --…`). Secrets show as `"<hidden>"`
-//! (issue 8 part 2).
+//! `# file`, `# env RELAYMQ_SERVER_…`, `# flag --…`). Secrets show as `"<hidden>"` on a
+//! commented-out line, so pasting the output never sets a password to that text (issue 8
+//! part 2).
 
 use crate::config::layers::{Layered, Origin};
 use crate::config::table::{Setting, ValueKind, SETTINGS};
@@ -66,7 +67,12 @@ pub fn render(layered: &Layered) -> String {
                 let value = toml_value(setting, &text);
                 let commented =
                     !tls_on && TLS_ONLY.contains(&setting.name) && *origin == Origin::Default;
-                if commented {
+                if setting.secret {
+                    out.push_str(&format!(
+                        "# {} = {value}  # {source} (hidden: set it yourself)\n",
+                        setting.name
+                    ));
+                } else if commented {
                     out.push_str(&format!(
                         "# {} = {value}  # {source} (used only with tls-cert and tls-key)\n",
                         setting.name
@@ -114,6 +120,9 @@ mod tests {
         assert_eq!(table["amqp-listen"].as_str(), Some("off"));
         assert!(!table.contains_key("tls-listen"));
         assert!(!table.contains_key("ready-file"));
+        // The secret is on a comment line: pasting the output never sets it to "<hidden>".
+        assert!(!table.contains_key("default-pass"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
         // Pasted into a file (secret aside), it loads to the same settings.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pasted.toml");

@@ -142,12 +142,27 @@ pub fn reload(
 ) -> Result<ReloadOutcome, ConfigError> {
     let new = load(inputs, env)?;
     let (merged, outcome) = merge(running, &new)?;
+    // The watermarks in force, which `relaymq-cli set` may have changed since the last
+    // configuration: the log says so rather than show only the configured value.
+    let in_force = broker.alarms().config();
     apply(&merged.settings, &outcome, broker)?;
     *running = merged;
     for c in &outcome.applied {
         let scope = match c.reload {
-            Reload::NewConnections => " (for connections opened from now on)",
-            _ => "",
+            Reload::NewConnections => " (for connections opened from now on)".to_string(),
+            _ => {
+                let before = match c.name {
+                    "memory-high-watermark" => Some(in_force.memory_high_watermark.to_string()),
+                    "disk-free-limit" => Some(crate::types::size::format_size(
+                        in_force.disk_free_limit_bytes,
+                    )),
+                    _ => None,
+                };
+                match before {
+                    Some(b) if b != c.old => format!(" (in force until now: {b}, set at run time)"),
+                    _ => String::new(),
+                }
+            }
         };
         log::info!("config reload: {} {} -> {}{scope}", c.name, c.old, c.new);
     }

@@ -103,10 +103,28 @@ fn show_addr_or_off(a: Option<SocketAddr>) -> Option<String> {
     Some(a.map_or_else(|| "off".to_string(), |a| a.to_string()))
 }
 
-/// Parses a number of the setting's type.
-fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+/// An unsigned integer type a setting is read as, with its largest value for messages.
+trait Whole: std::str::FromStr {
+    /// The type's largest value, as text.
+    fn max_text() -> String;
+}
+
+macro_rules! whole {
+    ($($t:ty),*) => {$(
+        impl Whole for $t {
+            fn max_text() -> String {
+                <$t>::MAX.to_string()
+            }
+        }
+    )*};
+}
+whole!(u16, u32, u64, usize);
+
+/// Parses a whole number of the setting's type; the error gives the type's range (the
+/// setting's own, narrower range is checked with the others after merging).
+fn number<T: Whole>(text: &str) -> Result<T, String> {
     text.parse()
-        .map_err(|_| format!("'{text}' is not a number in range"))
+        .map_err(|_| format!("'{text}' is not a whole number from 0 to {}", T::max_text()))
 }
 
 /// Parses a size ([`parse_size`]) as a `usize`.
@@ -147,6 +165,11 @@ macro_rules! limit {
         }
     };
 }
+
+/// Most worker threads `workers` may ask for: far above any useful number (the I/O thread
+/// feeds them; more workers than cores only add switches), low enough that a typo cannot
+/// start thousands of threads.
+pub const WORKERS_MAX: usize = 1024;
 
 /// Every setting, in the order of `--help` and `--print-config`. The limits' ranges are
 /// checked together after merging ([`crate::limits::Limits::validate`]); see
@@ -216,8 +239,8 @@ pub static SETTINGS: &[Setting] = &[
         secret: false,
         set: |s, v| {
             let n: usize = number(v)?;
-            if n == 0 {
-                return Err("must be at least 1".into());
+            if !(1..=WORKERS_MAX).contains(&n) {
+                return Err(format!("must be from 1 to {WORKERS_MAX}"));
             }
             s.server.workers = n;
             Ok(())
@@ -345,6 +368,7 @@ pub static SETTINGS: &[Setting] = &[
         reload: Reload::Restart,
         secret: false,
         set: |s, v| {
+            crate::auth::users::check_user_name(v).map_err(|e| e.text)?;
             s.server.broker.default_user = v.to_string();
             Ok(())
         },
@@ -358,6 +382,13 @@ pub static SETTINGS: &[Setting] = &[
         reload: Reload::Restart,
         secret: true,
         set: |s, v| {
+            use crate::auth::password::PASSWORD_BYTES_MAX;
+            if v.is_empty() {
+                return Err("must not be empty (RabbitMQ refuses blank passwords too)".into());
+            }
+            if v.len() > PASSWORD_BYTES_MAX {
+                return Err(format!("is longer than {PASSWORD_BYTES_MAX} bytes"));
+            }
             s.server.broker.default_pass = v.to_string();
             Ok(())
         },
@@ -580,7 +611,7 @@ mod tests {
         let set = |s: &mut Settings, name: &str, v: &str| (find(name).unwrap().1.set)(s, v);
         assert!(set(&mut s, "workers", "0")
             .unwrap_err()
-            .contains("at least 1"));
+            .contains("from 1 to"));
         assert!(set(&mut s, "listen", "nowhere")
             .unwrap_err()
             .contains("nowhere"));
@@ -590,5 +621,16 @@ mod tests {
         assert!(set(&mut s, "segment-bytes", "1").is_err());
         assert!(set(&mut s, "max-connections", "-1").is_err());
         assert!(set(&mut s, "memory-high-watermark", "1.5").is_err());
+        assert!(set(&mut s, "max-connections", "-1")
+            .unwrap_err()
+            .contains("is not a whole number from 0 to"));
+        assert!(set(&mut s, "workers", "100000")
+            .unwrap_err()
+            .contains("1 to 1024"));
+        // Caught before anything is touched (exit 2), not at the first start (exit 1).
+        assert!(set(&mut s, "default-user", "").is_err());
+        assert!(set(&mut s, "default-pass", "")
+            .unwrap_err()
+            .contains("must not be empty"));
     }
 }

@@ -77,6 +77,7 @@ administration (the --user needs the administrator tag):
 
 policies (the --user needs the policymaker or administrator tag; in the --vhost):
   policy set NAME PATTERN DEFINITION [--priority N] [--apply-to queues|exchanges|all]
+      (RabbitMQ 3.12's classic_queues = queues; quorum_queues, streams match nothing here)
       like rabbitmqctl set_policy: DEFINITION is a JSON object, e.g. '{\"max-length\":10}';
       keys: message-ttl expires max-length max-length-bytes overflow dead-letter-exchange
       dead-letter-routing-key delivery-limit (others RabbitMQ knows are kept, not acted on)
@@ -978,10 +979,10 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
                 })?,
             };
             let apply_to = raw.value("apply-to")?.unwrap_or_else(|| "all".into());
-            if !matches!(apply_to.as_str(), "queues" | "exchanges" | "all") {
-                return Err(CliError::Usage(format!(
-                    "{name}: --apply-to must be queues, exchanges or all, not {apply_to:?}"
-                )));
+            // The server's own rule, so the CLI takes what a definitions import takes
+            // (RabbitMQ 3.12's classic_queues, quorum_queues, streams too).
+            if let Err(e) = relaymq::broker::policy::ApplyTo::parse(&apply_to) {
+                return Err(CliError::Usage(format!("{name}: --apply-to: {}", e.text)));
             }
             Command::Policy(PolicyCommand::Set {
                 name: policy,
@@ -1181,9 +1182,15 @@ mod tests {
                 .contains("--priority")
         );
         assert!(
-            usage_error(&["policy", "set", "p", ".*", "{}", "--apply-to", "streams"])
+            usage_error(&["policy", "set", "p", ".*", "{}", "--apply-to", "tables"])
                 .contains("--apply-to")
         );
+        for what in ["classic_queues", "quorum_queues", "streams"] {
+            match cmd(&["policy", "set", "p", ".*", "{}", "--apply-to", what]) {
+                Command::Policy(PolicyCommand::Set { apply_to, .. }) => assert_eq!(apply_to, what),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -44,7 +44,7 @@ fn read_definitions(path: &str) -> Result<String, CliError> {
     } else {
         std::fs::read_to_string(path).map(|t| text = t)
     };
-    read.map_err(|e| CliError::Usage(format!("cannot read definitions from '{path}': {e}")))?;
+    read.map_err(|e| CliError::Input(format!("cannot read definitions from '{path}': {e}")))?;
     Ok(text)
 }
 

@@ -13,6 +13,9 @@ use relaymq::error::ReplyCode;
 pub enum CliError {
     /// Bad command line (exit 2).
     Usage(String),
+    /// A file named on the command line cannot be read (exit 2, like a usage error, but
+    /// without the usage hint).
+    Input(String),
     /// Could not connect or authenticate (exit 3).
     Connect(ClientError),
     /// A request failed (exit 1 when the server refused or the connection was lost
@@ -30,7 +33,7 @@ impl CliError {
     /// The process exit code.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_) => 2,
+            CliError::Usage(_) | CliError::Input(_) => 2,
             CliError::Connect(_) => 3,
             CliError::Client(e) => match e {
                 ClientError::Timeout => 4,
@@ -50,9 +53,24 @@ impl CliError {
     /// The message printed after `error: `: `NAME (CODE): text` for server errors.
     pub fn message(&self) -> String {
         match self {
-            CliError::Usage(m) | CliError::Timeout(m) | CliError::Rejected(m) => m.clone(),
+            CliError::Usage(m)
+            | CliError::Input(m)
+            | CliError::Timeout(m)
+            | CliError::Rejected(m) => m.clone(),
             CliError::Connect(e) | CliError::Client(e) => e.to_string(),
             CliError::Other(e) => format!("{e:#}"),
+        }
+    }
+
+    /// Whether this is standard output closed by its reader (`relaymq-cli list queues |
+    /// head -1`): not a failure worth a message, as for other shell tools.
+    pub fn is_broken_pipe(&self) -> bool {
+        match self {
+            CliError::Other(e) => e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }),
+            _ => false,
         }
     }
 }
@@ -99,6 +117,13 @@ mod tests {
             "lost midway is not 'cannot connect'"
         );
         assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
+        assert_eq!(CliError::Input("x".into()).exit_code(), 2);
+        let pipe = CliError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(
+            pipe.is_broken_pipe(),
+            "a closed stdout reader is not an error"
+        );
+        assert!(!CliError::Usage("x".into()).is_broken_pipe());
         assert_eq!(CliError::Rejected("x".into()).exit_code(), 5);
         assert_eq!(code_name(312), "NO_ROUTE (312)");
     }

@@ -142,6 +142,7 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("user"),
         col("vhost"),
         col("channels"),
+        col("protocol"),
     ];
     const USERS: &[Column] = &[col("name"), col("tags"), col("hashing_algorithm")];
     const PERMISSIONS: &[Column] = &[
@@ -392,7 +393,7 @@ mod tests {
         assert_eq!(
             format_table(columns(ListKind::Connections), &conns),
             concat!(
-                "id  name  peer            user   vhost  channels\n",
+                "id  name  peer            user   vhost  channels  protocol\n",
                 "    c1    127.0.0.1:5000\n",
                 "4   4                     guest\n"
             )

@@ -78,7 +78,7 @@ OPTIONS:
                              [default: 127.0.0.1:15692]
   --data-dir DIR             data directory [default: ./data]
   --workers N                worker threads [default: number of CPUs]
-  --log-level LEVEL          error|warn|info|debug|trace [default: info]
+  --log-level LEVEL          off|error|warn|info|debug|trace [default: info]
   --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
                              here once serving (with tls_listen, amqp_tls_listen when on)
   --tls-cert FILE            PEM certificate chain (server certificate first); with
