@@ -2,22 +2,27 @@
 //! on one thread, `relaymq-metrics`, answering `GET /metrics` with the Prometheus page
 //! ([`super::metrics_page`]).
 //!
-//! One request per connection (`Connection: close`), served one at a time: a request head
-//! of at most [`REQUEST_HEAD_BYTES_MAX`] bytes is read within [`METRICS_READ_TIMEOUT_MS`]
-//! (in all) and parsed with `httparse`; the answer is written within [`METRICS_WRITE_TIMEOUT_MS`]
-//! per write. `GET`/`HEAD /metrics` → 200; another path → 404; another method → 405;
-//! a malformed head → 400; an oversized one → 431. Nothing a client sends can make it
-//! allocate more than the fixed buffer, and a slow client holds the thread at most for
-//! those timeouts. Stopping: the accept loop waits on `mio` with a
-//! [`METRICS_STOP_CHECK_MS`] timeout and checks its stop channel between waits.
+//! One request per connection (`Connection: close`). The thread waits on its own `mio`
+//! `Poll` and serves up to [`METRICS_CONNECTIONS_MAX`] connections at once, all
+//! non-blocking (`server/metrics_conn.rs`): a request head of at most
+//! [`REQUEST_HEAD_BYTES_MAX`] bytes is read as it arrives, within
+//! [`METRICS_READ_TIMEOUT_MS`] of the accept, and parsed with `httparse`; the whole answer
+//! is written within [`METRICS_WRITE_TIMEOUT_MS`]. `GET`/`HEAD /metrics` → 200; another
+//! path → 404; another method → 405; a malformed head → 400; an oversized one → 431.
+//! A silent or slow client holds one connection slot, never the thread: another client's
+//! scrape waits only for pages being built (~35 ms for 10,000 queues). With every slot
+//! taken, a new connection closes the oldest one still waiting for its head (so idle
+//! sockets cannot lock Prometheus out); when all are writing answers the new one is
+//! closed at once. Deadlines are checked at every wake-up, at least every
+//! [`METRICS_STOP_CHECK_MS`]; so is the stop channel, and stopping closes every open
+//! connection (issue 8: idle sockets held a SIGTERM back past systemd's `TimeoutStopSec`).
 
-use super::metrics_page;
+use super::metrics_conn::{MetricsConn, Progress};
 use crate::broker::stoppable_thread::StoppableThread;
 use crate::broker::Broker;
-use crate::metrics::text::CONTENT_TYPE;
 use crossbeam_channel::{Receiver, TryRecvError};
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,14 +33,21 @@ pub const REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
 /// Most request headers parsed; more are answered 431.
 pub const REQUEST_HEADERS_MAX: usize = 64;
 
-/// Time allowed for the whole request head to arrive, in ms.
+/// Time allowed for the whole request head to arrive, from the accept, in ms.
 pub const METRICS_READ_TIMEOUT_MS: u64 = 5_000;
 
-/// Time allowed for each write of the answer, in ms.
+/// Time allowed for the whole answer to be written, in ms (Prometheus' default
+/// `scrape_timeout` is 10 s: a slower scrape is lost anyway).
 pub const METRICS_WRITE_TIMEOUT_MS: u64 = 10_000;
 
-/// Longest wait of the accept loop before it checks for a stop, in ms (the delay of a
-/// shutdown, not of a scrape: connections wake it at once).
+/// Connections served at once, in connections (each holds a
+/// [`REQUEST_HEAD_BYTES_MAX`] buffer, then its answer). With all taken, a new one closes
+/// the oldest still waiting for its head, or is closed itself when none is (issue 8).
+pub const METRICS_CONNECTIONS_MAX: usize = 64;
+
+/// Longest wait on the `Poll` before the thread checks its deadlines and its stop
+/// channel, in ms (the delay of a shutdown and the resolution of the deadlines, not of a
+/// scrape: connections wake it at once).
 pub const METRICS_STOP_CHECK_MS: u64 = 100;
 
 /// Bytes a client may still send after its request head (say, a body) that are read and
@@ -50,6 +62,9 @@ pub const REQUEST_DRAIN_TIMEOUT_MS: u64 = 200;
 pub const METRICS_PATH: &str = "/metrics";
 
 const LISTENER: mio::Token = mio::Token(0);
+
+/// Readiness events taken from the `Poll` per wait.
+const EVENTS_PER_POLL: usize = METRICS_CONNECTIONS_MAX + 1;
 
 /// The running metrics listener.
 pub struct MetricsServer {
@@ -72,7 +87,7 @@ impl MetricsServer {
         poll.registry()
             .register(&mut listener, LISTENER, mio::Interest::READABLE)?;
         let thread = StoppableThread::spawn("relaymq-metrics", move |stop| {
-            run(poll, listener, &broker, &stop)
+            Listener::new(poll, listener).run(&broker, &stop)
         })?;
         Ok(MetricsServer {
             addr: bound,
@@ -85,161 +100,159 @@ impl MetricsServer {
         self.addr
     }
 
-    /// Stops the thread (after the request it is serving, if any) and joins it.
+    /// Stops the thread (within [`METRICS_STOP_CHECK_MS`] plus at most one page being
+    /// built), closing every open connection, and joins it.
     pub fn stop(&mut self) {
         self.thread.stop();
     }
 }
 
-fn run(mut poll: mio::Poll, listener: mio::net::TcpListener, broker: &Broker, stop: &Receiver<()>) {
-    let mut events = mio::Events::with_capacity(4);
-    let timeout = Duration::from_millis(METRICS_STOP_CHECK_MS);
-    loop {
-        if let Err(e) = poll.poll(&mut events, Some(timeout)) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                log::error!("metrics listener stopped: poll failed: {e}");
+/// The thread's state: the `Poll`, the listening socket, the connection slots (slot `i`
+/// is token `i + 1`).
+struct Listener {
+    poll: mio::Poll,
+    listener: mio::net::TcpListener,
+    slots: Vec<Option<MetricsConn>>,
+}
+
+impl Listener {
+    fn new(poll: mio::Poll, listener: mio::net::TcpListener) -> Listener {
+        Listener {
+            poll,
+            listener,
+            slots: (0..METRICS_CONNECTIONS_MAX).map(|_| None).collect(),
+        }
+    }
+
+    /// Serves until `stop` is signalled (or disconnected) or the `Poll` fails; returning
+    /// drops, and so closes, every connection.
+    fn run(mut self, broker: &Broker, stop: &Receiver<()>) {
+        let mut events = mio::Events::with_capacity(EVENTS_PER_POLL);
+        let timeout = Duration::from_millis(METRICS_STOP_CHECK_MS);
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::error!("metrics listener stopped: poll failed: {e}");
+                    return;
+                }
+            }
+            for event in events.iter() {
+                // Checked per event: building a page takes a while (~35 ms for 10,000
+                // queues), and a stop must not wait for a queue of them.
+                if stopped(stop) {
+                    return;
+                }
+                if let Some(slot) = event.token().0.checked_sub(1) {
+                    self.advance(slot, broker);
+                }
+            }
+            if stopped(stop) {
                 return;
             }
+            // Accept after every wake-up, timeouts included: with edge-triggered readiness
+            // a connection left by a failed accept would otherwise wait for the next one.
+            self.accept_all(broker, stop);
+            self.expire(Instant::now());
         }
-        if !matches!(stop.try_recv(), Err(TryRecvError::Empty)) {
+    }
+
+    /// Drives the connection in `slot` (if any) and closes it when finished or failed.
+    fn advance(&mut self, slot: usize, broker: &Broker) {
+        let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
+        };
+        match conn.advance(broker) {
+            Ok(Progress::Waiting) => {}
+            Ok(Progress::Done) => self.close(slot),
+            Err(e) => {
+                log::debug!("metrics request from {}: {e}", conn.peer());
+                self.close(slot);
+            }
         }
-        // Accept after every wake-up, timeouts included: with edge-triggered readiness a
-        // connection left by a failed accept would otherwise wait for the next one.
+    }
+
+    /// Accepts every pending connection, each into a free slot (see
+    /// [`METRICS_CONNECTIONS_MAX`] for a full table), and reads what it already sent.
+    fn accept_all(&mut self, broker: &Broker, stop: &Receiver<()>) {
         loop {
-            match listener.accept() {
-                Ok((stream, peer)) => {
-                    let stream = TcpStream::from(stream);
-                    if let Err(e) = serve(stream, broker) {
-                        log::debug!("metrics request from {peer}: {e}");
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            if stopped(stop) {
+                return;
+            }
+            let (stream, peer) = match self.listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     log::warn!("metrics listener: accept failed: {e}");
-                    break;
+                    return;
                 }
+            };
+            let Some(slot) = self.free_slot() else {
+                log::debug!("metrics listener: {METRICS_CONNECTIONS_MAX} connections answering; closed {peer}");
+                continue; // dropping the stream closes it
+            };
+            let mut conn = MetricsConn::new(stream, peer, Instant::now());
+            let interest = mio::Interest::READABLE | mio::Interest::WRITABLE;
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(conn.stream_mut(), mio::Token(slot + 1), interest)
+            {
+                log::warn!("metrics listener: cannot register {peer}: {e}");
+                continue;
+            }
+            if let Some(s) = self.slots.get_mut(slot) {
+                *s = Some(conn);
+            }
+            self.advance(slot, broker);
+        }
+    }
+
+    /// A free slot; with none, the slot of the oldest connection still waiting for its
+    /// head, closed to make room; `None` when every connection is past its head.
+    fn free_slot(&mut self) -> Option<usize> {
+        if let Some(free) = self.slots.iter().position(Option::is_none) {
+            return Some(free);
+        }
+        let (oldest, peer) = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.as_ref().map(|c| (i, c)))
+            .filter(|(_, c)| c.is_reading())
+            .min_by_key(|(_, c)| c.accepted())
+            .map(|(i, c)| (i, c.peer()))?;
+        log::debug!(
+            "metrics listener: {METRICS_CONNECTIONS_MAX} connections open; closed the oldest idle one, from {peer}"
+        );
+        self.close(oldest);
+        Some(oldest)
+    }
+
+    /// Closes every connection whose phase deadline has passed at `now`.
+    fn expire(&mut self, now: Instant) {
+        for slot in 0..self.slots.len() {
+            let late = self
+                .slots
+                .get(slot)
+                .and_then(Option::as_ref)
+                .and_then(|c| c.expired(now).map(|why| (why, c.peer())));
+            if let Some((why, peer)) = late {
+                log::debug!("metrics request from {peer}: {why}");
+                self.close(slot);
             }
         }
     }
-}
 
-/// An answer: status line text and body (empty for errors but a short reason).
-struct Answer {
-    status: &'static str,
-    body: String,
-    content_type: &'static str,
-    allow: bool,
-    head_only: bool,
-}
-
-impl Answer {
-    fn error(status: &'static str) -> Answer {
-        Answer {
-            status,
-            body: format!("{status}\n"),
-            content_type: "text/plain; charset=utf-8",
-            allow: status.starts_with("405"),
-            head_only: false,
+    /// Deregisters and closes the connection in `slot`.
+    fn close(&mut self, slot: usize) {
+        if let Some(mut conn) = self.slots.get_mut(slot).and_then(Option::take) {
+            let _ = self.poll.registry().deregister(conn.stream_mut());
         }
     }
 }
 
-/// Reads one request head and answers it.
-fn serve(mut stream: TcpStream, broker: &Broker) -> io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_write_timeout(Some(Duration::from_millis(METRICS_WRITE_TIMEOUT_MS)))?;
-    let mut buf = [0u8; REQUEST_HEAD_BYTES_MAX];
-    let mut len = 0;
-    let deadline = Instant::now() + Duration::from_millis(METRICS_READ_TIMEOUT_MS);
-    let answer = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "request head not received in time",
-            ));
-        }
-        stream.set_read_timeout(Some(left))?;
-        let Some(free) = buf.get_mut(len..).filter(|b| !b.is_empty()) else {
-            break Answer::error("431 Request Header Fields Too Large");
-        };
-        let n = stream.read(free)?;
-        if n == 0 {
-            // Closed before a whole head: nothing to answer.
-            return Ok(());
-        }
-        len += n;
-        let mut headers = [httparse::EMPTY_HEADER; REQUEST_HEADERS_MAX];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(buf.get(..len).unwrap_or_default()) {
-            Ok(httparse::Status::Complete(_)) => {
-                break answer(
-                    request.method.unwrap_or(""),
-                    request.path.unwrap_or(""),
-                    broker,
-                )
-            }
-            Ok(httparse::Status::Partial) => continue,
-            Err(httparse::Error::TooManyHeaders) => {
-                break Answer::error("431 Request Header Fields Too Large")
-            }
-            Err(_) => break Answer::error("400 Bad Request"),
-        }
-    };
-    write_answer(&mut stream, &answer)?;
-    drain(&mut stream);
-    Ok(())
-}
-
-/// The answer to `method path`.
-fn answer(method: &str, path: &str, broker: &Broker) -> Answer {
-    let path = path.split_once('?').map_or(path, |(p, _)| p);
-    if path != METRICS_PATH {
-        return Answer::error("404 Not Found");
-    }
-    match method {
-        "GET" | "HEAD" => Answer {
-            status: "200 OK",
-            body: metrics_page::render(broker),
-            content_type: CONTENT_TYPE,
-            allow: false,
-            head_only: method == "HEAD",
-        },
-        _ => Answer::error("405 Method Not Allowed"),
-    }
-}
-
-fn write_answer(stream: &mut TcpStream, a: &Answer) -> io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        a.status,
-        a.content_type,
-        a.body.len()
-    );
-    if a.allow {
-        head.push_str("Allow: GET, HEAD\r\n");
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes())?;
-    if !a.head_only {
-        stream.write_all(a.body.as_bytes())?;
-    }
-    stream.flush()
-}
-
-/// Ends the answer and reads (a bounded amount of) what the client still sends, so the
-/// close is a FIN, not a reset that could destroy the answer in flight.
-fn drain(stream: &mut TcpStream) {
-    let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(REQUEST_DRAIN_TIMEOUT_MS)));
-    let mut scratch = [0u8; 4096];
-    let mut left = REQUEST_DRAIN_BYTES_MAX;
-    while left > 0 {
-        match stream.read(&mut scratch) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => left = left.saturating_sub(n),
-        }
-    }
+/// The stop channel was signalled or disconnected.
+fn stopped(stop: &Receiver<()>) -> bool {
+    !matches!(stop.try_recv(), Err(TryRecvError::Empty))
 }

@@ -15,6 +15,7 @@ pub mod conn_log;
 pub mod handler;
 pub mod handlers;
 pub mod io_loop;
+mod metrics_conn;
 pub mod metrics_http;
 pub mod metrics_page;
 pub mod notifier;
