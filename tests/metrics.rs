@@ -716,6 +716,39 @@ fn a_scrape_of_10000_queues_is_timed() {
             Some(1.0)
         );
     }
+    // Clients that ask for the (7 MiB) page and never read it hold at most
+    // METRICS_PAGES_IN_FLIGHT_MAX pages: another GET is answered 503 with Retry-After until
+    // one of them goes away.
+    let hoarders: Vec<TcpStream> = (0..relaymq::server::metrics_http::METRICS_PAGES_IN_FLIGHT_MAX)
+        .map(|_| {
+            let mut s = TcpStream::connect(m).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let refused = loop {
+        let (code, head, _) = get(m, "/metrics");
+        if code == 503 {
+            break head;
+        }
+        assert_eq!(code, 200);
+        assert!(
+            Instant::now() < deadline,
+            "never refused beyond the pages in flight"
+        );
+    };
+    assert!(refused.contains("Retry-After: 1"), "{refused}");
+    drop(hoarders);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while get(m, "/metrics").0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "pages of closed clients never released"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     times.sort();
     println!(
         "metrics scrape, {SCRAPE_QUEUES} queues: median {:.1} ms, min {:.1} ms, max {:.1} ms, \

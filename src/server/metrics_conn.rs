@@ -7,8 +7,8 @@
 //! (the operator test of issue 8 where idle sockets held every scrape back 5 s each).
 
 use super::metrics_http::{
-    METRICS_PATH, METRICS_READ_TIMEOUT_MS, METRICS_WRITE_TIMEOUT_MS, REQUEST_DRAIN_BYTES_MAX,
-    REQUEST_DRAIN_TIMEOUT_MS, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX,
+    METRICS_PAGES_IN_FLIGHT_MAX, METRICS_PATH, METRICS_READ_TIMEOUT_MS, METRICS_WRITE_TIMEOUT_MS,
+    REQUEST_DRAIN_BYTES_MAX, REQUEST_DRAIN_TIMEOUT_MS, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX,
 };
 use super::metrics_page;
 use crate::broker::Broker;
@@ -33,8 +33,13 @@ pub(super) enum Progress {
 enum Phase {
     /// Reading the request head: `head[..len]` received so far.
     Reading { head: Box<[u8]>, len: usize },
-    /// Writing `out[written..]` (status line, headers and body).
-    Writing { out: Vec<u8>, written: usize },
+    /// Writing `out[written..]` (status line, headers and body); `page` when the body is
+    /// a metrics page (counted against [`METRICS_PAGES_IN_FLIGHT_MAX`]).
+    Writing {
+        out: Vec<u8>,
+        written: usize,
+        page: bool,
+    },
     /// Answer written and write side shut: reading and dropping up to `left` more bytes.
     Draining { left: usize },
 }
@@ -80,6 +85,11 @@ impl MetricsConn {
         self.accepted
     }
 
+    /// True while it holds a metrics page it has not finished writing.
+    pub(super) fn holds_page(&self) -> bool {
+        matches!(self.phase, Phase::Writing { page: true, .. })
+    }
+
     /// True while no whole request head has arrived (a connection the listener may close
     /// to make room for a new one).
     pub(super) fn is_reading(&self) -> bool {
@@ -104,7 +114,13 @@ impl MetricsConn {
     /// # Errors
     /// A socket error other than `WouldBlock`/`Interrupted`; the listener closes the
     /// connection.
-    pub(super) fn advance(&mut self, broker: &Broker) -> io::Result<Progress> {
+    /// `pages_in_flight` is how many connections hold a page now: at
+    /// [`METRICS_PAGES_IN_FLIGHT_MAX`] a `GET` is answered 503 instead.
+    pub(super) fn advance(
+        &mut self,
+        broker: &Broker,
+        pages_in_flight: usize,
+    ) -> io::Result<Progress> {
         loop {
             match &mut self.phase {
                 Phase::Reading { head, len } => {
@@ -112,18 +128,22 @@ impl MetricsConn {
                         HeadRead::Waiting => return Ok(Progress::Waiting),
                         HeadRead::Closed => return Ok(Progress::Done),
                         HeadRead::Complete(request) => match request {
-                            Request::Parsed { method, path } => answer(&method, &path, broker),
+                            Request::Parsed { method, path } => {
+                                answer(&method, &path, broker, pages_in_flight)
+                            }
                             Request::Error(status) => Answer::error(status),
                         },
                     };
+                    let page = answer.status.starts_with("200") && !answer.head_only;
                     self.phase = Phase::Writing {
                         out: answer.into_bytes(),
                         written: 0,
+                        page,
                     };
                     self.deadline =
                         Instant::now() + Duration::from_millis(METRICS_WRITE_TIMEOUT_MS);
                 }
-                Phase::Writing { out, written } => {
+                Phase::Writing { out, written, .. } => {
                     while let Some(rest) = out.get(*written..).filter(|r| !r.is_empty()) {
                         match self.stream.write(rest) {
                             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -252,6 +272,9 @@ impl Answer {
         if self.allow {
             head.push_str("Allow: GET, HEAD\r\n");
         }
+        if self.status.starts_with("503") {
+            head.push_str("Retry-After: 1\r\n");
+        }
         head.push_str("\r\n");
         let mut out = head.into_bytes();
         if !self.head_only {
@@ -261,11 +284,15 @@ impl Answer {
     }
 }
 
-/// The answer to `method path` (a query string is ignored).
-fn answer(method: &str, path: &str, broker: &Broker) -> Answer {
+/// The answer to `method path` (a query string is ignored); 503 for a `GET` while
+/// `pages_in_flight` pages are still being written ([`METRICS_PAGES_IN_FLIGHT_MAX`]).
+fn answer(method: &str, path: &str, broker: &Broker, pages_in_flight: usize) -> Answer {
     let path = path.split_once('?').map_or(path, |(p, _)| p);
     if path != METRICS_PATH {
         return Answer::error("404 Not Found");
+    }
+    if method == "GET" && pages_in_flight >= METRICS_PAGES_IN_FLIGHT_MAX {
+        return Answer::error("503 Service Unavailable");
     }
     match method {
         "GET" | "HEAD" => Answer {

@@ -45,6 +45,12 @@ pub const METRICS_WRITE_TIMEOUT_MS: u64 = 10_000;
 /// the oldest still waiting for its head, or is closed itself when none is (issue 8).
 pub const METRICS_CONNECTIONS_MAX: usize = 64;
 
+/// Metrics pages held at once by connections still writing them, in pages (a page is
+/// about 760 bytes per queue: 7.6 MB with 10,000 queues). A `GET` beyond it is answered
+/// 503 with `Retry-After: 1`, so clients that ask and never read cannot pin
+/// [`METRICS_CONNECTIONS_MAX`] pages; Prometheus scrapes one at a time.
+pub const METRICS_PAGES_IN_FLIGHT_MAX: usize = 4;
+
 /// Longest wait on the `Poll` before the thread checks its deadlines and its stop
 /// channel, in ms (the delay of a shutdown and the resolution of the deadlines, not of a
 /// scrape: connections wake it at once).
@@ -158,10 +164,16 @@ impl Listener {
 
     /// Drives the connection in `slot` (if any) and closes it when finished or failed.
     fn advance(&mut self, slot: usize, broker: &Broker) {
+        let pages_in_flight = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|c| c.holds_page())
+            .count();
         let Some(conn) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        match conn.advance(broker) {
+        match conn.advance(broker, pages_in_flight) {
             Ok(Progress::Waiting) => {}
             Ok(Progress::Done) => self.close(slot),
             Err(e) => {
