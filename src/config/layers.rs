@@ -165,6 +165,7 @@ impl Layered {
                 ))
             })?;
         config.tls = self.tls_config()?;
+        distinct_listeners(&config)?;
         Ok(config)
     }
 
@@ -249,6 +250,36 @@ fn read_file(path: &Path) -> Result<toml::Table, ConfigError> {
             e.message().trim_end().replace('\n', "; ")
         ))
     })
+}
+
+/// Refuses two listeners on the same address (port 0 aside: each gets its own port)
+/// before anything is touched, rather than at the second bind, after the data directory
+/// was opened.
+fn distinct_listeners(config: &ServerConfig) -> Result<(), ConfigError> {
+    let mut listeners = vec![
+        ("listen", Some(config.listen)),
+        ("amqp-listen", config.amqp_listen),
+    ];
+    listeners.push(("metrics-listen", config.metrics_listen));
+    if let Some(t) = &config.tls {
+        listeners.push(("tls-listen", t.listen));
+        listeners.push(("amqp-tls-listen", t.amqp_listen));
+    }
+    let bound: Vec<(&str, std::net::SocketAddr)> = listeners
+        .into_iter()
+        .filter_map(|(name, a)| a.filter(|a| a.port() != 0).map(|a| (name, a)))
+        .collect();
+    for (i, (name, addr)) in bound.iter().enumerate() {
+        if let Some((other, _)) = bound[..i].iter().find(|(_, a)| {
+            a.port() == addr.port()
+                && (a.ip() == addr.ip() || a.ip().is_unspecified() || addr.ip().is_unspecified())
+        }) {
+            return Err(error(format!(
+                "{other} and {name} both want {addr}: each listener needs its own address"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The text of a file value for a setting of `kind`, or why its TOML type is wrong.
@@ -424,6 +455,24 @@ mod tests {
         let f = file("not toml [");
         let e = load(&inputs(&f, &[]), env(&[])).unwrap_err().message;
         assert!(e.contains("not valid TOML"), "{e}");
+    }
+
+    #[test]
+    fn two_listeners_on_one_address_are_refused_before_start() {
+        let f = file("metrics-listen = \"127.0.0.1:7000\"\n");
+        let l = load(&inputs(&f, &[("listen", "127.0.0.1:7000")]), env(&[])).unwrap();
+        let e = l.server_config().unwrap_err().message;
+        assert!(
+            e.contains("listen and metrics-listen both want 127.0.0.1:7000"),
+            "{e}"
+        );
+        let f = file("amqp-listen = \"0.0.0.0:7001\"\n");
+        let l = load(&inputs(&f, &[("listen", "127.0.0.1:7001")]), env(&[])).unwrap();
+        assert!(l.server_config().is_err(), "0.0.0.0 covers 127.0.0.1");
+        // Port 0 gives each listener a port of its own; other ports are fine.
+        let f = file("amqp-listen = \"127.0.0.1:0\"\nmetrics-listen = \"127.0.0.1:0\"\n");
+        let l = load(&inputs(&f, &[("listen", "127.0.0.1:0")]), env(&[])).unwrap();
+        l.server_config().unwrap();
     }
 
     #[test]
