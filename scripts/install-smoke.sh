@@ -269,7 +269,7 @@ fi
 
 # --- the installed server runs on the installed data directory ------------------------------------
 rm -f "$tmp/ready.json"
-"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off \
+"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off \
   --ready-file "$tmp/ready.json" --log-level warn 2>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do
@@ -376,7 +376,7 @@ inst 0 --prefix "$prefix" --from "$(dirname "$server_bin")"
 out_has "kept existing $conf"
 same "$tmp/conf.edited" "$conf"
 rm -f "$tmp/ready.json"
-"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off \
+"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off \
   --ready-file "$tmp/ready.json" --log-level warn 2>>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do
