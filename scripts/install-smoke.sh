@@ -211,12 +211,14 @@ PY
 else
   skip "TOML parse of the sample (python3 without tomllib, i.e. below 3.11)"
 fi
+# Here-strings, not `printf | grep -q`: grep -q exits at its first match, and with
+# pipefail a printf still writing the rest of --help (over one 4 KiB write) then fails.
 keys=$(sed -nE 's/^#? ?([a-z][a-z0-9-]*) = .*/\1/p' "$conf")
 [ "$(printf '%s\n' "$keys" | wc -l)" -ge 30 ] || fail "the sample config documents only $(printf '%s\n' "$keys" | wc -l) keys"
 for key in $keys; do
   case "$key" in
     metrics-listen) ;;   # issue 8's metrics listener, added to --help by the metrics part
-    *) printf '%s\n' "$help" | grep -qE -- "^ +--$key( |$)" \
+    *) grep -qE -- "^ +--$key( |$)" <<<"$help" \
          || fail "the sample config's key '$key' is not a relaymq-server flag" ;;
   esac
   [ "$(printf '%s\n' "$keys" | grep -cx -- "$key")" = 1 ] || fail "key '$key' appears twice in the sample"
@@ -250,7 +252,7 @@ while IFS= read -r line; do
 done < <(grep -E '^# [a-z][a-z0-9-]* = ' "$conf")
 
 # The installed server reads the installed config (once --config exists: issue 8 part 2).
-if printf '%s\n' "$help" | grep -q -- '--config' && printf '%s\n' "$help" | grep -q -- '--print-config'; then
+if grep -q -- '--config' <<<"$help" && grep -q -- '--print-config' <<<"$help"; then
   set +e
   out=$("$bin/relaymq-server" --config "$conf" --print-config 2>&1); code=$?
   set -e
