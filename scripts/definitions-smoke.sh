@@ -40,6 +40,8 @@ pass() { checks=$((checks + 1)); }
 
 # The metrics listener (when this build has one) would clash with other servers' ports.
 extra=()
+# A here-string, not `--help | grep -q`: grep -q exits at its first match, and with pipefail
+# the server's failed write of the rest would turn the test false.
 if grep -q -- '--metrics-listen' <<<"$("$server_bin" --help 2>&1)"; then extra+=(--metrics-listen off); fi
 
 start() {

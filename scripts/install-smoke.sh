@@ -211,6 +211,8 @@ PY
 else
   skip "TOML parse of the sample (python3 without tomllib, i.e. below 3.11)"
 fi
+# Here-strings, not `printf | grep -q`: grep -q exits at its first match, and with
+# pipefail a printf still writing the rest of --help (over one 4 KiB write) then fails.
 keys=$(sed -nE 's/^#? ?([a-z][a-z0-9-]*) = .*/\1/p' "$conf")
 [ "$(printf '%s\n' "$keys" | wc -l)" -ge 30 ] || fail "the sample config documents only $(printf '%s\n' "$keys" | wc -l) keys"
 for key in $keys; do
@@ -269,7 +271,7 @@ fi
 
 # --- the installed server runs on the installed data directory ------------------------------------
 rm -f "$tmp/ready.json"
-"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off \
+"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off \
   --ready-file "$tmp/ready.json" --log-level warn 2>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do
@@ -380,7 +382,7 @@ inst 0 --prefix "$prefix" --from "$(dirname "$server_bin")"
 out_has "kept existing $conf"
 same "$tmp/conf.edited" "$conf"
 rm -f "$tmp/ready.json"
-"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off \
+"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off \
   --ready-file "$tmp/ready.json" --log-level warn 2>>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do

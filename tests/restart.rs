@@ -181,6 +181,11 @@ fn a_second_server_on_the_same_data_directory_refuses_to_start() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("in use"), "{stderr}");
+    // The holder's pid, from the LOCK file, so the operator knows which process it is.
+    assert!(
+        stderr.contains(&format!("(pid {})", first.child.id())),
+        "{stderr}"
+    );
     // The first one is unaffected.
     Connection::connect(&first.addr_string())
         .unwrap()

@@ -21,7 +21,6 @@ pub mod watermark;
 
 pub use watermark::MemoryWatermark;
 
-use crate::types::size::format_size;
 use crate::types::FieldValue;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -163,7 +162,6 @@ impl ResourceAlarms {
     ) -> Result<(), watermark::WatermarkError> {
         watermark.validate()?;
         self.lock_readings().config.memory_high_watermark = watermark;
-        log::info!("memory high watermark set to {watermark}");
         self.check(true, false);
         Ok(())
     }
@@ -171,7 +169,6 @@ impl ResourceAlarms {
     /// Sets the free-disk low-water mark, in bytes, and checks the disk at once.
     pub fn set_disk_free_limit(&self, bytes: u64) {
         self.lock_readings().config.disk_free_limit_bytes = bytes;
-        log::info!("disk free limit set to {}", format_size(bytes));
         self.check(false, true);
     }
 

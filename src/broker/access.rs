@@ -356,7 +356,6 @@ impl Broker {
             d.meta("user", |m| m.put_user(&to_def(&user)))?;
         }
         self.users.put_user(user);
-        log::info!("user '{name}' created");
         Ok(())
     }
 
@@ -383,7 +382,6 @@ impl Broker {
             d.meta("user", |m| m.put_user(&to_def(&updated)))?;
         }
         self.users.put_user(updated);
-        log::info!("user '{name}' replaced from imported definitions");
         Ok(())
     }
 
@@ -401,7 +399,6 @@ impl Broker {
             d.meta("user", |m| m.put_user(&to_def(&updated)))?;
         }
         self.users.put_user(updated);
-        log::info!("password of user '{name}' changed");
         Ok(())
     }
 
@@ -430,7 +427,6 @@ impl Broker {
             d.meta("user deletion", |m| m.delete_user(name))?;
         }
         self.users.remove_user(name);
-        log::info!("user '{name}' deleted; closing its connections");
         for c in self.connections() {
             if c.user == name {
                 c.sink.force_close(
@@ -471,7 +467,6 @@ impl Broker {
             d.meta("permission", |m| m.put_permission(&row))?;
         }
         self.users.put_permission(user, vhost, def)?;
-        log::info!("permissions of user '{user}' in vhost '{vhost}' set");
         Ok(())
     }
 
@@ -490,20 +485,21 @@ impl Broker {
             d.meta("permission", |m| m.delete_permission(user, vhost))?;
         }
         self.users.remove_permission(user, vhost);
-        log::info!("permissions of user '{user}' in vhost '{vhost}' cleared");
         Ok(())
     }
 
     /// Gives `user` full permissions in a vhost it just created (as RabbitMQ's HTTP API
-    /// does for the creating user), unless it has some there already.
+    /// does for the creating user), unless it has some there already. Returns whether it
+    /// granted them.
     ///
     /// # Errors
     /// 541 when the store fails.
-    pub fn grant_creator(&self, user: &str, vhost: &str) -> Result<(), BrokerError> {
+    pub fn grant_creator(&self, user: &str, vhost: &str) -> Result<bool, BrokerError> {
         if self.users.user(user).is_none() || self.users.permissions(user, vhost).is_some() {
-            return Ok(());
+            return Ok(false);
         }
-        self.set_permission(user, vhost, full_access())
+        self.set_permission(user, vhost, full_access())?;
+        Ok(true)
     }
 
     fn user_or_404(&self, name: &str) -> Result<User, BrokerError> {

@@ -106,6 +106,27 @@ pub struct ConnectionInfo {
     pub sink: Arc<dyn ClientSink>,
 }
 
+/// What recovery restored from the queues' stores, for the start-up report (issue 8 part
+/// 3: one summary line rather than one per queue).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecoveredMessages {
+    /// Persistent messages restored, over every durable queue.
+    pub messages: u64,
+    /// Durable queues that held at least one of them.
+    pub queues: u64,
+}
+
+/// What a deleted vhost took with it, for the log line (issue 8 part 3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VhostDeleted {
+    /// Queues deleted with it.
+    pub queues: usize,
+    /// Their messages (ready and unacknowledged) at the deletion.
+    pub messages: usize,
+    /// Its open connections, closed with 320 CONNECTION_FORCED.
+    pub connections: usize,
+}
+
 /// The whole broker state. Shared as `Arc<Broker>` by every worker.
 pub struct Broker {
     /// Settings.
@@ -139,6 +160,8 @@ pub struct Broker {
     connections_closed: AtomicU64,
     /// Message rates of the queues, sampled by the housekeeper.
     rates: crate::broker::rates::Rates,
+    /// What [`Broker::open`] restored (zero for an in-memory broker).
+    recovered: RecoveredMessages,
 }
 
 impl Broker {
@@ -174,8 +197,14 @@ impl Broker {
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
             rates: crate::broker::rates::Rates::default(),
+            recovered: RecoveredMessages::default(),
             config,
         }
+    }
+
+    /// The persistent messages recovery restored and how many queues held them.
+    pub fn recovered_messages(&self) -> RecoveredMessages {
+        self.recovered
     }
 
     /// Message rates of the queues (`list queues`, `list vhosts`).
@@ -198,6 +227,7 @@ impl Broker {
     ) -> Broker {
         let limits = Arc::new(LiveLimits::new(config.limits));
         let counters = Arc::new(EventCounters::default());
+        let mut recovered = RecoveredMessages::default();
         let mut vhosts = HashMap::new();
         for name in &definitions.vhosts {
             vhosts.insert(
@@ -264,7 +294,7 @@ impl Broker {
             );
             queue.memory_bytes_max = config.queue_memory_bytes;
             queue.resolve_consumer_timeout(config.consumer_timeout_ms);
-            let recovered = open_store(
+            let opened = open_store(
                 &durability,
                 &q.vhost,
                 &q.name,
@@ -272,13 +302,17 @@ impl Broker {
                 config.queue_memory_bytes,
             );
             queue.storage_id = Some(q.id);
-            let messages = match recovered {
+            let messages = match opened {
                 Some((storage, messages)) => {
                     queue.storage = Some(storage);
                     messages
                 }
                 None => Vec::new(),
             };
+            if !messages.is_empty() {
+                recovered.messages += messages.len() as u64;
+                recovered.queues += 1;
+            }
             vh.apply_policies(&queue);
             queue.restore(messages);
             vh.insert_queue(queue);
@@ -319,6 +353,7 @@ impl Broker {
             connections_opened: AtomicU64::new(0),
             connections_closed: AtomicU64::new(0),
             rates: crate::broker::rates::Rates::default(),
+            recovered,
             config,
         }
     }
@@ -411,11 +446,12 @@ impl Broker {
     }
 
     /// Deletes a vhost and everything in it; its connections are closed with 320
-    /// CONNECTION_FORCED, as RabbitMQ does.
+    /// CONNECTION_FORCED, as RabbitMQ does. Returns what went with it (for the caller's
+    /// log line, which names who deleted it).
     ///
     /// # Errors
     /// 404 when it does not exist; 406 for the default vhost `/`.
-    pub fn delete_vhost(&self, name: &str) -> Result<(), BrokerError> {
+    pub fn delete_vhost(&self, name: &str) -> Result<VhostDeleted, BrokerError> {
         if name == DEFAULT_VHOST {
             // Admin requests travel over a connection to some vhost: without `/`, a broker
             // whose other vhosts are gone could not be reached at all.
@@ -434,12 +470,26 @@ impl Broker {
             map.remove(name)
                 .ok_or_else(|| BrokerError::not_found(format!("no vhost '{name}'")))?
         };
+        let queues = vh.all_queues();
+        let messages = queues
+            .iter()
+            .map(|q| {
+                let st = q.stats();
+                st.ready + st.unacked
+            })
+            .sum();
         let sinks: Vec<Arc<dyn ClientSink>> = self
             .lock_connections()
             .values()
             .filter(|c| c.vhost == name)
             .map(|c| Arc::clone(&c.sink))
             .collect();
+        let gone = VhostDeleted {
+            queues: queues.len(),
+            messages,
+            connections: sinks.len(),
+        };
+        drop(queues);
         for s in sinks {
             s.force_close(
                 ReplyCode::ConnectionForced,
@@ -448,7 +498,7 @@ impl Broker {
         }
         self.users.remove_vhost(name);
         vh.remove_all();
-        Ok(())
+        Ok(gone)
     }
 
     /// All vhosts, sorted by name.
@@ -591,8 +641,10 @@ fn open_store(
             for n in &report.notes {
                 log::info!("queue '{name}' in vhost '{vhost}': {n}");
             }
+            // Debug: thousands of queues would make thousands of lines; the summary
+            // (`recovery done …`) is the info line.
             if !messages.is_empty() {
-                log::info!(
+                log::debug!(
                     "queue '{name}' in vhost '{vhost}': recovered {} persistent messages",
                     messages.len()
                 );

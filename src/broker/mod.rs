@@ -42,7 +42,9 @@ pub mod topology;
 pub mod vhost;
 pub mod vhost_policies;
 
-pub use broker::{Broker, BrokerConfig, ConnectionInfo, DEFAULT_VHOST};
+pub use broker::{
+    Broker, BrokerConfig, ConnectionInfo, RecoveredMessages, VhostDeleted, DEFAULT_VHOST,
+};
 pub use message::{Message, RouteNames};
 pub use message_body::MessageBody;
 pub use session::{GetResult, Session};

@@ -48,7 +48,6 @@ impl Broker {
         let not_honoured = policy.not_honoured.clone();
         let (name, vhost) = (policy.def.name.clone(), policy.def.vhost.clone());
         vh.set_policy(policy)?;
-        log::info!("policy '{name}' in vhost '{vhost}' set");
         if !not_honoured.is_empty() {
             log::warn!(
                 "policy '{name}' in vhost '{vhost}': key(s) {} stored but not acted on by \
@@ -69,7 +68,6 @@ impl Broker {
             .vhost(vhost)
             .ok_or_else(|| BrokerError::not_found(format!("no vhost '{vhost}'")))?;
         vh.clear_policy(name)?;
-        log::info!("policy '{name}' in vhost '{vhost}' cleared");
         Ok(())
     }
 

@@ -46,6 +46,21 @@ pub fn close_connection(
     Ok(())
 }
 
+/// `text` for a log line: control characters escaped (`\n` → `\\n`) so that a name
+/// cannot forge a line; everything else, regular-expression backslashes included, as
+/// written.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Pretty JSON text within [`DEFINITIONS_JSON_BYTES_MAX`].
 fn definitions_text(v: &serde_json::Value) -> Result<String, BrokerError> {
     let text = serde_json::to_string_pretty(v)
@@ -59,7 +74,9 @@ fn definitions_text(v: &serde_json::Value) -> Result<String, BrokerError> {
     Ok(text)
 }
 
-/// Runs the admin request `method` for `user` and returns the reply.
+/// Runs the admin request `method` for `user` and returns the reply. Each change is
+/// logged at info naming the administrator (`... by 'guest'`, issue 8 part 3); the broker
+/// operations themselves do not log them.
 ///
 /// # Errors
 /// 403 ACCESS_REFUSED for a user without the `administrator` tag; the operation's own
@@ -96,18 +113,48 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
         Method::PolicyClear { vhost, .. } => broker.require_policymaker(user, vhost, name)?,
         _ => broker.require_administrator(user, name)?,
     }
+    let by = printable(user);
     match method {
         Method::PolicySet(p) => {
-            broker.set_policy(policy_def(*p)?)?;
+            let def = policy_def(*p)?;
+            let (policy, vhost) = (def.name.clone(), def.vhost.clone());
+            broker.set_policy(def)?;
+            log::info!(
+                "policy '{}' in vhost '{}' set by '{by}'",
+                printable(&policy),
+                printable(&vhost)
+            );
         }
-        Method::PolicyClear { vhost, name } => broker.clear_policy(&vhost, &name)?,
+        Method::PolicyClear { vhost, name } => {
+            broker.clear_policy(&vhost, &name)?;
+            log::info!(
+                "policy '{}' in vhost '{}' cleared by '{by}'",
+                printable(&name),
+                printable(&vhost)
+            );
+        }
         // The creator of a new vhost gets full access to it.
         Method::VhostDeclare { name } if broker.vhost(&name).is_none() => {
             broker.declare_vhost(&name)?;
-            broker.grant_creator(user, &name)?;
+            log::info!("vhost '{}' created by '{by}'", printable(&name));
+            if broker.grant_creator(user, &name)? {
+                log::info!(
+                    "permissions of user '{by}' in vhost '{}' set by '{by}' (full access, as its creator)",
+                    printable(&name)
+                );
+            }
         }
         Method::VhostDeclare { .. } => {}
-        Method::VhostDelete { name } => broker.delete_vhost(&name)?,
+        Method::VhostDelete { name } => {
+            let gone = broker.delete_vhost(&name)?;
+            log::info!(
+                "vhost '{}' deleted by '{by}': {} queues with {} messages deleted, {} connections closed",
+                printable(&name),
+                gone.queues,
+                gone.messages,
+                gone.connections
+            );
+        }
         Method::UserAdd {
             name,
             secret,
@@ -119,27 +166,78 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             } else {
                 Credential::Hash(hash_algorithm, secret)
             };
-            broker.add_user(&name, &credential, parse_tags(&tags)?)?;
+            let tags = parse_tags(&tags)?;
+            let shown = tags.join(", ");
+            broker.add_user(&name, &credential, tags)?;
+            log::info!(
+                "user '{}' created by '{by}' (tags [{}])",
+                printable(&name),
+                printable(&shown)
+            );
         }
-        Method::UserDelete { name } => broker.delete_user(&name)?,
-        Method::UserPasswd { name, password } => broker.change_password(&name, &password)?,
-        Method::UserTags { name, tags } => broker.set_user_tags(&name, parse_tags(&tags)?)?,
-        Method::PermissionSet(p) => broker.set_permission(
-            &p.user,
-            &p.vhost,
-            PermissionDef {
+        Method::UserDelete { name } => {
+            broker.delete_user(&name)?;
+            log::info!(
+                "user '{}' deleted by '{by}'; its connections are closed",
+                printable(&name)
+            );
+        }
+        Method::UserPasswd { name, password } => {
+            broker.change_password(&name, &password)?;
+            log::info!("password of user '{}' changed by '{by}'", printable(&name));
+        }
+        Method::UserTags { name, tags } => {
+            let tags = parse_tags(&tags)?;
+            let shown = tags.join(", ");
+            broker.set_user_tags(&name, tags)?;
+            log::info!(
+                "tags of user '{}' set to [{}] by '{by}'",
+                printable(&name),
+                printable(&shown)
+            );
+        }
+        Method::PermissionSet(p) => {
+            let def = PermissionDef {
                 configure: p.configure,
                 write: p.write,
                 read: p.read,
-            },
-        )?,
-        Method::PermissionClear { user: u, vhost } => broker.clear_permission(&u, &vhost)?,
+            };
+            let shown = format!(
+                "configure '{}', write '{}', read '{}'",
+                printable(&def.configure),
+                printable(&def.write),
+                printable(&def.read)
+            );
+            broker.set_permission(&p.user, &p.vhost, def)?;
+            log::info!(
+                "permissions of user '{}' in vhost '{}' set by '{by}' ({shown})",
+                printable(&p.user),
+                printable(&p.vhost)
+            );
+        }
+        Method::PermissionClear { user: u, vhost } => {
+            broker.clear_permission(&u, &vhost)?;
+            log::info!(
+                "permissions of user '{}' in vhost '{}' cleared by '{by}'",
+                printable(&u),
+                printable(&vhost)
+            );
+        }
         // Resource alarm settings (docs/security.md §6), like rabbitmqctl's.
-        Method::MemoryHighWatermarkSet { watermark } => broker
-            .alarms()
-            .set_memory_high_watermark(watermark)
-            .map_err(|e| BrokerError::precondition(e.message))?,
-        Method::DiskFreeLimitSet { bytes } => broker.alarms().set_disk_free_limit(bytes),
+        Method::MemoryHighWatermarkSet { watermark } => {
+            broker
+                .alarms()
+                .set_memory_high_watermark(watermark)
+                .map_err(|e| BrokerError::precondition(e.message))?;
+            log::info!("memory high watermark set to {watermark} by '{by}'");
+        }
+        Method::DiskFreeLimitSet { bytes } => {
+            broker.alarms().set_disk_free_limit(bytes);
+            log::info!(
+                "disk free limit set to {} by '{by}'",
+                crate::types::size::format_size(bytes)
+            );
+        }
         Method::ConnectionCloseAdmin {
             connection_id,
             reason,

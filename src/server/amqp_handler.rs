@@ -161,8 +161,10 @@ impl AmqpHandler {
                     s.redispatch();
                 }
             }
-            Event::Closed => {
-                if !matches!(self.state, State::Closing) {
+            Event::Closed { by_peer } => {
+                // A server-side close (timeout, refused header, TLS failure) was logged
+                // where it was decided; only the peer's own close is logged here.
+                if by_peer && !matches!(self.state, State::Closing) {
                     let who = Who {
                         peer: self.peer,
                         session: match &self.state {

@@ -94,7 +94,14 @@ pub enum Event {
         size: u64,
     },
     /// The socket is gone: clean up.
-    Closed,
+    Closed {
+        /// The peer ended the connection (end of stream, reset) before the server began
+        /// closing it; false when the server closed it (handshake or heartbeat timeout,
+        /// bad protocol header, TLS failure, its own `close`, shutdown) and logged why
+        /// already. Only a peer's close is logged as "closed by the client" (issue 8
+        /// part 3).
+        by_peer: bool,
+    },
 }
 
 /// The content of an AMQP 0-9-1 method (`basic.publish`): properties and body.

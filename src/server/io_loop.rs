@@ -363,7 +363,7 @@ impl IoLoop {
                     "closing connection {id} ({}): the client does not read; outbound buffer over its limit",
                     io.conn.peer
                 );
-                self.close(id);
+                self.close(id, false);
                 continue;
             }
             let resume = io.paused && !io.conn.read_paused.load(Ordering::SeqCst);
@@ -520,7 +520,7 @@ impl IoLoop {
         match end {
             ReadEnd::Closed(reason) => {
                 log::debug!("connection {id}: {reason}");
-                self.close(id);
+                self.close(id, true);
             }
             // What was read may have made TLS records to send (the handshake's flights,
             // a key update) or finished the handshake that plaintext waited for.
@@ -538,16 +538,26 @@ impl IoLoop {
             Ok(true) => self.deferred.push(id),
             Err(e) => {
                 log::debug!("connection {id}: write failed: {e}");
-                self.close(id);
+                self.close(id, true);
             }
         }
     }
 
-    /// Drops a connection's socket and tells its worker to clean up.
-    fn close(&mut self, id: u64) {
+    /// Drops a connection's socket and tells its worker to clean up. `peer_gone`: the
+    /// socket ended from the peer's side (end of stream, a failed read or write); it
+    /// counts as the peer's close only when the server had not begun closing first (a
+    /// refused header, a TLS failure, a `close` being flushed or lingering).
+    fn close(&mut self, id: u64, peer_gone: bool) {
         if let Some(mut io) = self.conns.remove(&id) {
             let _ = self.poll.registry().deregister(&mut io.socket);
-            io.conn.push(Event::Closed, 0);
+            let server_first =
+                io.input_closed || io.linger_until.is_some() || io.conn.outbound.is_closing();
+            io.conn.push(
+                Event::Closed {
+                    by_peer: peer_gone && !server_first,
+                },
+                0,
+            );
         }
     }
 
@@ -645,7 +655,7 @@ impl IoLoop {
                     None => log::warn!("closing connection {id}: {reason}"),
                 }
             }
-            self.close(id);
+            self.close(id, false);
         }
     }
 
@@ -697,10 +707,12 @@ impl IoLoop {
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
-            self.close(id);
+            self.close(id, false);
         }
         self.pool = None;
-        log::info!("shutdown complete");
+        // Not the last word: the workers, the stores' stats and final sync follow
+        // (`ServerHandle::join` logs `shutdown complete`).
+        log::info!("shutdown: every connection closed; stopping the workers");
         Ok(())
     }
 

@@ -57,6 +57,9 @@ pub struct ServerHandle {
     alarm_monitor: AlarmMonitor,
     /// The Prometheus endpoint, when `metrics_listen` is on.
     metrics: Option<metrics_http::MetricsServer>,
+    /// The ready file written at start (`--ready-file`), removed once a graceful
+    /// shutdown is done.
+    ready_file: Option<std::path::PathBuf>,
 }
 
 impl ServerHandle {
@@ -109,7 +112,10 @@ impl ServerHandle {
         }
     }
 
-    /// Waits for the server to stop (after [`ServerHandle::shutdown`]).
+    /// Waits for the server to stop (after [`ServerHandle::shutdown`]): the I/O thread,
+    /// the workers and the background threads are joined, the stores' stats written and
+    /// synced, the ready file removed, and only then `shutdown complete` logged (issue 8
+    /// part 3).
     ///
     /// # Errors
     /// The I/O thread's error, if it failed.
@@ -136,6 +142,17 @@ impl ServerHandle {
         if joined_io {
             // Every request has run: write the stores' stats and sync what is pending.
             self.broker.close_storage();
+            // The file says "serving here": a stopped server must not leave it behind.
+            if let Some(path) = self.ready_file.take() {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    if e.kind() != io::ErrorKind::NotFound {
+                        log::warn!("cannot remove ready file {}: {e}", path.display());
+                    }
+                }
+            }
+            if result.is_ok() {
+                log::info!("shutdown complete");
+            }
         }
         result
     }
@@ -192,6 +209,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
     let store_config = StoreConfig {
         segment_bytes: config.segment_bytes,
     };
+    let recovery_started = std::time::Instant::now();
     let (durability, definitions) = Durability::open(
         &config.data_dir,
         config.fsync,
@@ -213,7 +231,15 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         definitions.bindings.len(),
         config.data_dir.display()
     );
+    let durable_queues = definitions.queues.len();
     let broker = Arc::new(Broker::open(config.broker.clone(), durability, definitions));
+    let restored = broker.recovered_messages();
+    log::info!(
+        "recovery done in {} ms: {} persistent messages in {} of {durable_queues} durable queues",
+        recovery_started.elapsed().as_millis(),
+        restored.messages,
+        restored.queues,
+    );
     broker
         .load_access()
         .map_err(|e| io::Error::other(format!("cannot load users: {}", e.text)))?;
@@ -316,6 +342,7 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         housekeeper,
         alarm_monitor,
         metrics,
+        ready_file: config.ready_file.clone(),
     })
 }
 

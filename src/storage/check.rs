@@ -330,7 +330,7 @@ impl SharedLock {
         };
         match file.try_lock_shared() {
             Ok(()) => Ok(SharedLock { _file: Some(file) }),
-            Err(TryLockError::WouldBlock) => Err(StorageError::Locked(dir.to_path_buf())),
+            Err(TryLockError::WouldBlock) => Err(crate::storage::lock::locked(dir, &file)),
             Err(TryLockError::Error(e)) => Err(StorageError::io(&path, e)),
         }
     }
@@ -744,7 +744,13 @@ mod tests {
         let dir = tmp.path().join("data");
         data_dir(&dir, 0);
         let held = crate::storage::lock::DataDirLock::acquire(&dir).unwrap();
-        assert!(matches!(check_data_dir(&dir), Err(StorageError::Locked(_))));
+        let err = check_data_dir(&dir).unwrap_err();
+        assert!(matches!(err, StorageError::Locked { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("(pid {})", std::process::id())),
+            "{err}"
+        );
         drop(held);
         assert!(check_data_dir(&dir).unwrap().is_ok());
     }

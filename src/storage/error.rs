@@ -24,7 +24,12 @@ pub enum StorageError {
     /// `meta.db` failed.
     Meta(String),
     /// The data directory is locked by another process.
-    Locked(PathBuf),
+    Locked {
+        /// The locked directory.
+        dir: PathBuf,
+        /// The holder's process id, as its `LOCK` file tells it (`None`: unreadable).
+        holder_pid: Option<u32>,
+    },
     /// The store was taken out of service after an earlier failure (e.g. a failed fsync).
     Failed(String),
 }
@@ -45,11 +50,17 @@ impl fmt::Display for StorageError {
             StorageError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             StorageError::Corrupt { path, reason } => write!(f, "{}: {reason}", path.display()),
             StorageError::Meta(m) => write!(f, "meta.db: {m}"),
-            StorageError::Locked(p) => write!(
-                f,
-                "data directory {} is in use by another relaymq-server",
-                p.display()
-            ),
+            StorageError::Locked { dir, holder_pid } => {
+                write!(
+                    f,
+                    "data directory {} is in use by another relaymq-server",
+                    dir.display()
+                )?;
+                match holder_pid {
+                    Some(pid) => write!(f, " (pid {pid})"),
+                    None => Ok(()),
+                }
+            }
             StorageError::Failed(m) => write!(f, "store out of service: {m}"),
         }
     }

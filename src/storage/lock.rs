@@ -4,15 +4,43 @@
 //! `flock` locks belong to an open file description, so the kernel releases the lock when
 //! the holder's file is closed, including when the process dies: a crash never leaves a
 //! stale lock behind, and the file's existence means nothing. The file holds the holder's
-//! pid as text, for the operator only; nothing reads it back.
+//! pid as text, for the operator: a refused server or `--check` names it in its message
+//! ([`StorageError::Locked`]); nothing else reads it back.
 
 use crate::storage::error::StorageError;
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// File name of the lock inside the data directory.
 pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// Most bytes of a `LOCK` file read for the holder's pid (a pid and a newline need 11);
+/// a longer file is not a pid.
+pub const LOCK_FILE_BYTES_MAX: u64 = 32;
+
+/// The holder's process id as `file` (an open `LOCK` file) tells it: the decimal number
+/// on its first line, `None` when the file cannot be read, is empty (the holder is between
+/// taking the lock and writing its pid) or holds something else.
+pub fn holder_pid(file: &File) -> Option<u32> {
+    let mut text = String::new();
+    file.take(LOCK_FILE_BYTES_MAX + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    if text.len() as u64 > LOCK_FILE_BYTES_MAX {
+        return None;
+    }
+    text.lines().next()?.trim().parse().ok()
+}
+
+/// [`StorageError::Locked`] for `dir`, naming the holder's pid from its lock `file` when
+/// readable.
+pub fn locked(dir: &Path, file: &File) -> StorageError {
+    StorageError::Locked {
+        dir: dir.to_path_buf(),
+        holder_pid: holder_pid(file),
+    }
+}
 
 /// Exclusive lock of a data directory (`<dir>/LOCK`, an exclusive `flock`); released when
 /// dropped.
@@ -68,7 +96,7 @@ impl DataDirLock {
         match try_lock(&file, dir, &path) {
             // Closing `file` releases the lock.
             Ok(()) => Ok(false),
-            Err(StorageError::Locked(_)) => Ok(true),
+            Err(StorageError::Locked { .. }) => Ok(true),
             Err(e) => Err(e),
         }
     }
@@ -95,7 +123,7 @@ impl Drop for DataDirLock {
 fn try_lock(file: &File, dir: &Path, path: &Path) -> Result<(), StorageError> {
     match file.try_lock() {
         Ok(()) => Ok(()),
-        Err(TryLockError::WouldBlock) => Err(StorageError::Locked(dir.to_path_buf())),
+        Err(TryLockError::WouldBlock) => Err(locked(dir, file)),
         Err(TryLockError::Error(e)) => Err(StorageError::io(path, e)),
     }
 }
@@ -110,6 +138,36 @@ mod tests {
     const CHILD_DIR_ENV: &str = "RELAYMQ_TEST_LOCK_CHILD_DIR";
 
     #[test]
+    fn the_holder_pid_is_read_only_from_a_pid_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(LOCK_FILE_NAME);
+        for (text, want) in [
+            ("4242\n", Some(4242)),
+            ("4242", Some(4242)),
+            ("", None),
+            ("not a pid\n", None),
+            ("12345678901234567890123456789012345\n", None),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(holder_pid(&File::open(&path).unwrap()), want, "{text:?}");
+        }
+        let err = locked(tmp.path(), &File::open(&path).unwrap());
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "data directory {} is in use by another relaymq-server",
+                tmp.path().display()
+            )
+        );
+        std::fs::write(&path, "4242\n").unwrap();
+        let err = locked(tmp.path(), &File::open(&path).unwrap());
+        assert!(
+            err.to_string().ends_with("relaymq-server (pid 4242)"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn second_acquire_in_one_process_is_refused_until_the_first_is_dropped() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
@@ -117,7 +175,10 @@ mod tests {
         assert!(dir.join(LOCK_FILE_NAME).is_file());
         assert_eq!(first.dir(), dir);
         match DataDirLock::acquire(&dir) {
-            Err(StorageError::Locked(p)) => assert_eq!(p, dir),
+            Err(StorageError::Locked { dir: p, holder_pid }) => {
+                assert_eq!(p, dir);
+                assert_eq!(holder_pid, Some(std::process::id()));
+            }
             other => panic!("expected Locked, got {other:?}"),
         }
         assert!(DataDirLock::is_locked(&dir).unwrap());
@@ -196,7 +257,7 @@ mod tests {
         assert!(DataDirLock::is_locked(tmp.path()).unwrap());
         assert!(matches!(
             DataDirLock::acquire(tmp.path()),
-            Err(StorageError::Locked(_))
+            Err(StorageError::Locked { .. })
         ));
 
         drop(child.stdin.take()); // the child returns and exits, which releases the lock

@@ -80,7 +80,8 @@ OPTIONS:
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          off|error|warn|info|debug|trace [default: info]
   --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
-                             here once serving (with tls_listen, amqp_tls_listen when on)
+                             here once serving (with tls_listen, amqp_tls_listen when on);
+                             removed again at the end of a graceful shutdown
   --tls-cert FILE            PEM certificate chain (server certificate first); with
                              --tls-key turns on the TLS listeners below, beside the
                              plain ones

@@ -52,6 +52,7 @@ pub(super) fn apply_users(
                         u.tags.clone(),
                     )
                     .map_err(|e| u.at.wrap(e))?;
+                log::info!("user '{}' created from imported definitions", u.name);
                 c.created += 1;
             }
             Some(existing)
@@ -65,6 +66,7 @@ pub(super) fn apply_users(
                 broker
                     .replace_user(&u.name, &u.algorithm, &u.hash, u.tags.clone())
                     .map_err(|e| u.at.wrap(e))?;
+                log::info!("user '{}' replaced from imported definitions", u.name);
                 c.created += 1;
             }
         }
@@ -91,6 +93,11 @@ pub(super) fn apply_permissions(
         broker
             .set_permission(&p.user, &p.vhost, p.def.clone())
             .map_err(|e| p.at.wrap(e))?;
+        log::info!(
+            "permissions of user '{}' in vhost '{}' set from imported definitions",
+            p.user,
+            p.vhost
+        );
         c.created += 1;
     }
     Ok(c)
@@ -110,6 +117,11 @@ pub(super) fn apply_policies(
             continue;
         }
         broker.set_policy(p.def.clone()).map_err(|e| p.at.wrap(e))?;
+        log::info!(
+            "policy '{}' in vhost '{}' set from imported definitions",
+            p.def.name,
+            p.def.vhost
+        );
         c.created += 1;
     }
     Ok(c)
