@@ -660,3 +660,43 @@ fn a_classic_type_argument_is_kept_and_a_quorum_one_dropped() {
     let again = import(&conn, &doc.to_string());
     assert_eq!(again["unchanged"]["queues"], 2);
 }
+
+/// A request larger than the handshake's 64 KiB frame bound, sent the moment open-ok
+/// arrives (as `relaymq-cli import definitions` does), is taken: the server raises the
+/// bound before open-ok can reach the client. It failed with 501 in about one run of
+/// seven before.
+#[test]
+fn a_large_import_right_after_connecting_is_never_refused() {
+    let server = TestServer::start();
+    let padding = "x".repeat(300_000);
+    let doc = json!({"vhosts": [{"name": "/"}], "unknown_padding": padding}).to_string();
+    // Busy threads make the scheduler preempt the server's worker between its steps, as a
+    // loaded machine does, which is when the old order lost the race.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let mut failed = None;
+    for attempt in 0..150 {
+        let conn = admin(&server);
+        match conn.import_definitions(&doc) {
+            Ok(summary) => assert!(summary.contains("unchanged"), "{summary}"),
+            Err(e) => {
+                failed = Some(format!("attempt {attempt}: {e}"));
+                break;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert_eq!(failed, None);
+}

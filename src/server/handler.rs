@@ -416,6 +416,11 @@ impl Handler {
             self.id,
             self.peer
         );
+        // Open before open-ok can reach the client: the I/O thread raises its frame
+        // assembler's bound from the handshake's 64 KiB when it sees this flag, and a client
+        // may send a large request the moment it reads open-ok (a definitions import of
+        // 300 KB was refused with 501 when the flag came second).
+        conn.opened.store(true, Ordering::Release);
         self.send(
             0,
             request_id,
@@ -427,7 +432,6 @@ impl Handler {
                 connection_id: self.id,
             },
         );
-        conn.opened.store(true, Ordering::Release);
     }
 
     fn connection_method(&mut self, request_id: u32, method: Method) {
