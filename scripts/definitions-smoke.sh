@@ -95,6 +95,8 @@ cli 0 --vhost shop bind-exchange shop.parking shop.in --key 'audit.#'
 cli 0 --vhost shop policy set shop-ttl '^shop\.' '{"message-ttl":600000,"max-length":5000}' --priority 2 --apply-to queues
 cli 0 export definitions "$tmp/before.json"
 grep -q '"shop-ttl"' "$tmp/before.json" || fail "export lacks the policy shop-ttl"; pass
+# It holds password hashes: readable by its owner only.
+[ "$(stat -c %a "$tmp/before.json")" = 600 ] || fail "export file mode is $(stat -c %a "$tmp/before.json"), expected 600"; pass
 grep -q '"shop.orders"' "$tmp/before.json" || fail "export lacks shop.orders"; pass
 if grep -q '"scratch"' "$tmp/before.json"; then fail "a transient queue was exported"; fi; pass
 stop

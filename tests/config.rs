@@ -431,6 +431,15 @@ fn sighup_reloads_limits_and_log_level_and_a_bad_file_changes_nothing() {
     d.signal("HUP");
     d.wait_log("config reload failed, nothing changed", 2);
     assert!(d.log_text().contains("not valid TOML"), "{}", d.log_text());
+
+    // Quieter, then louder again: the reload that makes the log more verbose is logged
+    // too (its lines are written at the more verbose of the two levels).
+    std::fs::write(&file, "max-connections = 2\nlog-level = \"error\"\n").unwrap();
+    d.signal("HUP");
+    d.wait_log("config reload: log-level debug -> error", 1);
+    std::fs::write(&file, "max-connections = 2\nlog-level = \"info\"\n").unwrap();
+    d.signal("HUP");
+    d.wait_log("config reload: log-level error -> info", 1);
     d.stop();
 }
 

@@ -254,7 +254,39 @@ fn importing_twice_changes_nothing() {
     }
     assert_eq!(again["unchanged"]["queues"], 13);
     assert_eq!(again["unchanged"]["bindings"], 16);
+    for (section, n) in again["replaced"].as_object().unwrap() {
+        assert_eq!(n, 0, "{section} replaced on the second import");
+    }
     assert_eq!(conn.export_definitions().unwrap(), before);
+
+    // A user whose hash changed since (argon2id at its first login) is replaced by the
+    // file's, as RabbitMQ replaces users, and the summary says so rather than "created".
+    connect_as(&server, "producer", "producer-secret", "orders"); // the login upgrades its hash
+    let third = import(&conn, FIXTURE);
+    assert_eq!(third["replaced"]["users"], 1, "{third}");
+    assert_eq!(third["created"]["users"], 0, "{third}");
+}
+
+#[test]
+fn an_import_that_replaces_the_importing_user_warns() {
+    // The fixture has an `admin` user; import it as an `admin` with another password.
+    let server = TestServer::start_with(|c| {
+        c.broker.default_user = "admin".into();
+        c.broker.default_pass = "local-password".into();
+    });
+    let conn = connect_as(&server, "admin", "local-password", "/");
+    let summary = import(&conn, FIXTURE);
+    assert_eq!(summary["replaced"]["users"], 1, "{summary}");
+    assert_eq!(summary["created"]["users"], 3, "{summary}");
+    let warnings = summary["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("user 'admin' (you) was replaced")),
+        "{summary}"
+    );
+    connect_as(&server, "admin", "admin-secret", "/"); // the file's password now
 }
 
 #[test]

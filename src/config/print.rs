@@ -14,6 +14,11 @@ pub const HIDDEN: &str = "<hidden>";
 /// comments (set without `tls-cert`/`tls-key` they would stop the start-up).
 const TLS_ONLY: [&str; 3] = ["tls-listen", "amqp-tls-listen", "tls-client-auth"];
 
+/// Settings whose default is read off the machine (`workers`: the number of CPUs); while
+/// they are at their default they are printed as comments, so a pasted copy does not pin
+/// this machine's value on another.
+const MACHINE_DEFAULTS: [&str; 1] = ["workers"];
+
 /// A setting's value as a TOML value: integers bare, everything else a quoted string
 /// (a relative memory watermark bare as a float).
 fn toml_value(setting: &Setting, text: &str) -> String {
@@ -67,7 +72,14 @@ pub fn render(layered: &Layered) -> String {
                 let value = toml_value(setting, &text);
                 let commented =
                     !tls_on && TLS_ONLY.contains(&setting.name) && *origin == Origin::Default;
-                if setting.secret {
+                let machine_default =
+                    MACHINE_DEFAULTS.contains(&setting.name) && *origin == Origin::Default;
+                if machine_default {
+                    out.push_str(&format!(
+                        "# {} = {value}  # {source} (depends on this machine)\n",
+                        setting.name
+                    ));
+                } else if setting.secret {
                     out.push_str(&format!(
                         "# {} = {value}  # {source} (hidden: set it yourself)\n",
                         setting.name
@@ -122,6 +134,10 @@ mod tests {
         assert!(!table.contains_key("ready-file"));
         // The secret is on a comment line: pasting the output never sets it to "<hidden>".
         assert!(!table.contains_key("default-pass"), "{text}");
+        assert!(
+            !table.contains_key("workers"),
+            "the CPU count is not pinned: {text}"
+        );
         assert!(!text.contains("s3cret"), "{text}");
         // Pasted into a file (secret aside), it loads to the same settings.
         let dir = tempfile::tempdir().unwrap();

@@ -147,6 +147,9 @@ pub fn reload(
     let in_force = broker.alarms().config();
     apply(&merged.settings, &outcome, broker)?;
     *running = merged;
+    // The lines below are written at the more verbose of the old and the new level, so a
+    // reload from `error` back to `info` still says what it changed.
+    log::set_max_level(log::max_level().max(running.settings.log_level));
     for c in &outcome.applied {
         let scope = match c.reload {
             Reload::NewConnections => " (for connections opened from now on)".to_string(),

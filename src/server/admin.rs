@@ -249,7 +249,7 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
         }
         Method::DefinitionsImport { json } => {
             log::info!("definitions import by '{user}' ({} bytes)", json.len());
-            let summary = definitions::import(broker, &json)?;
+            let summary = definitions::import(broker, &json, user)?;
             return Ok(Method::DefinitionsExportOk {
                 json: definitions_text(&summary.to_json())?,
             });

@@ -181,7 +181,7 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
             let mut json = conn.export_definitions()?;
             json.push('\n');
             match file {
-                Some(path) => std::fs::write(&path, json)
+                Some(path) => write_private(&path, json.as_bytes())
                     .map_err(|e| CliError::Other(anyhow::anyhow!("cannot write '{path}': {e}")))?,
                 None => stdout.lock().write_all(json.as_bytes())?,
             }
@@ -561,6 +561,20 @@ fn get(conn: &Connection, a: GetArgs) -> Result<(), CliError> {
     }
     ch.close()?;
     Ok(())
+}
+
+/// Writes `bytes` to `path`, created (or truncated) readable and writable by its owner only
+/// (0600): definitions hold password hashes. An existing file's mode is set to 0600 too.
+fn write_private(path: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
 }
 
 #[cfg(test)]

@@ -437,8 +437,9 @@ mod escape_tests {
     }
 }
 
-/// The import summary the server sent (`{"created": {...}, "unchanged": {...},
-/// "not_honoured": [...]}`) as lines: counts per section, then each element not honoured.
+/// The import summary the server sent (`{"created": {...}, "replaced": {...},
+/// "unchanged": {...}, "warnings": [...], "not_honoured": [...]}`) as lines: counts per
+/// section, warnings, then each element not honoured.
 pub fn import_summary(json: &str) -> String {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
         return format!("{json}\n");
@@ -454,11 +455,19 @@ pub fn import_summary(json: &str) -> String {
             })
             .unwrap_or_default()
     };
-    let mut out = format!(
-        "created:   {}\nunchanged: {}\n",
-        counts("created"),
-        counts("unchanged")
-    );
+    let mut out = format!("created:   {}\n", counts("created"));
+    if v.get("replaced").is_some() {
+        out.push_str(&format!("replaced:  {}\n", counts("replaced")));
+    }
+    out.push_str(&format!("unchanged: {}\n", counts("unchanged")));
+    let warnings = v
+        .get("warnings")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(|s| s.as_str()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for w in warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
     let skipped: Vec<&str> = v
         .get("not_honoured")
         .and_then(|a| a.as_array())

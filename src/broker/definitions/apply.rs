@@ -67,7 +67,7 @@ pub(super) fn apply_users(
                     .replace_user(&u.name, &u.algorithm, &u.hash, u.tags.clone())
                     .map_err(|e| u.at.wrap(e))?;
                 log::info!("user '{}' replaced from imported definitions", u.name);
-                c.created += 1;
+                c.replaced += 1;
             }
         }
     }
@@ -86,7 +86,8 @@ pub(super) fn apply_permissions(
         .map(|(u, v, def)| ((u, v), def))
         .collect();
     for p in permissions {
-        if current.get(&(p.user.clone(), p.vhost.clone())) == Some(&p.def) {
+        let existing = current.get(&(p.user.clone(), p.vhost.clone()));
+        if existing == Some(&p.def) {
             c.unchanged += 1;
             continue;
         }
@@ -98,7 +99,11 @@ pub(super) fn apply_permissions(
             p.user,
             p.vhost
         );
-        c.created += 1;
+        if existing.is_some() {
+            c.replaced += 1;
+        } else {
+            c.created += 1;
+        }
     }
     Ok(c)
 }
@@ -116,13 +121,20 @@ pub(super) fn apply_policies(
             c.unchanged += 1;
             continue;
         }
+        let existed = current
+            .iter()
+            .any(|d| d.vhost == p.def.vhost && d.name == p.def.name);
         broker.set_policy(p.def.clone()).map_err(|e| p.at.wrap(e))?;
         log::info!(
             "policy '{}' in vhost '{}' set from imported definitions",
             p.def.name,
             p.def.vhost
         );
-        c.created += 1;
+        if existed {
+            c.replaced += 1;
+        } else {
+            c.created += 1;
+        }
     }
     Ok(c)
 }

@@ -28,19 +28,33 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use std::collections::HashSet;
 
-/// Imports a definitions document (`relaymq-cli import definitions`).
+/// Imports a definitions document (`relaymq-cli import definitions`) for the
+/// administrator `importer`.
 ///
 /// # Errors
 /// 406 PRECONDITION_FAILED for a document that is not valid (naming the element and the
 /// field) or an existing exchange or queue with other properties (nothing is applied in
 /// both cases); an error of the broker while applying (404, 541 when the store fails),
 /// named after the element. Elements applied before such an error stay, as in RabbitMQ.
-pub fn import(broker: &Broker, json: &str) -> Result<ImportSummary, BrokerError> {
+pub fn import(broker: &Broker, json: &str, importer: &str) -> Result<ImportSummary, BrokerError> {
     let doc = model::parse(json)?;
     let mut summary = ImportSummary::default();
     let mut plan = validate(&doc, &mut summary)?;
     check_equivalence(broker, &plan)?;
     drop_dangling_bindings(broker, &mut plan, &mut summary);
+    // The file replaces users that exist (RabbitMQ's rule), the importing one included:
+    // say so, since its next login needs the file's password.
+    if let (Some(u), Some(existing)) = (
+        plan.users.iter().find(|u| u.name == importer),
+        broker.users().user(importer),
+    ) {
+        if existing.hash.algorithm != u.algorithm || existing.hash.hash != u.hash {
+            summary.warn(format!(
+                "user '{importer}' (you) was replaced by the file's: log in with the password \
+                 it had where the file was exported"
+            ));
+        }
+    }
     summary.count("vhosts", apply_vhosts(broker, &plan.vhosts)?);
     summary.count("users", apply_users(broker, &plan.users)?);
     summary.count("permissions", apply_permissions(broker, &plan.permissions)?);

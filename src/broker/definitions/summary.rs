@@ -6,8 +6,11 @@ use serde_json::{json, Map, Value};
 /// Counts of one section.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SectionCount {
-    /// Elements created or changed.
+    /// Elements created.
     pub created: usize,
+    /// Elements that existed with other properties and were replaced by the file's (users,
+    /// permissions, policies: RabbitMQ's rule).
+    pub replaced: usize,
     /// Elements already present with the same properties.
     pub unchanged: usize,
 }
@@ -17,6 +20,9 @@ pub struct SectionCount {
 pub struct ImportSummary {
     /// Section name → counts, in the order applied.
     pub sections: Vec<(&'static str, SectionCount)>,
+    /// What the operator should know about what was applied (the importing user's own
+    /// password replaced, ...).
+    pub warnings: Vec<String>,
     /// One line per element or argument not honoured:
     /// `exchanges[2] (vhost '/', name 'x'): argument 'alternate-exchange' not honoured (...)`.
     pub not_honoured: Vec<String>,
@@ -28,22 +34,32 @@ impl ImportSummary {
         self.sections.push((section, count));
     }
 
+    /// Records a warning.
+    pub fn warn(&mut self, what: impl Into<String>) {
+        self.warnings.push(what.into());
+    }
+
     /// Records an element not honoured.
     pub fn skip(&mut self, what: impl Into<String>) {
         self.not_honoured.push(what.into());
     }
 
-    /// `{"created": {"vhosts": n, …}, "unchanged": {…}, "not_honoured": ["…"]}`.
+    /// `{"created": {"vhosts": n, …}, "replaced": {…}, "unchanged": {…}, "warnings":
+    /// ["…"], "not_honoured": ["…"]}`.
     pub fn to_json(&self) -> Value {
         let mut created = Map::new();
+        let mut replaced = Map::new();
         let mut unchanged = Map::new();
         for (name, c) in &self.sections {
             created.insert(name.to_string(), json!(c.created));
+            replaced.insert(name.to_string(), json!(c.replaced));
             unchanged.insert(name.to_string(), json!(c.unchanged));
         }
         json!({
             "created": created,
+            "replaced": replaced,
             "unchanged": unchanged,
+            "warnings": self.warnings,
             "not_honoured": self.not_honoured,
         })
     }
