@@ -441,3 +441,66 @@ fn admin_changes_are_logged_once_naming_the_administrator() {
     once("disk free limit set to 1MiB", "by 'guest'");
     assert!(!text.contains("bob-password"), "a password was logged");
 }
+
+#[test]
+fn a_stale_ready_file_is_removed_before_recovery() {
+    // A ready file left by a crashed run: a script waiting for it must not proceed while
+    // the next run recovers. This run recovers, then cannot bind its listener (the port
+    // is held here) and exits without writing a ready file of its own, so the stale one
+    // is either still there (removed too late or never) or gone (removed at start-up).
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    fill(&conn, "sr.q", 2);
+    conn.close().unwrap();
+    server.kill9();
+
+    let ready = dir.path().join("ready.json");
+    let stale = r#"{"listen": "127.0.0.1:1"}"#;
+    std::fs::write(&ready, stale).unwrap();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = held.local_addr().unwrap().to_string();
+    let log = dir.path().join("server.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
+        .args(["--listen", &taken, "--amqp-listen", "off"])
+        .args(["--metrics-listen", "off", "--log-level", "info"])
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--ready-file")
+        .arg(&ready)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("server starts");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the server neither failed nor exited within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(held);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{text}");
+    assert!(text.contains("cannot listen on"), "{text}");
+    assert!(
+        !ready.exists(),
+        "the stale ready file outlived the start-up:\n{text}"
+    );
+    // Removed before the queues were recovered, not after.
+    let lines: Vec<&str> = text.lines().collect();
+    let removed = lines
+        .iter()
+        .position(|l| l.contains("INFO") && l.contains("removed the ready file"))
+        .unwrap_or_else(|| panic!("no line about the stale ready file:\n{text}"));
+    let recovered = lines
+        .iter()
+        .position(|l| l.contains("recovery done in") && l.contains(": 2 persistent messages"))
+        .unwrap_or_else(|| panic!("no recovery summary:\n{text}"));
+    assert!(removed < recovered, "{text}");
+}

@@ -398,9 +398,11 @@ impl Recovery {
 
 impl QueueStore {
     /// Opens (creating if missing) the store in `dir`: scans every segment in order with its
-    /// ack log, truncates torn tails, skips damaged middle records, rebuilds `queue_stat`
-    /// if needed, deletes fully settled sealed segments, and returns the valid messages in
-    /// record-id order with their delivery counts (recovery steps in `docs/storage.md`).
+    /// ack log, truncates torn tails, skips damaged middle records, recounts a stale or
+    /// missing `queue_stat` (without rewriting it: the next seal, compaction or
+    /// [`QueueStore::write_stat`] does), deletes fully settled sealed segments, and returns
+    /// the valid messages in record-id order with their delivery counts (recovery steps in
+    /// `docs/storage.md`).
     /// Leftover `*.compact` and `queue_stat.tmp` files and ack logs without a segment are
     /// removed. Never panics on any disk content.
     ///
@@ -598,20 +600,28 @@ impl QueueStore {
         let actual = store.stat_table();
         match stat_state {
             Ok(Some((table, len))) if table == actual => store.stat_bytes = len,
+            _ if fresh => store.write_stat()?,
             found => {
-                store.write_stat()?;
-                if !fresh {
-                    rec.report.stat_rebuilt = true;
-                    let why = match found {
-                        Ok(None) => "missing".to_string(),
-                        Ok(Some(_)) => "stale".to_string(),
-                        Err(e) => e,
-                    };
-                    rec.note(format!(
-                        "{}: {why}, rebuilt from the segments",
-                        dir.join(STAT_FILE_NAME).display()
-                    ));
-                }
+                // Recounted from the segments (the scan above), and NOT rewritten here:
+                // after a crash every queue that held messages has a stale one, and
+                // writing thousands of files (a create, a rename and two fsyncs each) was
+                // most of the recovery time (issue 8). It is a hint only `--check` and
+                // the next open read; the next seal, compaction, segment deletion or
+                // clean shutdown rewrites it.
+                store.stat_bytes = match &found {
+                    Ok(Some((_, len))) => *len,
+                    _ => file_len(&*backend, &dir.join(STAT_FILE_NAME)),
+                };
+                rec.report.stat_rebuilt = true;
+                let why = match found {
+                    Ok(None) => "missing".to_string(),
+                    Ok(Some(_)) => "stale".to_string(),
+                    Err(e) => e,
+                };
+                rec.note(format!(
+                    "{}: {why}, recounted from the segments (rewritten at the next seal, compaction or clean shutdown)",
+                    dir.join(STAT_FILE_NAME).display()
+                ));
             }
         }
         let mut recovered = rec.recovered;
@@ -1438,6 +1448,12 @@ fn recover_segment(
     Ok(segment)
 }
 
+/// Length of the file at `path` in bytes; 0 when it cannot be opened (for the on-disk
+/// size of a `queue_stat` left as it was).
+fn file_len(backend: &dyn Backend, path: &Path) -> u64 {
+    backend.open(path, false).and_then(|f| f.len()).unwrap_or(0)
+}
+
 /// Reads and parses `queue_stat`: `Ok(None)` when missing, `Err` saying why it is
 /// unusable, else the table and the file's length in bytes.
 fn read_stat(backend: &dyn Backend, dir: &Path) -> Result<Option<(StatTable, u64)>, String> {
@@ -1575,11 +1591,11 @@ pub fn check_dir(backend: &dyn Backend, dir: &Path) -> CheckReport {
     let stat_path = dir.join(STAT_FILE_NAME);
     match read_stat(backend, dir) {
         Ok(None) => r.info.push(format!(
-            "{}: missing (rebuilt on open)",
+            "{}: missing (recounted on open, rewritten at the next clean shutdown)",
             stat_path.display()
         )),
         Err(e) => r.info.push(format!(
-            "{}: unusable: {e} (rebuilt on open)",
+            "{}: unusable: {e} (recounted on open, rewritten at the next clean shutdown)",
             stat_path.display()
         )),
         Ok(Some((table, len))) => {
@@ -1604,7 +1620,7 @@ pub fn check_dir(backend: &dyn Backend, dir: &Path) -> CheckReport {
                     })
                     .collect();
                 r.info.push(format!(
-                    "{}: lags behind the segments (normal after a crash, or follows from a damaged record reported above; rebuilt on open): \
+                    "{}: lags behind the segments (normal after a crash, or follows from a damaged record reported above; recounted on open, rewritten at the next clean shutdown): \
                      total/valid {}",
                     stat_path.display(),
                     differences.join("; ")

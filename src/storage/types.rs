@@ -73,13 +73,15 @@ pub struct RecoveryReport {
     pub truncated_tails: Vec<(PathBuf, u64)>,
     /// Damaged records in the middle of a segment that were skipped.
     pub skipped_records: u64,
-    /// `queue_stat` was missing, corrupt or stale and was rebuilt from the segments.
+    /// `queue_stat` was missing, corrupt or stale and was recounted from the segments (the
+    /// file is rewritten later, not at open).
     pub stat_rebuilt: bool,
     /// Human-readable lines for the log, one per repair of damaged data (logged as
     /// warnings).
     pub warnings: Vec<String>,
     /// Human-readable lines for the log about normal housekeeping found at start (a stale
-    /// `queue_stat` rebuilt, a settled segment deleted; logged as information).
+    /// `queue_stat` recounted, a settled segment deleted; logged at debug and counted in
+    /// the `recovery done` summary, issue 8).
     pub notes: Vec<String>,
 }
 
