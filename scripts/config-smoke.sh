@@ -22,22 +22,9 @@ fi
 for v in $(compgen -e | grep '^RELAYMQ_SERVER_' || true); do unset "$v"; done
 unset RELAYMQ_ADDR RELAYMQ_VHOST RELAYMQ_USER RELAYMQ_PASSWORD NOTIFY_SOCKET
 
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -9 "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-checks=0
-fail() {
-  echo "config-smoke: FAIL: $*" >&2
-  echo "--- server log:" >&2
-  tail -n 30 "$tmp/server.log" >&2 2>/dev/null || true
-  exit 1
-}
-pass() { checks=$((checks + 1)); }
+# shellcheck source=scripts/smoke-lib.sh
+. "$root/scripts/smoke-lib.sh"
+smoke_init config-smoke
 # has FILE TEXT: FILE contains TEXT (fixed string).
 has() { grep -qF -- "$2" "$1"; }
 # wait_log TEXT [COUNT]: waits (≤ 10 s) until the server log holds TEXT COUNT times.
@@ -140,15 +127,6 @@ set -e
 [ "$code" = 1 ] || fail "third queue: exit $code (the limit should still be 2)"
 pass
 
-kill -TERM "$server_pid"
-for _ in $(seq 1 200); do
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.05
-done
-kill -0 "$server_pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
-set +e; wait "$server_pid"; code=$?; set -e
-server_pid=
-[ "$code" = 0 ] || fail "server exited $code after SIGTERM"
-pass
+stop_server
 
 echo "config-smoke: $checks passed, 0 failed"

@@ -18,25 +18,9 @@ cli_bin=${RELAYMQ_BIN_CLI:-$root/target/release/relaymq-cli}
   exit 2
 }
 
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -9 "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "definitions-smoke: FAIL: $*" >&2
-  echo "--- server log:" >&2
-  tail -n 30 "$tmp/server.log" >&2 || true
-  exit 1
-}
-checks=0
-pass() { checks=$((checks + 1)); }
+# shellcheck source=scripts/smoke-lib.sh
+. "$root/scripts/smoke-lib.sh"
+smoke_init definitions-smoke
 
 # The metrics listener (when this build has one) would clash with other servers' ports.
 extra=()
@@ -58,14 +42,6 @@ start() {
     sleep 0.1
   done
   fail "server not ready within 20 s"
-}
-stop() {
-  kill -TERM "$server_pid"
-  for _ in $(seq 200); do
-    kill -0 "$server_pid" 2>/dev/null || { wait "$server_pid" || fail "server exited non-zero"; server_pid=; return 0; }
-    sleep 0.1
-  done
-  fail "server did not stop within 20 s"
 }
 # cli EXPECTED_EXIT ARGS...: runs relaymq-cli against the server as guest.
 cli() {
@@ -99,7 +75,7 @@ grep -q '"shop-ttl"' "$tmp/before.json" || fail "export lacks the policy shop-tt
 [ "$(stat -c %a "$tmp/before.json")" = 600 ] || fail "export file mode is $(stat -c %a "$tmp/before.json"), expected 600"; pass
 grep -q '"shop.orders"' "$tmp/before.json" || fail "export lacks shop.orders"; pass
 if grep -q '"scratch"' "$tmp/before.json"; then fail "a transient queue was exported"; fi; pass
-stop
+stop_server
 
 rm -rf "$tmp/data"
 start
@@ -139,6 +115,6 @@ set +e; wait "$consumer_pid"; code=$?; set -e
 grep -q 'smoke test' "$tmp/consumer.err" || fail "consumer did not get the reason: $(cat "$tmp/consumer.err")"; pass
 cli 1 close connection 999999
 cli 2 import definitions "$tmp/missing.json"
-stop
+stop_server
 
 echo "definitions-smoke: $checks checks, 0 failed"

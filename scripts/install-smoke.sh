@@ -29,20 +29,12 @@ if [ -z "$server_bin" ] || [ -z "$cli_bin" ]; then
 fi
 export RELAYMQ_BIN_SERVER=$server_bin RELAYMQ_BIN_CLI=$cli_bin
 
-tmp=$(mktemp -d)
+# shellcheck source=scripts/smoke-lib.sh
+. "$root/scripts/smoke-lib.sh"
+smoke_init install-smoke
 chmod 0755 "$tmp"
 prefix=$tmp/root
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -9 "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-checks=0
 skips=0
-fail() { echo "install-smoke: FAIL: $*" >&2; exit 1; }
-pass() { checks=$((checks + 1)); }
 skip() { skips=$((skips + 1)); echo "install-smoke: skipped: $*"; }
 
 # inst EXPECTED_EXIT ARGS...: runs install.sh, keeps its stdout+stderr in $out.
@@ -284,11 +276,7 @@ RELAYMQ_ADDR=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready.json")
 export RELAYMQ_ADDR
 "$bin/relaymq-cli" declare queue install.kept --durable >/dev/null
 "$bin/relaymq-cli" publish "" install.kept "survives uninstall" --persistent --confirm
-kill -TERM "$server_pid"
-for _ in $(seq 1 200); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.05; done
-set +e; wait "$server_pid"; code=$?; set -e
-server_pid=
-[ "$code" = 0 ] || fail "the installed server exited $code after SIGTERM"
+stop_server
 [ -f "$data/meta.db" ] || fail "no meta.db in the installed data directory"
 pass
 
@@ -395,11 +383,7 @@ RELAYMQ_ADDR=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready.json")
 got=$("$bin/relaymq-cli" get install.kept)
 [ "$got" = "survives uninstall" ] || fail "after uninstall + install the message is [$got]"
 pass
-kill -TERM "$server_pid"
-for _ in $(seq 1 200); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.05; done
-set +e; wait "$server_pid"; code=$?; set -e
-server_pid=
-[ "$code" = 0 ] || fail "the reinstalled server exited $code after SIGTERM"
+stop_server
 pass
 
 echo "install-smoke: $checks passed, 0 failed, $skips skipped"

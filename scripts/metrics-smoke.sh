@@ -22,22 +22,9 @@ if [ -z "$server_bin" ] || [ -z "$cli_bin" ]; then
   cli_bin=${cli_bin:-$target/release/relaymq-cli}
 fi
 
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -9 "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-checks=0
-fail() {
-  echo "metrics-smoke: FAIL: $*" >&2
-  echo "--- server log:" >&2
-  tail -n 30 "$tmp/server.log" >&2 || true
-  exit 1
-}
-pass() { checks=$((checks + 1)); }
+# shellcheck source=scripts/smoke-lib.sh
+. "$root/scripts/smoke-lib.sh"
+smoke_init metrics-smoke
 
 # cli ARGS...: runs relaymq-cli, fails the script when it exits non-zero.
 cli() {
@@ -137,15 +124,6 @@ http /other
 pass
 
 # --- stop ------------------------------------------------------------------------------------
-kill -TERM "$server_pid"
-for _ in $(seq 1 200); do
-  kill -0 "$server_pid" 2>/dev/null || break
-  sleep 0.05
-done
-kill -0 "$server_pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
-set +e; wait "$server_pid"; code=$?; set -e
-server_pid=
-[ "$code" = 0 ] || fail "server exited $code after SIGTERM"
-pass
+stop_server
 
 echo "metrics-smoke: $checks passed, 0 failed"

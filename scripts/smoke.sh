@@ -17,22 +17,9 @@ if [ -z "$server_bin" ] || [ -z "$cli_bin" ]; then
   cli_bin=$root/target/debug/relaymq-cli
 fi
 
-tmp=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -9 "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-checks=0
-fail() {
-  echo "smoke: FAIL: $*" >&2
-  echo "--- server log:" >&2
-  tail -n 30 "$tmp/server.log" >&2 || true
-  exit 1
-}
-pass() { checks=$((checks + 1)); }
+# shellcheck source=scripts/smoke-lib.sh
+. "$root/scripts/smoke-lib.sh"
+smoke_init smoke
 
 # run NAME EXPECTED_EXIT -- ARGS...: runs the CLI, keeps stdout in $out, stderr in $err.
 run() {
@@ -85,19 +72,6 @@ start_server() {
   addr=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready.json")
   case "$addr" in 127.0.0.1:[0-9]*) pass ;; *) fail "ready file has no address: $(cat "$tmp/ready.json")" ;; esac
   export RELAYMQ_ADDR=$addr
-}
-# stop_server: SIGTERM, wait (≤ 10 s), expect exit 0.
-stop_server() {
-  kill -TERM "$server_pid"
-  for _ in $(seq 1 200); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  kill -0 "$server_pid" 2>/dev/null && fail "server still running 10 s after SIGTERM"
-  set +e; wait "$server_pid"; local code=$?; set -e
-  server_pid=
-  [ "$code" = 0 ] || fail "server exited $code after SIGTERM"
-  pass
 }
 start_server
 
