@@ -69,10 +69,12 @@ unit_has() { grep -qxF "$1" "$unit" || fail "the unit lacks the line [$1]"; pass
 # unit_value KEY: the value of the last KEY= line of the unit.
 unit_value() { sed -n "s/^$1=//p" "$unit" | tail -1; }
 # help_default FLAG: the [default: X] of FLAG in relaymq-server --help ("" if none).
+# (A here-string, not a pipe: awk exits at its match, and under pipefail the writer's
+# SIGPIPE would fail the script.)
 help_default() {
-  printf '%s\n' "$help" | awk -v f="--$1" '
+  awk -v f="--$1" '
     /^  -/ { if (on) exit; if ($1 == f) on = 1 }
-    on && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }'
+    on && /\[default: / { sub(/.*\[default: /, ""); sub(/\].*/, ""); print; exit }' <<<"$help"
 }
 # tree: every path under the prefix with type, mode and size (the idempotence snapshot).
 tree() { (cd "$prefix" && find . -printf '%p %y %m %s\n' | sort); }

@@ -64,7 +64,7 @@ has() { grep -qxF -- "$1" "$tmp/body" || fail "no line [$1] in the page"; pass; 
 # at_least NAME_AND_LABELS MIN: the sample's value is ≥ MIN.
 at_least() {
   local v
-  v=$(grep -F -- "$1 " "$tmp/body" | grep -v '^#' | head -n 1 | awk '{print $NF}')
+  v=$(grep -F -- "$1 " "$tmp/body" | grep -v '^#' | awk 'NR == 1 { print $NF }')
   [ -n "$v" ] || fail "no sample [$1]"
   python3 -c "import sys; sys.exit(0 if float('$v') >= float('$2') else 1)" || fail "[$1] is $v, expected >= $2"
   pass

@@ -182,7 +182,7 @@ wait "$server_pid" 2>/dev/null || true
 server_pid=
 start_server
 run 0 get smoke.durable --count 5 --json
-first=$(printf '%s\n' "$out" | head -1); second=$(printf '%s\n' "$out" | sed -n 2p)
+first=$(sed -n 1p <<<"$out"); second=$(sed -n 2p <<<"$out")
 case "$first" in *'"body":"kept"'*'"redelivered":true'*) pass ;; *) fail "after kill -9: first message [$first]" ;; esac
 case "$second" in *'"body":"also kept"'*'"redelivered":false'*) pass ;; *) fail "after kill -9: second message [$second]" ;; esac
 [ "$(printf '%s\n' "$out" | wc -l)" = 2 ] || fail "after kill -9: expected exactly 2 messages: [$out]"
