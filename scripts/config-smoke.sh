@@ -55,7 +55,7 @@ has "$tmp/printed" 'max-queues-per-vhost = 21  # env RELAYMQ_SERVER_MAX_QUEUES_P
 pass
 has "$tmp/printed" 'heartbeat = 12  # file' || fail "file value missing"
 pass
-has "$tmp/printed" 'frame-max = 131072  # default' || fail "default missing"
+has "$tmp/printed" 'frame-max = "128KiB"  # default' || fail "default missing"
 pass
 has "$tmp/printed" '# default-pass = "<hidden>"' || fail "secret not hidden"
 has "$tmp/printed" 'file-secret' && fail "secret printed"

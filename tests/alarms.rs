@@ -6,7 +6,7 @@
 mod common;
 
 use common::amqp_raw::{self, FRAME_MAX};
-use common::TestServer;
+use common::{ServerProcess, TestServer};
 use relaymq::alarm::MemoryWatermark;
 use relaymq::amqp::{write_content, AmqpMethod, BASIC_CLASS_ID, PROTOCOL_HEADER};
 use relaymq::client::{
@@ -23,7 +23,7 @@ const DEADLINE: Duration = Duration::from_secs(15);
 const HELD_FOR: Duration = Duration::from_millis(700);
 
 /// A watermark far below any process's resident memory: the memory alarm is on.
-const TINY: MemoryWatermark = MemoryWatermark::Absolute(1);
+const TINY: MemoryWatermark = MemoryWatermark::Relative(0.0);
 
 /// A watermark no test process reaches: the memory alarm is off.
 const HUGE: MemoryWatermark = MemoryWatermark::Relative(1.0);
@@ -372,6 +372,97 @@ fn the_disk_alarm_blocks_publishers_and_a_blocked_connection_outlives_heartbeats
     assert!(publisher.is_open());
 }
 
+/// Body size of the messages that fill the server in the purge test, bytes.
+const FILL_BODY_BYTES: usize = 4096;
+
+/// Most bytes the purge test publishes before giving up on the alarm (5× the mark).
+const FILL_BYTES_MAX: usize = 1 << 30;
+
+/// How long the alarm may take to clear once the memory is freed (the allocator hands
+/// pages back about a second after they are freed; generous for a loaded machine).
+const CLEAR_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A memory alarm clears once the memory is freed, even with no message left to drain:
+/// the real server binary (its allocator) with a 200 MiB mark is filled with 4 KiB
+/// messages until it blocks the publisher, the queue is purged, and the alarm clears by
+/// itself, the held publishes arriving, confirmed. With glibc's allocator the process
+/// kept the freed pages, stayed above the mark with 0 messages, and blocked publishers
+/// for ever.
+#[test]
+fn the_memory_alarm_clears_after_a_purge_and_held_publishes_arrive() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = ServerProcess::start(
+        &dir.path().join("data"),
+        &["--memory-high-watermark", "200MiB"],
+    );
+    let admin = Connection::connect(&server.addr_string()).expect("connect");
+    let admin_ch = admin.open_channel().unwrap();
+    admin_ch
+        .queue_declare("fill-q", QueueDeclareOptions::default())
+        .unwrap();
+    assert_eq!(status_field(&admin, "mem_alarm"), FieldValue::Bool(false));
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publisher = Connection::connect(&server.addr_string()).expect("connect");
+    let stop_publishing = std::sync::Arc::clone(&stop);
+    let filler = std::thread::spawn(move || {
+        let ch = publisher.open_channel().unwrap();
+        ch.confirm_select().unwrap();
+        let batch: Vec<relaymq::client::PublishMessage> = (0..64)
+            .map(|_| relaymq::client::PublishMessage {
+                exchange: String::new(),
+                routing_key: "fill-q".into(),
+                mandatory: false,
+                properties: BasicProperties::default(),
+                body: vec![b'x'; FILL_BODY_BYTES],
+            })
+            .collect();
+        let mut sent = 0;
+        while !stop_publishing.load(std::sync::atomic::Ordering::Relaxed) {
+            assert!(sent < FILL_BYTES_MAX, "no memory alarm after {sent} bytes");
+            ch.publish_batch(&batch).expect("publish");
+            sent += batch.len() * FILL_BODY_BYTES;
+        }
+        assert!(
+            ch.wait_for_confirms(CLEAR_DEADLINE).unwrap(),
+            "publishes nacked"
+        );
+        publisher
+    });
+    let end = Instant::now() + CLEAR_DEADLINE;
+    while status_field(&admin, "mem_alarm") != FieldValue::Bool(true) {
+        assert!(!filler.is_finished(), "the publisher stopped early");
+        assert!(Instant::now() < end, "no memory alarm");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    // Purged: nothing is queued any more, and the alarm clears by itself.
+    admin_ch.queue_purge("fill-q").unwrap();
+    let end = Instant::now() + CLEAR_DEADLINE;
+    while status_field(&admin, "mem_alarm") != FieldValue::Bool(false) {
+        assert!(
+            Instant::now() < end,
+            "the memory alarm did not clear: mem_used {:?}, mem_limit {:?}, {} ready",
+            status_field(&admin, "mem_used"),
+            status_field(&admin, "mem_limit"),
+            ready(&admin_ch, "fill-q")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The publisher was unblocked: what it held arrives, confirmed.
+    let publisher = filler.join().expect("publisher thread");
+    assert!(!publisher.is_blocked());
+    assert_eq!(
+        status_field(&admin, "connections_blocked"),
+        FieldValue::I64(0)
+    );
+    let FieldValue::I64(used) = status_field(&admin, "mem_used") else {
+        panic!("mem_used is not a number")
+    };
+    assert!(used < 200 << 20, "resident memory {used} after the purge");
+}
+
 #[test]
 fn out_of_range_watermarks_are_refused_and_the_cli_sets_and_shows_them() {
     let server = TestServer::start();
@@ -391,6 +482,27 @@ fn out_of_range_watermarks_are_refused_and_the_cli_sets_and_shows_them() {
         relaymq::protocol::Method::ChannelClose { reply_code, .. } => assert_eq!(reply_code, 406),
         other => panic!("expected a 406 refusal, got {other:?}"),
     }
+    // An absolute mark that cannot run a broker: refused by the server too.
+    let (_, _, reply) = raw.call(
+        0,
+        relaymq::protocol::Method::MemoryHighWatermarkSet {
+            watermark: MemoryWatermark::Absolute(2),
+        },
+    );
+    match reply {
+        relaymq::protocol::Method::ChannelClose {
+            reply_code,
+            reply_text,
+            ..
+        } => {
+            assert_eq!(reply_code, 406);
+            assert!(
+                reply_text.contains("0.4") && reply_text.contains("1GiB"),
+                "{reply_text}"
+            );
+        }
+        other => panic!("expected a 406 refusal, got {other:?}"),
+    }
     assert!(
         admin.is_open(),
         "a refused admin request keeps the connection"
@@ -406,6 +518,16 @@ fn out_of_range_watermarks_are_refused_and_the_cli_sets_and_shows_them() {
         assert!(out.status.success(), "{args:?}: {out:?}");
         String::from_utf8(out.stdout).expect("utf-8")
     };
+    // `set memory-high-watermark 2` is 2 bytes: a usage error (exit 2) showing both forms.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
+        .arg("--addr")
+        .arg(server.addr_string())
+        .args(["set", "memory-high-watermark", "2"])
+        .output()
+        .expect("relaymq-cli runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("0.4") && err.contains("1GiB"), "{err}");
     cli(&["set", "disk-free-limit", "3MiB"]);
     cli(&["set", "memory-high-watermark", "0.75"]);
     let status = cli(&["status"]);

@@ -223,7 +223,7 @@ fn print_config_shows_the_source_of_each_value_and_hides_secrets() {
     );
     assert_eq!(
         line_of(&printed, "frame-max"),
-        "frame-max = 131072  # default"
+        "frame-max = \"128KiB\"  # default"
     );
     assert_eq!(
         line_of(&printed, "default-pass"),
@@ -310,6 +310,29 @@ fn bad_configuration_stops_the_start_naming_the_key_and_its_source() {
     assert!(err.contains("--workers: must be from 1 to 1024"), "{err}");
     let err = try_start("tls-cert = \"/c.pem\"\n", &[], &[]);
     assert!(err.contains("--tls-cert needs --tls-key"), "{err}");
+    // A watermark of 2 is 2 bytes, not 2 GiB nor 200%: refused, showing both forms, from
+    // a flag, the environment and the file alike.
+    let both_forms = |err: &str| err.contains("0.4") && err.contains("1GiB");
+    let err = try_start("", &[], &["--memory-high-watermark", "2"]);
+    assert!(
+        err.contains("--memory-high-watermark") && err.contains("2 bytes") && both_forms(&err),
+        "{err}"
+    );
+    let err = try_start(
+        "",
+        &[("RELAYMQ_SERVER_MEMORY_HIGH_WATERMARK", "32MiB")],
+        &[],
+    );
+    assert!(
+        err.contains("RELAYMQ_SERVER_MEMORY_HIGH_WATERMARK") && both_forms(&err),
+        "{err}"
+    );
+    let err = try_start("memory-high-watermark = 2\n", &[], &[]);
+    assert!(err.contains(&path) && both_forms(&err), "{err}");
+    let err = try_start("memory-high-watermark = 1.5\n", &[], &[]);
+    assert!(err.contains(&path) && both_forms(&err), "{err}");
+    let err = try_start("", &[], &["--max-message-bytes", "16XB"]);
+    assert!(err.contains("--max-message-bytes: '16XB'"), "{err}");
     std::fs::remove_file(&file).unwrap();
     let o = run_bounded(
         server_cmd()
@@ -327,6 +350,75 @@ fn bad_configuration_stops_the_start_naming_the_key_and_its_source() {
     assert!(
         !data.exists(),
         "nothing is created before the configuration is good"
+    );
+}
+
+/// Sizes take RabbitMQ's units wherever a setting is a number of bytes, and a bare
+/// watermark up to 1.0 is a fraction, above it bytes.
+#[test]
+fn sizes_take_units_and_watermarks_both_forms() {
+    let print = |flags: &[&str], file: &str| -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relaymq.toml");
+        std::fs::write(&path, file).unwrap();
+        let o = run_bounded(
+            server_cmd()
+                .arg("--config")
+                .arg(&path)
+                .args(flags)
+                .arg("--print-config"),
+        );
+        assert!(o.status.success(), "{flags:?}: {}", text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let printed = print(
+        &[
+            "--max-message-bytes",
+            "32MiB",
+            "--frame-max",
+            "64KiB",
+            "--memory-high-watermark",
+            "1",
+        ],
+        "max-name-bytes = \"200\"\nmax-outbound-bytes = \"100MB\"\n",
+    );
+    assert_eq!(
+        line_of(&printed, "max-message-bytes"),
+        "max-message-bytes = \"32MiB\"  # flag --max-message-bytes"
+    );
+    assert_eq!(
+        line_of(&printed, "frame-max"),
+        "frame-max = \"64KiB\"  # flag --frame-max"
+    );
+    assert_eq!(
+        line_of(&printed, "max-name-bytes"),
+        "max-name-bytes = 200  # file"
+    );
+    assert_eq!(
+        line_of(&printed, "max-outbound-bytes"),
+        "max-outbound-bytes = 100000000  # file"
+    );
+    assert_eq!(
+        line_of(&printed, "memory-high-watermark"),
+        "memory-high-watermark = 1.0  # flag --memory-high-watermark"
+    );
+    let printed = print(
+        &[],
+        "memory-high-watermark = \"2GB\"\nmax-message-bytes = 1048576\n",
+    );
+    assert_eq!(
+        line_of(&printed, "memory-high-watermark"),
+        "memory-high-watermark = \"1953125KiB\"  # file"
+    );
+    assert_eq!(
+        line_of(&printed, "max-message-bytes"),
+        "max-message-bytes = \"1MiB\"  # file"
+    );
+    // RabbitMQ 4.x's default.
+    let printed = print(&[], "");
+    assert_eq!(
+        line_of(&printed, "memory-high-watermark"),
+        "memory-high-watermark = 0.6  # default"
     );
 }
 

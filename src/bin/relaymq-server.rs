@@ -12,7 +12,7 @@ use relaymq::config::{self, Layered};
 use relaymq::server::{self, ServerConfig};
 use relaymq_server::args::{self, Action};
 use relaymq_server::help::usage;
-use relaymq_server::{notify, signals};
+use relaymq_server::{allocator, notify, signals};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -84,6 +84,7 @@ fn run(server_config: ServerConfig, layered: Layered, inputs: config::Inputs) ->
         .format_timestamp_millis()
         .init();
     log::set_max_level(layered.settings.log_level);
+    log::info!("memory allocator: {}", allocator::describe());
     let signals = signals::install().context("cannot install signal handlers")?;
     let handle = server::start(server_config).context("cannot start the server")?;
     let status = format!("serving on {} (native protocol)", handle.local_addr());

@@ -125,7 +125,7 @@ mod tests {
             text.contains("max-connections = 77  # flag --max-connections"),
             "{text}"
         );
-        assert!(text.contains("frame-max = 131072  # default"), "{text}");
+        assert!(text.contains("frame-max = \"128KiB\"  # default"), "{text}");
         let table: toml::Table = text.parse().unwrap();
         assert_eq!(table["max-connections"].as_integer(), Some(77));
         assert_eq!(table["memory-high-watermark"].as_float(), Some(0.25));

@@ -127,10 +127,17 @@ fn number<T: Whole>(text: &str) -> Result<T, String> {
         .map_err(|_| format!("'{text}' is not a whole number from 0 to {}", T::max_text()))
 }
 
-/// Parses a size ([`parse_size`]) as a `usize`.
+/// Parses a size ([`parse_size`]: bytes, or with one of RabbitMQ's units) as a `usize`.
 fn size_usize(text: &str) -> Result<usize, String> {
+    sized(text)
+}
+
+/// Parses a size ([`parse_size`]) as the setting's integer type; the error gives the
+/// type's range (the setting's own, narrower range is checked after merging).
+fn sized<T: Whole + TryFrom<u64>>(text: &str) -> Result<T, String> {
     let bytes = parse_size(text).map_err(|e| e.message)?;
-    usize::try_from(bytes).map_err(|_| format!("'{text}' is too large"))
+    T::try_from(bytes)
+        .map_err(|_| format!("'{text}' is too large: at most {} bytes", T::max_text()))
 }
 
 /// A path, `None` when not set.
@@ -162,6 +169,26 @@ macro_rules! limit {
                 Ok(())
             },
             get: |s| Some(s.server.broker.limits.$field.to_string()),
+        }
+    };
+}
+
+/// Shorthand for a limit in bytes: a size ([`parse_size`]: `16MiB`, `16777216`), reload
+/// class, field; printed with the largest binary unit that divides it.
+macro_rules! size_limit {
+    ($name:literal, $reload:expr, $field:ident) => {
+        Setting {
+            name: $name,
+            flag_aliases: &[],
+            value_name: "SIZE",
+            kind: ValueKind::Size,
+            reload: $reload,
+            secret: false,
+            set: |s, v| {
+                s.server.broker.limits.$field = sized(v)?;
+                Ok(())
+            },
+            get: |s| Some(format_size(s.server.broker.limits.$field as u64)),
         }
     };
 }
@@ -526,9 +553,9 @@ pub static SETTINGS: &[Setting] = &[
         Reload::Live,
         consumers_per_channel_max
     ),
-    limit!("max-name-bytes", &[], Reload::Live, name_bytes_max),
-    limit!("max-message-bytes", &[], Reload::Live, message_bytes_max),
-    limit!("frame-max", &[], Reload::NewConnections, frame_bytes_max),
+    size_limit!("max-name-bytes", Reload::Live, name_bytes_max),
+    size_limit!("max-message-bytes", Reload::Live, message_bytes_max),
+    size_limit!("frame-max", Reload::NewConnections, frame_bytes_max),
     limit!("heartbeat", &[], Reload::NewConnections, heartbeat_s),
     limit!(
         "handshake-timeout-ms",

@@ -71,8 +71,9 @@ administration (the --user needs the administrator tag):
   export definitions [FILE|-]                        RabbitMQ's JSON format (stdout without FILE)
   import definitions FILE|-                          e.g. from rabbitmqctl export_definitions;
       prints what was created and what was not honoured
-  set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available) or 512MiB
-  set disk-free-limit SIZE                           e.g. 1GiB; publishers are blocked below it
+  set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available; up to 1.0)
+                                                     or 2GiB (at least 64MiB)
+  set disk-free-limit SIZE                           e.g. 1GiB or 5GB; publishers are blocked below it
       (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
 
 policies (the --user needs the policymaker or administrator tag; in the --vhost):
@@ -1298,7 +1299,13 @@ mod tests {
             cmd(&["set", "disk-free-limit", "2GiB"]),
             Command::SetDiskFreeLimit(2 << 30)
         );
-        assert!(usage_error(&["set", "memory-high-watermark", "1.5"]).contains("between 0 and"));
+        assert!(usage_error(&["set", "memory-high-watermark", "1.5"]).contains("from 0 to 1.0"));
+        let e = usage_error(&["set", "memory-high-watermark", "2"]);
+        assert!(e.contains("2 bytes") && e.contains("0.4") && e.contains("1GiB"), "{e}");
+        assert_eq!(
+            cmd(&["set", "disk-free-limit", "2GB"]),
+            Command::SetDiskFreeLimit(2_000_000_000)
+        );
         assert!(usage_error(&["set", "disk-free-limit", "1.5GB"]).contains("not a size"));
         assert!(usage_error(&["set", "colour", "red"]).contains("cannot set"));
         assert!(usage_error(&["set", "disk-free-limit"]).contains("needs VALUE"));

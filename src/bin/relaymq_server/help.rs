@@ -3,6 +3,7 @@
 //! signals.
 
 use relaymq::limits::Limits;
+use relaymq::types::size::format_size;
 
 /// The help text: the options, then the limits with their defaults (from the constants
 /// in `relaymq::limits`, so they cannot drift).
@@ -23,18 +24,21 @@ LIMITS (docs/security.md §5; reaching one is an error with an AMQP reply code):
                              counted; a new one beyond gets 406 [default: {}]
   --max-consumers-per-channel N
                              consumers per channel; one more gets 406 [default: {}]
-  --max-name-bytes N         longest exchange name, queue name or consumer tag a client
+  --max-name-bytes SIZE      longest exchange name, queue name or consumer tag a client
                              may choose, 1..255; longer gets 406 [default: {}]
-  --max-message-bytes N      largest message body accepted; larger gets 406
-                             [default: {}]
-  --frame-max BYTES          largest frame offered to clients [default: {}]
+  --max-message-bytes SIZE   largest message body accepted, up to 128MiB; larger gets
+                             406 [default: {}]
+  --frame-max SIZE           largest frame offered to clients, 4KiB..1MiB [default: {}]
   --heartbeat SECONDS        heartbeat interval offered to clients; 0 = none
                              [default: {}]
   --handshake-timeout-ms MS  time from connect to a finished handshake, however slowly
                              the client sends; then the socket is closed [default: {}]
   --max-outbound-bytes SIZE  bytes waiting for a client that does not read at which it
-                             is disconnected (bytes, or with a KiB/MiB/GiB suffix; raised
-                             to 4 x --max-message-bytes + 1MiB) [default: {}]
+                             is disconnected (raised to 4 x --max-message-bytes + 1MiB)
+                             [default: {}]
+
+SIZE: bytes, or a number with one of RabbitMQ's units: KiB MiB GiB TiB (powers of
+  1024; also Ki Mi Gi Ti) or kB MB GB TB (powers of 1000; also k M G T), any case.
 
 CONFIGURATION (docs/operations.md, \"Configuration\"):
   Every setting above can also come from the --config file (key = flag name without
@@ -58,11 +62,11 @@ SIGNALS:
         d.exchanges_per_vhost_max,
         d.consumers_per_channel_max,
         d.name_bytes_max,
-        d.message_bytes_max,
-        d.frame_bytes_max,
+        format_size(d.message_bytes_max as u64),
+        format_size(u64::from(d.frame_bytes_max)),
         d.heartbeat_s,
         d.handshake_timeout_ms,
-        d.outbound_bytes_max,
+        format_size(d.outbound_bytes_max as u64),
     )
 }
 
@@ -99,17 +103,18 @@ OPTIONS:
   --fsync MODE               always | interval:MS | never: when persistent messages are
                              fsynced; under always a confirm waits for it [default: always]
   --segment-bytes SIZE       size at which a queue's segment file is sealed, 4KiB..1GiB
-                             (bytes, or with a KiB/MiB/GiB suffix) [default: 8MiB]
+                             [default: 8MiB]
   --queue-memory-bytes SIZE  message bodies one queue keeps in memory; beyond them the
-                             persistent messages of durable queues wait on disk. Bytes, or
-                             with a KiB, MiB or GiB suffix [default: 64MiB]
+                             persistent messages of durable queues wait on disk
+                             [default: 64MiB]
   --consumer-timeout-ms MS   time a delivery may stay unacked before it is requeued and
                              its consumer cancelled, for queues without
                              x-consumer-timeout; 0 = never [default: 1800000]
   --shutdown-timeout SECONDS time allowed to flush clients at shutdown [default: 10]
   --memory-high-watermark V  resident memory above which publishers are blocked: a
-                             fraction of the memory available (RAM, or the cgroup limit
-                             when lower), or a size like 512MiB [default: 0.4]
+                             fraction up to 1.0 of the memory available (RAM, or the
+                             cgroup limit when lower), or a size of at least 64MiB like
+                             2GiB [default: 0.6, RabbitMQ 4.x's]
   --disk-free-limit SIZE     free space of the data directory's filesystem below which
                              publishers are blocked [default: 1GiB]
   --config FILE              read settings from this TOML file (keys are the flag
