@@ -8,8 +8,10 @@
 //! whose defaults are the constants here; the broker holds the values in force in a
 //! [`LiveLimits`], which can be replaced while the server runs (docs/security.md §5).
 
+pub mod fds;
 mod runtime;
 
+pub use fds::FdBudget;
 pub use runtime::{Limits, LimitsError, LiveLimits};
 
 /// Longest exchange name, queue name, routing key, binding key or consumer tag, in bytes

@@ -27,7 +27,7 @@ const BUDGET: &str = "256MiB";
 /// The resident set the server must stay under, in bytes.
 const RSS_BYTES_MAX: u64 = 512 << 20;
 /// Open file descriptors the server may have (its store keeps at most
-/// `queue_store::OPEN_FILES_MAX` sealed-segment files open, whatever the backlog's 256
+/// `handle_cache::STORE_FILES_PER_QUEUE_MAX` files open, whatever the backlog's 256
 /// segments).
 const FDS_MAX: usize = 64;
 /// Free space required to run, in bytes (the backlog, its ack logs, and room to spare).

@@ -6,8 +6,8 @@
 //! the test observes the fsync.
 
 use relaymq::storage::{
-    check_dir, Backend, MessageData, QueueStore, RecordRef, RecoveredMessage, SimBackend,
-    StorageError, StoreConfig,
+    check_dir, Backend, BudgetedBackend, FileBudget, MessageData, QueueStore, RecordRef,
+    RecoveredMessage, SimBackend, StorageError, StoreConfig,
 };
 use relaymq::types::BasicProperties;
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +52,11 @@ struct Workload {
     settle_oldest_pct: u64,
     deliver_pct: u64,
     flush_pct: u64,
+    /// Store files open at once (a [`FileBudget`] over the simulated disk), 0 for none.
+    budget_files: usize,
+    /// Other stores on the same budget, writing and flushing between the steps: their
+    /// opens close the tested store's handles (after an early fsync when dirty).
+    neighbours: usize,
 }
 
 /// Small segments: many rolls and deletions.
@@ -65,6 +70,8 @@ const SMALL: Workload = Workload {
     settle_oldest_pct: 8,
     deliver_pct: 5,
     flush_pct: 10,
+    budget_files: 0,
+    neighbours: 0,
 };
 
 /// Segments of ~2100 records: compaction (over 2000 records, under 50% valid).
@@ -78,6 +85,8 @@ const COMPACTING: Workload = Workload {
     settle_oldest_pct: 8,
     deliver_pct: 3,
     flush_pct: 7,
+    budget_files: 0,
+    neighbours: 0,
 };
 
 /// What the test knows about the messages, from the calls that succeeded.
@@ -110,13 +119,34 @@ struct Outcome {
     crashed_in_compaction: bool,
     /// Mutating ops (after open) at the start and end of the first compaction that did work.
     first_compaction_ops: Option<(u64, u64)>,
+    /// Handles the file budget closed for another file (0 without a budget).
+    evictions: u64,
+    /// Of those, fsynced first.
+    early_syncs: u64,
 }
 
-fn open(sim: &SimBackend, w: Workload) -> (QueueStore, Vec<RecoveredMessage>) {
-    let backend: Arc<dyn Backend> = Arc::new(sim.clone());
+/// The simulated disk, behind a file budget when the workload has one.
+fn backend(sim: &SimBackend, w: Workload) -> (Arc<dyn Backend>, Option<Arc<FileBudget>>) {
+    if w.budget_files == 0 {
+        return (Arc::new(sim.clone()), None);
+    }
+    let budget = FileBudget::new(w.budget_files);
+    let backend = BudgetedBackend::new(Arc::new(sim.clone()), Arc::clone(&budget));
+    (Arc::new(backend), Some(budget))
+}
+
+fn open(backend: &Arc<dyn Backend>, w: Workload) -> (QueueStore, Vec<RecoveredMessage>) {
+    open_at(backend, w, DIR)
+}
+
+fn open_at(
+    backend: &Arc<dyn Backend>,
+    w: Workload,
+    dir: &str,
+) -> (QueueStore, Vec<RecoveredMessage>) {
     let (store, msgs, _report) = QueueStore::open(
-        backend,
-        PathBuf::from(DIR),
+        Arc::clone(backend),
+        PathBuf::from(dir),
         StoreConfig {
             segment_bytes: w.segment_bytes,
         },
@@ -138,9 +168,27 @@ fn append(store: &mut QueueStore, body: &[u8]) -> Result<RecordRef, StorageError
     })
 }
 
+/// A neighbour's turn: an append, now and then a flush (its files synced and dropped).
+fn neighbour_step(neighbours: &mut [QueueStore], rng: &mut Rng) -> Result<(), StorageError> {
+    if neighbours.is_empty() || rng.below(100) >= 40 {
+        return Ok(());
+    }
+    let n = rng.below(neighbours.len() as u64) as usize;
+    let store = &mut neighbours[n];
+    append(store, b"neighbour")?;
+    if rng.below(100) < 30 {
+        for f in store.take_files_to_sync()? {
+            f.sync().map_err(|e| StorageError::io(f.path(), e))?;
+        }
+    }
+    Ok(())
+}
+
 /// One step of the workload; `Err` means the disk is gone.
+#[allow(clippy::too_many_arguments)]
 fn step(
     store: &mut QueueStore,
+    neighbours: &mut [QueueStore],
     sim: &SimBackend,
     m: &mut Model,
     rng: &mut Rng,
@@ -148,6 +196,7 @@ fn step(
     out: &mut Outcome,
     base_ops: u64,
 ) -> Result<(), StorageError> {
+    neighbour_step(neighbours, rng)?;
     let mut roll = rng.below(100);
     let mut pick = |pct: u64| {
         let hit = roll < pct;
@@ -240,22 +289,43 @@ fn settle(
 /// (or at the end), crashes, recovers and checks what came back.
 fn run(seed: u64, w: Workload, fault_after: Option<u64>) -> Outcome {
     let sim = SimBackend::new();
-    let (mut store, msgs) = open(&sim, w);
+    let (backend, budget) = self::backend(&sim, w);
+    let (mut store, msgs) = open(&backend, w);
     assert!(msgs.is_empty());
+    let mut neighbours: Vec<QueueStore> = (0..w.neighbours)
+        .map(|i| open_at(&backend, w, &format!("/data/queues/n{i}")).0)
+        .collect();
     let base_ops = sim.ops();
     sim.fail_after(fault_after);
     let mut rng = Rng(seed);
     let mut m = Model::default();
     let mut out = Outcome::default();
     for _ in 0..w.steps {
-        if step(&mut store, &sim, &mut m, &mut rng, w, &mut out, base_ops).is_err() {
+        let r = step(
+            &mut store,
+            &mut neighbours,
+            &sim,
+            &mut m,
+            &mut rng,
+            w,
+            &mut out,
+            base_ops,
+        );
+        if r.is_err() {
             break;
         }
     }
+    if let Some(b) = &budget {
+        let stats = b.stats();
+        assert!(stats.peak <= w.budget_files, "seed {seed}: {stats:?}");
+        out.evictions = stats.evictions;
+        out.early_syncs = stats.early_syncs;
+    }
     drop(store);
+    drop(neighbours);
     sim.crash(seed);
 
-    let (mut store, msgs) = open(&sim, w);
+    let (mut store, msgs) = open(&backend, w);
     let ids: Vec<u64> = msgs.iter().map(|x| x.record.id).collect();
     assert!(
         ids.windows(2).all(|p| p[0] < p[1]),
@@ -315,7 +385,7 @@ fn run(seed: u64, w: Workload, fault_after: Option<u64>) -> Outcome {
             f.sync().unwrap();
         }
         drop(store);
-        let (_, again) = open(&sim, w);
+        let (_, again) = open(&backend, w);
         let again: Vec<RecordRef> = again.iter().map(|x| x.record).collect();
         assert_eq!(
             again, keep,
@@ -433,4 +503,29 @@ fn without_fsync_confirmed_messages_are_lost() {
         lost > 0,
         "no seed lost a confirmed message without fsync: the test does not test the fsync"
     );
+}
+
+/// Eight stores share a budget of six files (the tested one and seven neighbours that
+/// write and flush between its steps): its handles are closed under it all the time,
+/// the dirty ones after an fsync of their own; power loss at any moment still loses no
+/// confirmed message, and never more than six files are open.
+#[test]
+fn a_file_budget_closing_handles_under_the_store_loses_nothing() {
+    let (mut evictions, mut early_syncs) = (0, 0);
+    for seed in 0..60 {
+        let w = Workload {
+            budget_files: 6,
+            neighbours: 7,
+            buffered: seed % 2 == 0,
+            ..SMALL
+        };
+        let fault = (seed % 4 != 0).then(|| Rng(seed ^ 0xFD).below(3 * w.steps));
+        let out = run(5000 + seed, w, fault);
+        assert_nothing_lost(seed, &out);
+        evictions += out.evictions;
+        early_syncs += out.early_syncs;
+    }
+    eprintln!("{evictions} handles closed, {early_syncs} of them after an early fsync");
+    assert!(evictions > 100, "the budget never closed a handle");
+    assert!(early_syncs > 10, "no dirty handle was closed (early fsync)");
 }

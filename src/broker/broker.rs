@@ -12,7 +12,9 @@ use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::{Limits, LiveLimits, CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
+use crate::limits::{
+    FdBudget, Limits, LiveLimits, CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT,
+};
 use crate::metrics::EventCounters;
 use crate::storage::durability::Durability;
 use crate::storage::meta::Definitions;
@@ -53,6 +55,10 @@ pub struct BrokerConfig {
     pub consumer_timeout_ms: u64,
     /// Resource alarm watermarks (`--memory-high-watermark`, `--disk-free-limit`).
     pub alarms: AlarmConfig,
+    /// How the process's file descriptors are shared (set by the server at start from
+    /// `RLIMIT_NOFILE`; `None`: no budget, as in tests of the core). Its `sockets` part
+    /// caps [`LiveLimits::connections_max`].
+    pub fd_budget: Option<FdBudget>,
 }
 
 impl Default for BrokerConfig {
@@ -66,6 +72,7 @@ impl Default for BrokerConfig {
             queue_memory_bytes: QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: CONSUMER_TIMEOUT_MS_DEFAULT,
             alarms: AlarmConfig::default(),
+            fd_budget: None,
         }
     }
 }
@@ -169,12 +176,17 @@ pub struct Broker {
     rates: crate::broker::rates::Rates,
     /// What [`Broker::open`] restored (zero for an in-memory broker).
     recovered: RecoveredMessages,
+    /// Client sockets open now, handshaking ones included (kept by the I/O thread).
+    sockets_open: AtomicUsize,
 }
 
 impl Broker {
     /// An in-memory broker with the default vhost `/` (nothing is stored).
     pub fn new(config: BrokerConfig) -> Broker {
         let limits = Arc::new(LiveLimits::new(config.limits));
+        if let Some(b) = config.fd_budget {
+            limits.set_sockets_budget(b.sockets);
+        }
         let counters = Arc::new(EventCounters::default());
         let mut vhosts = HashMap::new();
         vhosts.insert(
@@ -205,6 +217,7 @@ impl Broker {
             connections_closed: AtomicU64::new(0),
             rates: crate::broker::rates::Rates::default(),
             recovered: RecoveredMessages::default(),
+            sockets_open: AtomicUsize::new(0),
             config,
         }
     }
@@ -233,6 +246,9 @@ impl Broker {
         definitions: Definitions,
     ) -> Broker {
         let limits = Arc::new(LiveLimits::new(config.limits));
+        if let Some(b) = config.fd_budget {
+            limits.set_sockets_budget(b.sockets);
+        }
         let counters = Arc::new(EventCounters::default());
         let mut recovered = RecoveredMessages::default();
         let mut vhosts = HashMap::new();
@@ -362,6 +378,7 @@ impl Broker {
             connections_closed: AtomicU64::new(0),
             rates: crate::broker::rates::Rates::default(),
             recovered,
+            sockets_open: AtomicUsize::new(0),
             config,
         }
     }
@@ -614,6 +631,26 @@ impl Broker {
             self.connections_opened.load(Ordering::Relaxed),
             self.connections_closed.load(Ordering::Relaxed),
         )
+    }
+
+    /// Notes how many client sockets are open (the I/O thread, after each accept and
+    /// close), for `status` and the metrics endpoint.
+    pub fn set_sockets_open(&self, n: usize) {
+        self.sockets_open.store(n, Ordering::Relaxed);
+    }
+
+    /// Client sockets open now, handshaking ones included.
+    pub fn sockets_open(&self) -> usize {
+        self.sockets_open.load(Ordering::Relaxed)
+    }
+
+    /// The message store's file budget (`None` for an in-memory broker, or a store
+    /// without one).
+    pub fn file_budget(&self) -> Option<crate::storage::FileBudgetStats> {
+        self.durability
+            .as_ref()
+            .and_then(|d| d.backend().file_budget())
+            .map(|b| b.stats())
     }
 
     /// Every registered connection, by id.

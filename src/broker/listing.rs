@@ -293,9 +293,11 @@ pub fn connections(broker: &Broker) -> Vec<FieldTable> {
 
 /// Server status: `version`, `uptime_s`, `connections`, `channels`, `vhosts`,
 /// `exchanges`, `queues`, `consumers`, `messages` (ready + unacked), the split
-/// `messages_ready`, `messages_unacknowledged`, and the resource alarm fields
+/// `messages_ready`, `messages_unacknowledged`, the resource alarm fields
 /// ([`crate::alarm::ResourceAlarms::status_fields`]: `mem_used`, `mem_limit`, `mem_alarm`,
-/// `disk_free`, `disk_free_limit`, `disk_free_alarm`, ...).
+/// `disk_free`, `disk_free_limit`, `disk_free_alarm`, ...) and the file-descriptor ones
+/// (`fd_used`, `fd_total`, `sockets_used`, `sockets_total`, `store_files_used`,
+/// `store_files_total`).
 pub fn status(broker: &Broker) -> FieldTable {
     let vhosts = broker.vhosts();
     let (mut exchanges, mut queues, mut ready, mut unacked, mut consumers) = (0, 0, 0, 0, 0);
@@ -328,7 +330,30 @@ pub fn status(broker: &Broker) -> FieldTable {
         ("messages_unacknowledged", n(unacked)),
     ];
     fields.extend(broker.alarms().status_fields());
+    fields.extend(fd_fields(broker));
     row(fields)
+}
+
+/// The file-descriptor fields of `status`, with RabbitMQ's management names where it has
+/// them: `fd_used` (open now, `/proc/self/fd`), `fd_total` (the open-files limit),
+/// `sockets_used` / `sockets_total` (client sockets open, and the budget's part for them),
+/// `store_files_used` / `store_files_total` (the message store's open files and its
+/// budget). Fields without a budget (an in-memory broker) are left out.
+fn fd_fields(broker: &Broker) -> Vec<(&'static str, FieldValue)> {
+    let mut fields = Vec::new();
+    if let Some(used) = crate::limits::fds::open_fds() {
+        fields.push(("fd_used", n(used)));
+    }
+    if let Some(b) = broker.config.fd_budget {
+        fields.push(("fd_total", n(b.limit)));
+        fields.push(("sockets_used", n(broker.sockets_open())));
+        fields.push(("sockets_total", n(b.sockets)));
+    }
+    if let Some(f) = broker.file_budget() {
+        fields.push(("store_files_used", n(f.open)));
+        fields.push(("store_files_total", n(f.limit)));
+    }
+    fields
 }
 
 /// One row per user, sorted by name: `name`, `tags` (comma-separated),

@@ -1087,7 +1087,7 @@ mod tests {
     }
 
     fn queue_over(store: QueueStore, budget_messages: usize) -> Arc<Queue> {
-        let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
+        let flusher = Arc::new(Flusher::start(FsyncMode::Never, None).unwrap());
         let mut q = Queue::new("q".into(), true, false, false, None, FieldTable::new());
         q.storage_id = Some("id".into());
         q.storage = Some(QueueStorage::new(store, flusher, None));
@@ -1372,7 +1372,7 @@ mod tests {
     ) -> Arc<Queue> {
         let (store, _, _) =
             QueueStore::open(Arc::new(sim.clone()), PathBuf::from("/q"), store_config()).unwrap();
-        let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
+        let flusher = Arc::new(Flusher::start(FsyncMode::Never, None).unwrap());
         let mut arguments = FieldTable::new();
         for (k, v) in args {
             arguments.insert((*k).into(), v.clone());
@@ -1476,7 +1476,7 @@ mod tests {
                 (budget * BODY) as u64,
             )
             .unwrap();
-            let flusher = Arc::new(Flusher::start(FsyncMode::Never).unwrap());
+            let flusher = Arc::new(Flusher::start(FsyncMode::Never, None).unwrap());
             let mut arguments = FieldTable::new();
             arguments.insert("x-max-priority".into(), FieldValue::I64(5));
             let mut q = Queue::new("q".into(), true, false, false, None, arguments);

@@ -874,12 +874,7 @@ impl VirtualHost {
                 // the next start removes; the reverse could leave a queue without files.
                 let (store, _, _) =
                     QueueStore::open(Arc::clone(d.backend()), d.queue_dir(&id), d.store_config())
-                        .map_err(|e| {
-                        BrokerError::new(
-                            ReplyCode::InternalError,
-                            format!("cannot create the store of queue '{name}': {e}"),
-                        )
-                    })?;
+                        .map_err(|e| store_creation_error(&name, &e))?;
                 self.persist("queue", |m| {
                     m.put_queue(&QueueDef {
                         vhost: self.name.to_string(),
@@ -1165,5 +1160,53 @@ pub fn notify_cancelled(consumers: &[Arc<Consumer>]) {
         if !c.channel.is_closed() {
             c.channel.sink.cancel(c.channel.number, &c.tag);
         }
+    }
+}
+
+/// The error a declare gets when its queue's store cannot be created: running out of file
+/// descriptors (the store's budget, or the OS's limit) is a channel error, 406 with
+/// RabbitMQ's limit wording, so the client's other channels and connections go on; any
+/// other failure is 541 INTERNAL_ERROR, as RabbitMQ answers a failed queue start.
+fn store_creation_error(name: &str, e: &crate::storage::StorageError) -> BrokerError {
+    if e.is_out_of_files() {
+        log::warn!("cannot declare queue '{name}': no file descriptor for its files: {e}");
+        return BrokerError::precondition(format!(
+            "cannot declare queue '{name}': file descriptor limit reached ({e})"
+        ));
+    }
+    BrokerError::new(
+        ReplyCode::InternalError,
+        format!("cannot create the store of queue '{name}': {e}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StorageError;
+
+    #[test]
+    fn running_out_of_descriptors_at_declare_is_a_channel_error() {
+        let emfile = StorageError::io("/d/q", std::io::Error::from_raw_os_error(24));
+        let e = store_creation_error("q", &emfile);
+        assert_eq!(e.code, ReplyCode::PreconditionFailed);
+        assert!(
+            e.text.contains("file descriptor limit reached"),
+            "{}",
+            e.text
+        );
+        let budget = StorageError::io(
+            "/d/q",
+            std::io::Error::other(crate::storage::file_budget::FilesExhausted { limit: 45 }),
+        );
+        assert_eq!(
+            store_creation_error("q", &budget).code,
+            ReplyCode::PreconditionFailed
+        );
+        let disk = StorageError::io("/d/q", std::io::Error::from_raw_os_error(28));
+        assert_eq!(
+            store_creation_error("q", &disk).code,
+            ReplyCode::InternalError
+        );
     }
 }

@@ -12,10 +12,10 @@
 use super::{
     CHANNEL_MAX, CONNECTIONS_MAX, CONSUMERS_PER_CHANNEL_MAX_DEFAULT,
     EXCHANGES_PER_VHOST_MAX_DEFAULT, FRAME_BYTES_DEFAULT, FRAME_BYTES_MAX, FRAME_BYTES_MIN,
-    HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS_MAX, HANDSHAKE_TIMEOUT_MS_MIN, HEARTBEAT_S_DEFAULT,
-    MESSAGE_BODY_BYTES_MAX_DEFAULT, MESSAGE_BODY_BYTES_MAX_MAX, OUTBOUND_BYTES_MAX_MIN,
-    OUTBOUND_HARD_CAP_BYTES, OUTBOUND_HIGH_WATER_BYTES, QUEUES_PER_VHOST_MAX_DEFAULT,
-    SHORT_STRING_BYTES_MAX,
+    HANDSHAKES_PENDING_MAX, HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS_MAX,
+    HANDSHAKE_TIMEOUT_MS_MIN, HEARTBEAT_S_DEFAULT, MESSAGE_BODY_BYTES_MAX_DEFAULT,
+    MESSAGE_BODY_BYTES_MAX_MAX, OUTBOUND_BYTES_MAX_MIN, OUTBOUND_HARD_CAP_BYTES,
+    OUTBOUND_HIGH_WATER_BYTES, QUEUES_PER_VHOST_MAX_DEFAULT, SHORT_STRING_BYTES_MAX,
 };
 use std::fmt;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -191,6 +191,18 @@ impl Limits {
     }
 }
 
+/// Warns when `--max-connections` (`configured`) does not fit the client sockets of the
+/// file-descriptor budget (`budget`), which then applies instead.
+fn warn_if_clamped(configured: usize, budget: usize) {
+    if configured > budget {
+        log::warn!(
+            "max-connections {configured} does not fit the open-files limit: at most {budget} \
+             client connections (sockets) are served; raise ulimit -n / LimitNOFILE for more \
+             (docs/operations.md, \"Open files\")"
+        );
+    }
+}
+
 /// The limits in force, shared by the broker, its vhosts and the server: each value an
 /// atomic, read with one relaxed load, replaced with [`LiveLimits::store`] (a
 /// configuration reload) without stopping anything.
@@ -208,6 +220,9 @@ pub struct LiveLimits {
     handshake_timeout_ms: AtomicU64,
     heartbeat_s: AtomicU16,
     outbound_bytes_max: AtomicUsize,
+    /// Client sockets the file-descriptor budget allows (`usize::MAX`: no budget), in
+    /// sockets ([`crate::limits::FdBudget::sockets`]).
+    sockets_budget: AtomicUsize,
 }
 
 impl Default for LiveLimits {
@@ -233,7 +248,34 @@ impl LiveLimits {
             handshake_timeout_ms: AtomicU64::new(limits.handshake_timeout_ms),
             heartbeat_s: AtomicU16::new(limits.heartbeat_s),
             outbound_bytes_max: AtomicUsize::new(limits.outbound_bytes_max),
+            sockets_budget: AtomicUsize::new(usize::MAX),
         }
+    }
+
+    /// Sets the client sockets the file-descriptor budget allows (once, at start):
+    /// [`LiveLimits::connections_max`] never exceeds it, whatever `--max-connections`
+    /// says, and a warning names a configured value that does not fit.
+    pub fn set_sockets_budget(&self, sockets: usize) {
+        self.sockets_budget.store(sockets, Ordering::Relaxed);
+        warn_if_clamped(self.connections_max.load(Ordering::Relaxed), sockets);
+    }
+
+    /// Client sockets the file-descriptor budget allows, in sockets (`usize::MAX`
+    /// without a budget).
+    #[inline]
+    pub fn sockets_budget(&self) -> usize {
+        self.sockets_budget.load(Ordering::Relaxed)
+    }
+
+    /// Client sockets open at once, handshaking ones included, past which a new one is
+    /// closed at accept: `--max-connections` plus [`HANDSHAKES_PENDING_MAX`], within the
+    /// file-descriptor budget.
+    #[inline]
+    pub fn sockets_max(&self) -> usize {
+        self.connections_max
+            .load(Ordering::Relaxed)
+            .saturating_add(HANDSHAKES_PENDING_MAX)
+            .min(self.sockets_budget())
     }
 
     /// Replaces every value (a configuration reload). Checks already under way finish with
@@ -244,6 +286,7 @@ impl LiveLimits {
     pub fn store(&self, limits: &Limits) -> Result<(), LimitsError> {
         limits.validate()?;
         let r = Ordering::Relaxed;
+        warn_if_clamped(limits.connections_max, self.sockets_budget());
         self.connections_max.store(limits.connections_max, r);
         self.connections_per_user_max
             .store(limits.connections_per_user_max, r);
@@ -283,10 +326,13 @@ impl LiveLimits {
         }
     }
 
-    /// [`Limits::connections_max`], in connections.
+    /// [`Limits::connections_max`], in connections, clamped to the client sockets the
+    /// file-descriptor budget allows.
     #[inline]
     pub fn connections_max(&self) -> usize {
-        self.connections_max.load(Ordering::Relaxed)
+        self.connections_max
+            .load(Ordering::Relaxed)
+            .min(self.sockets_budget())
     }
 
     /// [`Limits::connections_per_user_max`], in connections.

@@ -393,11 +393,10 @@ impl IoLoop {
                 Ok((mut socket, peer)) => {
                     let limits = self.broker.limits().load();
                     // Connections past `max_connections` are refused with 530 at
-                    // connection.open; sockets past this many more are dropped at once
-                    // (the accept loop drains the backlog, so nothing spins).
-                    let sockets_max = limits
-                        .connections_max
-                        .saturating_add(HANDSHAKES_PENDING_MAX);
+                    // connection.open; sockets past this many more, or past the
+                    // file-descriptor budget's sockets, are dropped at once (the accept
+                    // loop drains the backlog, so nothing spins).
+                    let sockets_max = self.broker.limits().sockets_max();
                     if self.conns.len() >= sockets_max {
                         log::debug!(
                             "closing connection from {peer} at accept: {sockets_max} sockets open"
@@ -497,6 +496,7 @@ impl IoLoop {
                             tls,
                         },
                     );
+                    self.broker.set_sockets_open(self.conns.len());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -549,6 +549,7 @@ impl IoLoop {
     /// refused header, a TLS failure, a `close` being flushed or lingering).
     fn close(&mut self, id: u64, peer_gone: bool) {
         if let Some(mut io) = self.conns.remove(&id) {
+            self.broker.set_sockets_open(self.conns.len());
             let _ = self.poll.registry().deregister(&mut io.socket);
             let server_first =
                 io.input_closed || io.linger_until.is_some() || io.conn.outbound.is_closing();
@@ -569,11 +570,13 @@ impl IoLoop {
             }
         }
         if self.refused_at_accept > 0 {
+            let limits = self.broker.limits();
             log::warn!(
-                "closed {} connections at accept: {} sockets open (--max-connections {} plus {HANDSHAKES_PENDING_MAX} in their handshake)",
+                "closed {} connections at accept: {} sockets open (--max-connections {} plus {HANDSHAKES_PENDING_MAX} in their handshake, within the {} sockets of the open-files limit)",
                 self.refused_at_accept,
                 self.conns.len(),
-                self.broker.limits().connections_max()
+                limits.connections_max(),
+                limits.sockets_budget()
             );
             self.refused_at_accept = 0;
         }

@@ -79,12 +79,18 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Binds `addr` and starts the `relaymq-metrics` thread serving `broker`'s metrics.
+    /// Binds `addr` and starts the `relaymq-metrics` thread serving `broker`'s metrics
+    /// to at most `connections_max` connections at once (the HTTP part of the
+    /// file-descriptor budget, at most [`METRICS_CONNECTIONS_MAX`]).
     ///
     /// # Errors
     /// `cannot listen on ADDR (metrics): …` when the address cannot be bound; the
     /// thread or its poller cannot be started.
-    pub fn start(addr: SocketAddr, broker: Arc<Broker>) -> io::Result<MetricsServer> {
+    pub fn start(
+        addr: SocketAddr,
+        broker: Arc<Broker>,
+        connections_max: usize,
+    ) -> io::Result<MetricsServer> {
         let mut listener = mio::net::TcpListener::bind(addr).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot listen on {addr} (metrics): {e}"))
         })?;
@@ -93,7 +99,7 @@ impl MetricsServer {
         poll.registry()
             .register(&mut listener, LISTENER, mio::Interest::READABLE)?;
         let thread = StoppableThread::spawn("relaymq-metrics", move |stop| {
-            Listener::new(poll, listener).run(&broker, &stop)
+            Listener::new(poll, listener, connections_max).run(&broker, &stop)
         })?;
         Ok(MetricsServer {
             addr: bound,
@@ -122,11 +128,12 @@ struct Listener {
 }
 
 impl Listener {
-    fn new(poll: mio::Poll, listener: mio::net::TcpListener) -> Listener {
+    fn new(poll: mio::Poll, listener: mio::net::TcpListener, connections_max: usize) -> Listener {
+        let slots = connections_max.clamp(1, METRICS_CONNECTIONS_MAX);
         Listener {
             poll,
             listener,
-            slots: (0..METRICS_CONNECTIONS_MAX).map(|_| None).collect(),
+            slots: (0..slots).map(|_| None).collect(),
         }
     }
 
@@ -200,7 +207,10 @@ impl Listener {
                 }
             };
             let Some(slot) = self.free_slot() else {
-                log::debug!("metrics listener: {METRICS_CONNECTIONS_MAX} connections answering; closed {peer}");
+                log::debug!(
+                    "metrics listener: {} connections answering; closed {peer}",
+                    self.slots.len()
+                );
                 continue; // dropping the stream closes it
             };
             let mut conn = MetricsConn::new(stream, peer, Instant::now());
@@ -235,7 +245,8 @@ impl Listener {
             .min_by_key(|(_, c)| c.accepted())
             .map(|(i, c)| (i, c.peer()))?;
         log::debug!(
-            "metrics listener: {METRICS_CONNECTIONS_MAX} connections open; closed the oldest idle one, from {peer}"
+            "metrics listener: {} connections open; closed the oldest idle one, from {peer}",
+            self.slots.len()
         );
         self.close(oldest);
         Some(oldest)

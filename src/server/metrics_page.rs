@@ -266,6 +266,7 @@ fn write_global(
         "1 while the free-disk alarm is set (publishers blocked), else 0",
         u64::from(bits & crate::alarm::DISK_ALARM != 0),
     );
+    write_fds(page, broker);
     gauge(
         page,
         "relaymq_connections",
@@ -315,6 +316,86 @@ fn write_global(
             "relaymq_io_sync_time_seconds",
             "Time each fsync of a queue's segment or ack-log file took, seconds",
             &flusher.fsync_seconds().snapshot(),
+        );
+    }
+}
+
+/// File descriptors: the process's (`rabbitmq_prometheus`'s `process_open_fds`,
+/// `process_max_fds`, `process_open_tcp_sockets`, `process_max_tcp_sockets`) and the
+/// message store's budget (its open files, limit, and what it did to stay within it).
+fn write_fds(page: &mut Exposition, broker: &Broker) {
+    let gauge = |page: &mut Exposition, name: &str, help: &str, v: u64| {
+        page.family(name, Kind::Gauge, help);
+        page.sample(name, &[], v);
+    };
+    let counter = |page: &mut Exposition, name: &str, help: &str, v: u64| {
+        page.family(name, Kind::Counter, help);
+        page.sample(name, &[], v);
+    };
+    if let Some(open) = crate::limits::fds::open_fds() {
+        gauge(
+            page,
+            "relaymq_process_open_fds",
+            "File descriptors the broker process has open",
+            open as u64,
+        );
+    }
+    if let Some(b) = broker.config.fd_budget {
+        gauge(
+            page,
+            "relaymq_process_max_fds",
+            "The open-files limit (RLIMIT_NOFILE) in force",
+            b.limit,
+        );
+        gauge(
+            page,
+            "relaymq_process_open_tcp_sockets",
+            "Client sockets open (both protocols, handshaking ones included)",
+            broker.sockets_open() as u64,
+        );
+        gauge(
+            page,
+            "relaymq_process_max_tcp_sockets",
+            "Client sockets the open-files limit leaves for connections",
+            b.sockets as u64,
+        );
+    }
+    if let Some(f) = broker.file_budget() {
+        gauge(
+            page,
+            "relaymq_store_open_files",
+            "Files the message store has open (segments, ack logs, directories being synced)",
+            f.open as u64,
+        );
+        gauge(
+            page,
+            "relaymq_store_max_files",
+            "Files the message store may have open at once (its part of the open-files limit)",
+            f.limit as u64,
+        );
+        counter(
+            page,
+            "relaymq_store_file_evictions_total",
+            "Unused store files closed to free a descriptor for another file",
+            f.evictions,
+        );
+        counter(
+            page,
+            "relaymq_store_early_syncs_total",
+            "Store files fsynced before the flusher's round so they could be closed",
+            f.early_syncs,
+        );
+        counter(
+            page,
+            "relaymq_store_file_waits_total",
+            "Store file opens that waited for a descriptor in use to be released",
+            f.waits,
+        );
+        counter(
+            page,
+            "relaymq_store_files_exhausted_total",
+            "Store file opens refused: every descriptor of the budget stayed in use",
+            f.exhausted,
         );
     }
 }

@@ -30,9 +30,10 @@ pub use config::ServerConfig;
 use crate::alarm::monitor::AlarmMonitor;
 use crate::broker::housekeeping::Housekeeper;
 use crate::broker::Broker;
+use crate::limits::FdBudget;
 use crate::limits::{CONNECTIONS_MAX, HANDSHAKES_PENDING_MAX};
 use crate::storage::durability::Durability;
-use crate::storage::{OsBackend, StorageError, StoreConfig};
+use crate::storage::{BudgetedBackend, FileBudget, OsBackend, StorageError, StoreConfig};
 use io_loop::{IoLoop, WAKER};
 use notifier::Notifier;
 use std::io;
@@ -176,7 +177,7 @@ impl Drop for ServerHandle {
 /// names the file; checked first, before the data directory is touched), the data
 /// directory cannot be created, an address cannot be bound, or a thread cannot be
 /// started.
-pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
+pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
     config
         .broker
         .limits
@@ -206,6 +207,12 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
             ),
         )
     })?;
+    // File descriptors: the soft limit raised to the hard one, then shared between the
+    // process, HTTP connections, the store's files and client sockets.
+    let fd_budget = FdBudget::raise_and_split()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    log::info!("file descriptors: {fd_budget}");
+    config.broker.fd_budget = Some(fd_budget);
     let store_config = StoreConfig {
         segment_bytes: config.segment_bytes,
     };
@@ -214,7 +221,10 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         &config.data_dir,
         config.fsync,
         store_config,
-        Arc::new(OsBackend),
+        Arc::new(BudgetedBackend::new(
+            Arc::new(OsBackend),
+            FileBudget::new(fd_budget.store),
+        )),
     )
     .map_err(|e| {
         let kind = match &e {
@@ -286,7 +296,11 @@ pub fn start(config: ServerConfig) -> io::Result<ServerHandle> {
         None => (None, None),
     };
     let metrics = match config.metrics_listen {
-        Some(a) => Some(metrics_http::MetricsServer::start(a, Arc::clone(&broker))?),
+        Some(a) => Some(metrics_http::MetricsServer::start(
+            a,
+            Arc::clone(&broker),
+            fd_budget.http,
+        )?),
         None => None,
     };
     let metrics_addr = metrics.as_ref().map(|m| m.local_addr());

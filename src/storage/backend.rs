@@ -134,6 +134,13 @@ pub trait Backend: Send + Sync + fmt::Debug {
         self.rename(&tmp, path)?;
         self.sync_dir(parent_dir(path))
     }
+
+    /// The budget every descriptor this backend opens counts against, when there is one
+    /// ([`crate::storage::BudgetedBackend`]); stores then keep their handles in a
+    /// [`crate::storage::HandleCache`] the budget can reclaim from.
+    fn file_budget(&self) -> Option<&Arc<crate::storage::FileBudget>> {
+        None
+    }
 }
 
 /// The temporary name [`Backend::write_file_atomic`] writes before renaming: `<path>.tmp`.

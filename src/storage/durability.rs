@@ -61,7 +61,8 @@ impl Durability {
             .map_err(|e| StorageError::io(&queues_dir, e))?;
         let known: HashSet<String> = meta.queue_ids()?.into_iter().collect();
         remove_orphans(backend.as_ref(), &queues_dir, &known)?;
-        let flusher = Flusher::start(fsync).map_err(|e| StorageError::io(data_dir, e))?;
+        let flusher = Flusher::start(fsync, backend.file_budget().map(|b| &**b))
+            .map_err(|e| StorageError::io(data_dir, e))?;
         let compactor = Compactor::start().map_err(|e| StorageError::io(data_dir, e))?;
         let durability = Durability {
             data_dir: data_dir.to_path_buf(),

@@ -42,6 +42,13 @@ impl StorageError {
             source,
         }
     }
+
+    /// Whether the error is running out of file descriptors (the store's budget, or the
+    /// OS's `EMFILE`/`ENFILE`): nothing was changed on disk, and a later attempt may
+    /// succeed ([`crate::storage::file_budget::is_out_of_files`]).
+    pub fn is_out_of_files(&self) -> bool {
+        matches!(self, StorageError::Io { source, .. } if crate::storage::file_budget::is_out_of_files(source))
+    }
 }
 
 impl fmt::Display for StorageError {

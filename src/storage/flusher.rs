@@ -10,7 +10,7 @@
 //! reported failed and the owners of the files are marked out of service.
 
 use crate::metrics::Histogram;
-use crate::storage::StorageFile;
+use crate::storage::{FileBudget, StorageFile};
 use std::collections::HashSet;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +21,9 @@ use std::time::Duration;
 /// How long entries submitted without a waiter (deliveries and settlements in ack logs)
 /// may wait in memory for a round, in ms, when no publish asks for one sooner.
 pub const LAZY_WRITE_DELAY_MS: u64 = 10;
+
+/// A round syncs what it wrote once it holds this fraction of the file budget (1/4).
+const SYNC_CHUNK_BUDGET_DIVISOR: usize = 4;
 
 /// Failed epochs remembered, so a waiter that registers after its round failed is nacked
 /// rather than left waiting or acked by a later round (failures are rare; the oldest is
@@ -117,6 +120,10 @@ struct State {
 
 struct Inner {
     mode: FsyncMode,
+    /// Files a round holds (written, not yet synced) before it syncs them and goes on
+    /// with the next stores: a quarter of the store's file budget, so the round never
+    /// holds the descriptors the stores it writes next need (unbounded without a budget).
+    sync_chunk_files: usize,
     /// Time each fsync of a segment or ack-log file took (metrics).
     fsync_seconds: Histogram,
     state: Mutex<State>,
@@ -136,13 +143,17 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// Starts the flusher thread.
+    /// Starts the flusher thread; `budget` is the store's file budget, if any (a round
+    /// then syncs in chunks of a quarter of it).
     ///
     /// # Errors
     /// The thread cannot be spawned.
-    pub fn start(mode: FsyncMode) -> io::Result<Flusher> {
+    pub fn start(mode: FsyncMode, budget: Option<&FileBudget>) -> io::Result<Flusher> {
         let inner = Arc::new(Inner {
             mode,
+            sync_chunk_files: budget.map_or(usize::MAX, |b| {
+                (b.limit() / SYNC_CHUNK_BUDGET_DIVISOR).max(1)
+            }),
             fsync_seconds: Histogram::new(),
             state: Mutex::new(State {
                 write_epoch: 1,
@@ -301,7 +312,9 @@ fn run(inner: &Inner) {
         };
         let mut failed = false;
         // Every source writes first, then every file is synced: the writes of one store
-        // overlap nothing, but the syncs come after all of them.
+        // overlap nothing, but the syncs come after all of them. Under a file budget the
+        // files are synced by chunks, so the round never holds the descriptors the next
+        // stores need to write.
         let mut files = Vec::with_capacity(batch.len() * 2);
         for source in &batch {
             match source.take_files() {
@@ -314,20 +327,11 @@ fn run(inner: &Inner) {
                     failed = true;
                 }
             }
-        }
-        for (file, source) in &files {
-            let started = std::time::Instant::now();
-            let synced = file.sync();
-            inner.fsync_seconds.observe(started.elapsed());
-            if let Err(e) = synced {
-                log::error!(
-                    "fsync of {} failed: {e}; its queue is taken out of service and pending confirms are nacked",
-                    file.path().display()
-                );
-                source.mark_failed();
-                failed = true;
+            if files.len() >= inner.sync_chunk_files {
+                failed |= sync_files(inner, &mut files);
             }
         }
+        failed |= sync_files(inner, &mut files);
         let (waiters, synced) = {
             let mut st = inner.lock();
             if failed {
@@ -358,6 +362,29 @@ fn run(inner: &Inner) {
             return;
         }
     }
+}
+
+/// A file a round wrote, with the source it belongs to.
+type Written<'a> = (Arc<dyn StorageFile>, &'a Arc<dyn SyncSource>);
+
+/// Syncs `files` and empties the list (dropping the handles); true when a sync failed
+/// (its source is marked out of service).
+fn sync_files(inner: &Inner, files: &mut Vec<Written<'_>>) -> bool {
+    let mut failed = false;
+    for (file, source) in files.drain(..) {
+        let started = std::time::Instant::now();
+        let synced = file.sync();
+        inner.fsync_seconds.observe(started.elapsed());
+        if let Err(e) = synced {
+            log::error!(
+                "fsync of {} failed: {e}; its queue is taken out of service and pending confirms are nacked",
+                file.path().display()
+            );
+            source.mark_failed();
+            failed = true;
+        }
+    }
+    failed
 }
 
 #[cfg(test)]

@@ -16,11 +16,14 @@
 
 pub mod ack_log;
 pub mod backend;
+pub mod budgeted_backend;
 pub mod check;
 pub mod compactor;
 pub mod durability;
 pub mod error;
+pub mod file_budget;
 pub mod flusher;
+pub mod handle_cache;
 pub mod lock;
 pub mod meta;
 pub mod meta_policies;
@@ -31,7 +34,10 @@ pub mod stat;
 pub mod types;
 
 pub use backend::{Backend, OsBackend, SimBackend, StorageFile};
+pub use budgeted_backend::BudgetedBackend;
 pub use error::StorageError;
+pub use file_budget::{FileBudget, FileBudgetStats};
+pub use handle_cache::HandleCache;
 pub use queue_store::{check_dir, CheckReport, QueueStore};
 pub use types::{
     MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,

@@ -23,6 +23,7 @@
 use crate::storage::ack_log::{self, AckEntry, AckKind};
 use crate::storage::backend::{tmp_path, Backend, StorageFile};
 use crate::storage::error::StorageError;
+use crate::storage::handle_cache::{FileKey, FilePart, HandleCache};
 use crate::storage::record::{self, HEADER_BYTES};
 use crate::storage::stat::{self, SegmentCounts, StatTable, STAT_BYTES_MAX, STAT_FILE_NAME};
 use crate::storage::types::{
@@ -32,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 /// Prefix of segment file names: `queue_data.<N>` (LavinMQ's naming).
 pub const DATA_FILE_PREFIX: &str = "queue_data.";
@@ -45,11 +46,6 @@ pub const COMPACT_SUFFIX: &str = ".compact";
 
 /// Number of the first segment of a new store.
 pub const FIRST_SEGMENT: u64 = 1;
-
-/// Files of sealed segments (segments and ack logs together) kept open at once, in files;
-/// the active segment and its ack log are open besides. Older ones are closed and reopened
-/// on demand, so a queue with a long backlog does not hold a descriptor per segment.
-pub const OPEN_FILES_MAX: usize = 16;
 
 /// A sealed segment is compacted only when it holds more than this many records
 /// (ARCHITECTURE.md §5: "more than 2000 records and under 50% valid").
@@ -131,10 +127,6 @@ fn data_name(n: u64) -> String {
 
 fn acks_name(n: u64) -> String {
     format!("{ACK_FILE_PREFIX}{n}")
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The files found in a queue directory.
@@ -225,41 +217,6 @@ fn needs_compaction(c: SegmentCounts) -> bool {
     c.total > COMPACT_RECORDS_MIN && c.valid * 100 < c.total * COMPACT_VALID_PERCENT_MAX
 }
 
-/// A small LRU of open files of sealed segments.
-#[derive(Debug, Default)]
-struct Handles {
-    /// Least recently used first.
-    files: Vec<(PathBuf, Arc<dyn StorageFile>)>,
-}
-
-impl Handles {
-    fn get(&mut self, backend: &dyn Backend, path: &Path) -> io::Result<Arc<dyn StorageFile>> {
-        if let Some(i) = self.files.iter().position(|(p, _)| p == path) {
-            let entry = self.files.remove(i);
-            let file = Arc::clone(&entry.1);
-            self.files.push(entry);
-            return Ok(file);
-        }
-        let file = backend.open(path, false)?;
-        if self.files.len() >= OPEN_FILES_MAX {
-            self.files.remove(0);
-        }
-        self.files.push((path.to_path_buf(), Arc::clone(&file)));
-        Ok(file)
-    }
-
-    fn forget(&mut self, path: &Path) {
-        self.files.retain(|(p, _)| p != path);
-    }
-}
-
-/// Which file of a segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Part {
-    Data,
-    Acks,
-}
-
 /// A valid record [`QueueStore::open_with_budget`] returns without its message: the body
 /// stays on disk until [`QueueStore::read`] fetches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,18 +267,10 @@ pub struct QueueStore {
     segments: BTreeMap<u64, Segment>,
     /// Number of the active segment (the highest).
     active: u64,
-    /// The active segment file (always open).
-    active_data: Arc<dyn StorageFile>,
-    /// The active segment's ack log (always open).
-    active_acks: Arc<dyn StorageFile>,
-    /// Whether `active_data` was written since the last `files_to_sync`.
-    active_data_dirty: bool,
-    /// Whether `active_acks` was written since the last `files_to_sync`.
-    active_acks_dirty: bool,
-    /// Files of sealed segments written since the last `files_to_sync`.
-    dirty: BTreeMap<(u64, Part), Arc<dyn StorageFile>>,
-    /// Open files of sealed segments (`read` takes `&self`, hence the lock).
-    handles: Mutex<Handles>,
+    /// The open files of this store (opened on demand, closed when the store holds too
+    /// many or the server's file budget needs the descriptor), with which of them were
+    /// written since the flusher last took them.
+    files: Arc<HandleCache>,
     /// Id of the next record.
     next_id: u64,
     /// Length of `queue_stat` as last written, in bytes.
@@ -560,14 +509,9 @@ impl QueueStore {
         if rec.dir_changed {
             backend.sync_dir(&dir).map_err(dir_io)?;
         }
-        let open = |name: String| {
-            let path = dir.join(name);
-            backend
-                .open(&path, false)
-                .map_err(|e| StorageError::io(&path, e))
-        };
-        let active_data = open(data_name(active))?;
-        let active_acks = open(acks_name(active))?;
+        // The active segment's files are opened at the first write or read, not now: an
+        // idle queue holds no descriptor.
+        let files = HandleCache::new(backend.file_budget().cloned());
         let next_id = match rec.max_id {
             None => 1,
             Some(m) => m
@@ -581,12 +525,7 @@ impl QueueStore {
             config,
             segments,
             active,
-            active_data,
-            active_acks,
-            active_data_dirty: false,
-            active_acks_dirty: false,
-            dirty: BTreeMap::new(),
-            handles: Mutex::new(Handles::default()),
+            files,
             next_id,
             stat_bytes: 0,
             encode_buf: Vec::new(),
@@ -649,7 +588,7 @@ impl QueueStore {
         let id = self.next_id;
         let result = match record::encode(id, message, &mut buf) {
             Err(e) => Err(StorageError::io(
-                self.active_data.path(),
+                self.dir.join(data_name(self.active)),
                 io::Error::new(io::ErrorKind::InvalidInput, e.to_string()),
             )),
             Ok(_) => {
@@ -695,7 +634,11 @@ impl QueueStore {
 
     /// Writes `bytes` at the end of the active segment, which must be at `offset`.
     fn write_data(&mut self, bytes: &[u8], offset: u64) -> Result<(), StorageError> {
-        let file = Arc::clone(&self.active_data);
+        let key = FileKey {
+            segment: self.active,
+            part: FilePart::Data,
+        };
+        let file = self.file(key.segment, key.part)?;
         let at = file
             .append(bytes)
             .map_err(|e| StorageError::io(file.path(), e))?;
@@ -708,7 +651,7 @@ impl QueueStore {
                 ),
             });
         }
-        self.active_data_dirty = true;
+        self.files.mark_dirty(key);
         Ok(())
     }
 
@@ -740,14 +683,13 @@ impl QueueStore {
         if bytes.is_empty() {
             return Ok(());
         }
-        let file = self.file(n, Part::Acks)?;
+        let file = self.file(n, FilePart::Acks)?;
         file.append(bytes)
             .map_err(|e| StorageError::io(file.path(), e))?;
-        if n == self.active {
-            self.active_acks_dirty = true;
-        } else {
-            self.dirty.entry((n, Part::Acks)).or_insert(file);
-        }
+        self.files.mark_dirty(FileKey {
+            segment: n,
+            part: FilePart::Acks,
+        });
         Ok(())
     }
 
@@ -814,7 +756,8 @@ impl QueueStore {
             );
             self.pending_acks.clear();
         }
-        Ok(self.files_to_sync())
+        let r = self.files_to_sync();
+        self.poison_on_err(r)
     }
 
     /// Seals the active segment and starts the next one.
@@ -831,17 +774,12 @@ impl QueueStore {
         self.backend
             .sync_dir(&self.dir)
             .map_err(|e| StorageError::io(&self.dir, e))?;
-        if std::mem::take(&mut self.active_data_dirty) {
-            self.dirty
-                .insert((old, Part::Data), Arc::clone(&self.active_data));
-        }
-        if std::mem::take(&mut self.active_acks_dirty) {
-            self.dirty
-                .insert((old, Part::Acks), Arc::clone(&self.active_acks));
-        }
+        // The sealed segment's handles stay in the cache, dirty or not: the flusher
+        // still syncs them, and they close when unused.
         self.active = n;
-        self.active_data = data;
-        self.active_acks = acks;
+        for (part, file) in [(FilePart::Data, data), (FilePart::Acks, acks)] {
+            self.files.insert(FileKey { segment: n, part }, file);
+        }
         self.segments.insert(n, Segment::default());
         if self.segments.get(&old).is_some_and(|s| s.valid == 0) {
             self.delete_segment(old)?;
@@ -956,16 +894,18 @@ impl QueueStore {
     /// between the two removals leaves an ack log without a segment, which `open` removes;
     /// the other order could bring back settled records as valid.
     fn delete_segment(&mut self, n: u64) -> Result<(), StorageError> {
-        for path in [self.dir.join(data_name(n)), self.dir.join(acks_name(n))] {
+        for (part, name) in [
+            (FilePart::Data, data_name(n)),
+            (FilePart::Acks, acks_name(n)),
+        ] {
+            let path = self.dir.join(name);
             self.backend
                 .remove_file(&path)
                 .map_err(|e| StorageError::io(&path, e))?;
-            lock(&self.handles).forget(&path);
+            self.files.forget(FileKey { segment: n, part });
         }
         self.segments.remove(&n);
         self.pending_acks.remove(&n);
-        self.dirty.remove(&(n, Part::Data));
-        self.dirty.remove(&(n, Part::Acks));
         Ok(())
     }
 
@@ -973,16 +913,14 @@ impl QueueStore {
     /// flusher, which fsyncs them without holding any lock. A message is durable (its
     /// confirm may go out) once every file returned by a call made after its `append` has
     /// been synced successfully. A buffering store must write what it holds first
-    /// ([`QueueStore::take_files_to_sync`] does both).
-    pub fn files_to_sync(&mut self) -> Vec<Arc<dyn StorageFile>> {
-        let mut files: Vec<_> = std::mem::take(&mut self.dirty).into_values().collect();
-        if std::mem::take(&mut self.active_data_dirty) {
-            files.push(Arc::clone(&self.active_data));
-        }
-        if std::mem::take(&mut self.active_acks_dirty) {
-            files.push(Arc::clone(&self.active_acks));
-        }
-        files
+    /// ([`QueueStore::take_files_to_sync`] does both). A file written and then closed to
+    /// free its descriptor was fsynced before it was closed, so it is not returned.
+    ///
+    /// # Errors
+    /// [`StorageError::Failed`] when such an early fsync failed: what was written is not
+    /// known to be safe (the caller takes the store out of service).
+    pub fn files_to_sync(&mut self) -> Result<Vec<Arc<dyn StorageFile>>, StorageError> {
+        self.files.take_dirty().map_err(StorageError::Failed)
     }
 
     /// Whether a sealed segment has more than [`COMPACT_RECORDS_MIN`] records and under
@@ -1036,7 +974,7 @@ impl QueueStore {
         let data_path = self.dir.join(data_name(n));
         let compact_path = self.dir.join(format!("{}{COMPACT_SUFFIX}", data_name(n)));
         let cio = |e| StorageError::io(&compact_path, e);
-        let old = self.file(n, Part::Data)?;
+        let old = self.file(n, FilePart::Data)?;
         if self.backend.exists(&compact_path) {
             self.backend.remove_file(&compact_path).map_err(cio)?;
         }
@@ -1078,15 +1016,23 @@ impl QueueStore {
             .rename(&compact_path, &data_path)
             .map_err(|e| StorageError::io(&data_path, e))?;
         kept.data_bytes = new_len;
-        lock(&self.handles).forget(&data_path);
-        self.dirty.remove(&(n, Part::Data));
+        let old_acks = segment.ack_bytes;
+        kept.ack_bytes = old_acks;
+        // The index follows the file at once: whatever fails later, reads use the new
+        // offsets (the old ack log still holds for the kept records).
+        self.segments.insert(n, kept);
+        // The cached handle is the replaced file's.
+        self.files.forget(FileKey {
+            segment: n,
+            part: FilePart::Data,
+        });
         self.backend
             .sync_dir(&self.dir)
             .map_err(|e| StorageError::io(&self.dir, e))?;
-        let old_acks = segment.ack_bytes;
-        kept.ack_bytes = self.rewrite_acks(n, &kept)?;
-        let new_acks = kept.ack_bytes;
-        self.segments.insert(n, kept);
+        let new_acks = self.rewrite_acks(n)?;
+        if let Some(s) = self.segments.get_mut(&n) {
+            s.ack_bytes = new_acks;
+        }
         Ok(old_len.saturating_sub(new_len) + old_acks.saturating_sub(new_acks))
     }
 
@@ -1095,10 +1041,14 @@ impl QueueStore {
     /// renamed over the log, directory fsynced. A crash before the rename leaves the old
     /// log, which is still right (its entries for dropped records match no record).
     /// Returns the new log's length in bytes.
-    fn rewrite_acks(&mut self, n: u64, kept: &Segment) -> Result<u64, StorageError> {
+    fn rewrite_acks(&mut self, n: u64) -> Result<u64, StorageError> {
         let acks_path = self.dir.join(acks_name(n));
         let compact_path = self.dir.join(format!("{}{COMPACT_SUFFIX}", acks_name(n)));
         let cio = |e| StorageError::io(&compact_path, e);
+        let kept = self.segments.get(&n).ok_or_else(|| StorageError::Corrupt {
+            path: acks_path.clone(),
+            reason: "segment vanished from the index".into(),
+        })?;
         let mut bytes = Vec::new();
         for (i, &id) in kept.ids.iter().enumerate() {
             let deliveries = kept.state[i] & !SETTLED;
@@ -1120,8 +1070,10 @@ impl QueueStore {
         self.backend
             .rename(&compact_path, &acks_path)
             .map_err(|e| StorageError::io(&acks_path, e))?;
-        lock(&self.handles).forget(&acks_path);
-        self.dirty.remove(&(n, Part::Acks));
+        self.files.forget(FileKey {
+            segment: n,
+            part: FilePart::Acks,
+        });
         self.backend
             .sync_dir(&self.dir)
             .map_err(|e| StorageError::io(&self.dir, e))?;
@@ -1189,7 +1141,7 @@ impl QueueStore {
                     .get(from..from + buf.len())
                     .ok_or_else(|| {
                         StorageError::io(
-                            self.active_data.path(),
+                            self.dir.join(data_name(n)),
                             io::Error::from(io::ErrorKind::UnexpectedEof),
                         )
                     })?;
@@ -1197,7 +1149,7 @@ impl QueueStore {
                 return Ok(());
             }
         }
-        let file = self.file(n, Part::Data)?;
+        let file = self.file(n, FilePart::Data)?;
         file.read_at(offset, buf)
             .map_err(|e| StorageError::io(file.path(), e))
     }
@@ -1271,6 +1223,11 @@ impl QueueStore {
 
     fn poison_on_err<T>(&mut self, r: Result<T, StorageError>) -> Result<T, StorageError> {
         if let Err(e) = &r {
+            // Not getting a descriptor changes nothing on disk: the store stays in service
+            // and the next attempt may get one.
+            if e.is_out_of_files() {
+                return r;
+            }
             if self.failed.is_none() {
                 log::error!("queue store {} out of service: {e}", self.dir.display());
                 self.failed = Some(e.to_string());
@@ -1297,21 +1254,23 @@ impl QueueStore {
         }
     }
 
-    /// A file of segment `n`: the active ones are always open, others come from the LRU.
-    fn file(&self, n: u64, part: Part) -> Result<Arc<dyn StorageFile>, StorageError> {
-        if n == self.active {
-            return Ok(Arc::clone(match part {
-                Part::Data => &self.active_data,
-                Part::Acks => &self.active_acks,
-            }));
-        }
+    /// A file of segment `n`, from the cache or opened now (its descriptor taken from the
+    /// server's file budget, which may close another store's unused handle for it).
+    fn file(&self, n: u64, part: FilePart) -> Result<Arc<dyn StorageFile>, StorageError> {
         let path = self.dir.join(match part {
-            Part::Data => data_name(n),
-            Part::Acks => acks_name(n),
+            FilePart::Data => data_name(n),
+            FilePart::Acks => acks_name(n),
         });
-        lock(&self.handles)
-            .get(&*self.backend, &path)
+        self.files
+            .get(FileKey { segment: n, part }, || {
+                self.backend.open(&path, false)
+            })
             .map_err(|e| StorageError::io(&path, e))
+    }
+
+    /// Handles this store holds open now.
+    pub fn open_files(&self) -> usize {
+        self.files.len()
     }
 }
 
@@ -1839,7 +1798,7 @@ mod tests {
         let (mut s, _) = open(&sim, 1 << 20);
         let a = s.append(&message(b"a")).unwrap();
         let b = s.append(&message(b"b")).unwrap();
-        for f in s.files_to_sync() {
+        for f in s.files_to_sync().unwrap() {
             f.sync().unwrap();
         }
         // b delivered and settled; its settle reaches the disk, its record does not.

@@ -203,7 +203,27 @@ impl ServerProcess {
     /// for its ready file. `extra` are more flags (a repeated flag overrides); the
     /// metrics listener is off unless `extra` gives `--metrics-listen`.
     pub fn start(data_dir: &std::path::Path, extra: &[&str]) -> ServerProcess {
-        ServerProcess::spawn(data_dir, extra, std::process::Stdio::inherit())
+        ServerProcess::spawn(data_dir, extra, std::process::Stdio::inherit(), None)
+    }
+
+    /// As [`ServerProcess::start`], the server's open-files limit (soft and hard) set to
+    /// `nofile` first (`ulimit -n` in a shell that then execs the server), its log going
+    /// to `log` at info.
+    pub fn start_with_nofile(
+        data_dir: &std::path::Path,
+        extra: &[&str],
+        nofile: u64,
+        log: &std::path::Path,
+    ) -> ServerProcess {
+        let file = std::fs::File::create(log).expect("log file");
+        let mut flags = vec!["--log-level", "info"];
+        flags.extend_from_slice(extra);
+        ServerProcess::spawn(
+            data_dir,
+            &flags,
+            std::process::Stdio::from(file),
+            Some(nofile),
+        )
     }
 
     /// As [`ServerProcess::start`] with `--log-level info`, the server's log (stderr)
@@ -217,7 +237,7 @@ impl ServerProcess {
         let file = std::fs::File::create(log).expect("log file");
         let mut flags = vec!["--log-level", "info"];
         flags.extend_from_slice(extra);
-        ServerProcess::spawn(data_dir, &flags, std::process::Stdio::from(file))
+        ServerProcess::spawn(data_dir, &flags, std::process::Stdio::from(file), None)
     }
 
     // The child is reaped by `Drop`, `terminate` or `kill9`, which clippy cannot see.
@@ -226,10 +246,23 @@ impl ServerProcess {
         data_dir: &std::path::Path,
         extra: &[&str],
         stderr: std::process::Stdio,
+        nofile: Option<u64>,
     ) -> ServerProcess {
         let ready = data_dir.with_extension(format!("ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&ready);
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
+        let server = env!("CARGO_BIN_EXE_relaymq-server");
+        let mut command = match nofile {
+            None => std::process::Command::new(server),
+            Some(n) => {
+                // `exec` keeps the pid: kill9 and terminate reach the server itself.
+                let mut c = std::process::Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(server);
+                c
+            }
+        };
+        let mut child = command
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--amqp-listen")

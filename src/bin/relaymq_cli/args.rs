@@ -1301,7 +1301,10 @@ mod tests {
         );
         assert!(usage_error(&["set", "memory-high-watermark", "1.5"]).contains("from 0 to 1.0"));
         let e = usage_error(&["set", "memory-high-watermark", "2"]);
-        assert!(e.contains("2 bytes") && e.contains("0.4") && e.contains("1GiB"), "{e}");
+        assert!(
+            e.contains("2 bytes") && e.contains("0.4") && e.contains("1GiB"),
+            "{e}"
+        );
         assert_eq!(
             cmd(&["set", "disk-free-limit", "2GB"]),
             Command::SetDiskFreeLimit(2_000_000_000)
