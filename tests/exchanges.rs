@@ -717,3 +717,36 @@ fn deleting_a_missing_exchange_succeeds() {
     ch.exchange_delete("never-declared", false).unwrap();
     assert!(ch.is_open());
 }
+
+#[test]
+fn unbinding_what_is_not_bound_succeeds_as_in_rabbitmq() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "x", "direct");
+    let q = exclusive_queue(&ch);
+    ch.queue_bind(&q, "x", "bound", FieldTable::new()).unwrap();
+    // A binding that does not exist, a missing queue, a missing exchange.
+    ch.queue_unbind(&q, "x", "never-bound", FieldTable::new())
+        .unwrap();
+    ch.queue_unbind("no-such-queue", "x", "k", FieldTable::new())
+        .unwrap();
+    ch.queue_unbind(&q, "no-such-exchange", "k", FieldTable::new())
+        .unwrap();
+    ch.exchange_unbind("x", "amq.direct", "never-bound", FieldTable::new())
+        .unwrap();
+    ch.exchange_unbind("no-such-exchange", "x", "k", FieldTable::new())
+        .unwrap();
+    ch.exchange_unbind("x", "no-such-exchange", "k", FieldTable::new())
+        .unwrap();
+    // Twice the same unbind: the second finds nothing and succeeds.
+    ch.queue_unbind(&q, "x", "bound", FieldTable::new())
+        .unwrap();
+    ch.queue_unbind(&q, "x", "bound", FieldTable::new())
+        .unwrap();
+    assert!(ch.is_open());
+    publish(&ch, "x", "bound", b"unbound");
+    assert!(drain(&ch, &q).is_empty());
+    // The default exchange is still refused, as in RabbitMQ.
+    channel_closed(ch.queue_unbind(&q, "", &q, FieldTable::new()), 403);
+}

@@ -703,12 +703,14 @@ impl VirtualHost {
         Ok(())
     }
 
-    /// Removes a binding (AMQP `queue.unbind`, RabbitMQ `exchange.unbind`). Removing an
-    /// absent binding succeeds, as in RabbitMQ. An auto-delete source left without
-    /// bindings is deleted.
+    /// Removes a binding (AMQP `queue.unbind`, RabbitMQ `exchange.unbind`). Removing a
+    /// binding that does not exist succeeds, as in RabbitMQ, and so does naming a source
+    /// or destination that does not exist. An auto-delete source left without bindings is
+    /// deleted.
     ///
     /// # Errors
-    /// As [`VirtualHost::bind`], except argument validation.
+    /// 403 when either end is the default exchange; 405 when the binding exists and its
+    /// queue is exclusive to another connection; a `meta.db` failure.
     pub fn unbind(
         &self,
         source: &str,
@@ -718,18 +720,43 @@ impl VirtualHost {
         connection_id: u64,
     ) -> Result<(), BrokerError> {
         let _changes = self.changes();
-        let src = self.check_binding_ends(source, destination, connection_id)?;
+        if source.is_empty() || matches!(destination, Destination::Exchange(x) if x.is_empty()) {
+            return Err(default_exchange_refused());
+        }
+        // Unbinding is idempotent, as in RabbitMQ (`rabbit_db_binding:delete`): a missing
+        // source or destination, or a binding that does not exist, is success, and only a
+        // binding that exists is checked against the queue's exclusivity.
+        let Some(src) = self.exchange(source) else {
+            return Ok(());
+        };
+        let queue = match destination {
+            Destination::Queue(q) => match self.queue(q) {
+                Some(q) => Some(q),
+                None => return Ok(()),
+            },
+            Destination::Exchange(x) => match self.exchange(x) {
+                Some(_) => None,
+                None => return Ok(()),
+            },
+        };
+        let binding = Binding {
+            destination: destination.clone(),
+            binding_key: key.to_string(),
+            arguments: arguments.clone(),
+        };
+        if !src.router().contains(&binding) {
+            return Ok(());
+        }
+        if let Some(q) = queue {
+            q.check_access(connection_id, &self.name)?;
+        }
         if src.durable && self.is_stored_destination(destination) {
             let def = self.binding_def(source, destination, key, arguments);
             self.persist("binding deletion", |m| m.delete_binding(&def))?;
         }
         let emptied = {
             let mut router = src.router_mut();
-            let removed = router.remove(&Binding {
-                destination: destination.clone(),
-                binding_key: key.to_string(),
-                arguments: arguments.clone(),
-            });
+            let removed = router.remove(&binding);
             removed && src.auto_delete && router.is_empty()
         };
         if emptied {

@@ -42,6 +42,13 @@ check_eq(got[1], b"still here", "delivery to the other consumer")
 ch.basic_cancel(other_tag)
 check_eq(ch.queue_declare(queue="survivor", passive=True).method.consumer_count, 0,
          "consumers on survivor after basic.cancel")
+
+# Unbinding what is not bound answers unbind-ok, as RabbitMQ does (cleanup code such as
+# aio-pika's RPC close relies on it).
+ch.queue_unbind(queue="survivor", exchange="amq.direct", routing_key="never-bound")
+ch.queue_unbind(queue="no-such-queue", exchange="amq.direct", routing_key="k")
+ch.exchange_unbind(destination="amq.fanout", source="amq.direct", routing_key="k")
+check(ch.is_open, "channel open after unbinding what was not bound")
 try:
     ch.queue_declare(queue="doomed", passive=True)
     fail("the deleted queue still exists")
