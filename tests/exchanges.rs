@@ -750,3 +750,13 @@ fn unbinding_what_is_not_bound_succeeds_as_in_rabbitmq() {
     // The default exchange is still refused, as in RabbitMQ.
     channel_closed(ch.queue_unbind(&q, "", &q, FieldTable::new()), 403);
 }
+
+#[test]
+fn a_passive_declare_of_the_default_exchange_is_refused_with_403() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    let text = channel_closed(ch.exchange_declare("", "", passive()), 403);
+    assert_eq!(text, "operation not permitted on the default exchange");
+    assert!(conn.is_open());
+}

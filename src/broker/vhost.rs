@@ -518,18 +518,20 @@ impl VirtualHost {
     /// one is equivalent.
     ///
     /// # Errors
-    /// 403 for the default exchange or a new `amq.` name; 404 passive and absent; 503
+    /// 403 for the default exchange (passive too, as RabbitMQ) or a new `amq.` name; 404
+    /// passive and absent; 503
     /// COMMAND_INVALID for an unknown type; 406 when an existing exchange differs.
     pub fn declare_exchange(&self, spec: &ExchangeSpec) -> Result<(), BrokerError> {
         let name = spec.name.as_str();
+        // Passive or not: RabbitMQ's `check_not_default_exchange` comes first.
+        if name.is_empty() {
+            return Err(default_exchange_refused());
+        }
         if spec.passive {
             return match self.exchange(name) {
                 Some(_) => Ok(()),
                 None => Err(self.no_exchange(name)),
             };
-        }
-        if name.is_empty() {
-            return Err(default_exchange_refused());
         }
         check_name_bytes("exchange name", name, self.limits.name_bytes_max())?;
         let kind = ExchangeKind::parse(&spec.kind)?;
