@@ -92,7 +92,8 @@ fn channel_not_open(n: u16) -> BrokerError {
 }
 
 impl Session {
-    /// A session for connection `id` using `vhost`, allowing channels 1..=`channel_max`.
+    /// A session for connection `id` using `vhost`, allowing `channel_max` open channels at
+    /// once (any numbers 1..=65535).
     /// `channel_count` is kept equal to the number of open channels (for listings).
     pub fn new(
         broker: Arc<Broker>,
@@ -183,8 +184,8 @@ impl Session {
     /// Opens channel `n` (AMQP `channel.open`).
     ///
     /// # Errors
-    /// 504 CHANNEL_ERROR when `n` is 0 or already open; 530 NOT_ALLOWED above the
-    /// negotiated channel-max (both close the connection).
+    /// 504 CHANNEL_ERROR when `n` is 0 or already open; 530 NOT_ALLOWED when the
+    /// negotiated channel-max channels are open already (both close the connection).
     pub fn open_channel(&mut self, n: u16) -> Result<(), BrokerError> {
         if n == 0 || self.channels.contains_key(&n) {
             return Err(BrokerError::new(
@@ -192,11 +193,15 @@ impl Session {
                 format!("channel {n} is already open or invalid"),
             ));
         }
-        if n > self.channel_max {
+        // `channel_max` bounds how many channels are open at once, not their numbers: any
+        // number 1..=65535 may be used (RabbitMQ's `rabbit_reader:create_channel`).
+        let open = self.channels.len();
+        if self.channel_max != 0 && open >= usize::from(self.channel_max) {
             return Err(BrokerError::new(
                 ReplyCode::NotAllowed,
                 format!(
-                    "channel number {n} exceeds the negotiated channel_max {}",
+                    "number of channels opened ({open}) has reached the negotiated \
+                     channel_max ({})",
                     self.channel_max
                 ),
             ));
