@@ -48,5 +48,5 @@ pub use broker::{
 pub use message::{Message, RouteNames};
 pub use message_body::MessageBody;
 pub use session::{GetResult, Session};
-pub use sink::ClientSink;
+pub use sink::{CancelReason, ClientSink};
 pub use vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};

@@ -1034,7 +1034,7 @@ impl Queue {
 mod tests {
     use super::*;
     use crate::broker::channel::Channel;
-    use crate::broker::sink::ClientSink;
+    use crate::broker::sink::{CancelReason, ClientSink};
     use crate::error::ReplyCode;
     use crate::storage::flusher::{Flusher, FsyncMode};
     use crate::storage::{QueueStore, SimBackend, StoreConfig};
@@ -1052,7 +1052,7 @@ mod tests {
             let mut v = self.0.lock().unwrap();
             v.push((tag, redelivered, message.body.to_vec()));
         }
-        fn cancel(&self, _: u16, _: &str) {}
+        fn cancel(&self, _: &Arc<Channel>, _: &str, _: CancelReason) {}
         fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
         fn confirm(&self, _: u16, _: u64, _: bool, _: bool) {}
         fn is_saturated(&self) -> bool {

@@ -226,6 +226,14 @@ impl Session {
         Ok(())
     }
 
+    /// Whether `channel` is this session's open channel number `n` (not a channel that
+    /// had the number before, closed since).
+    pub fn is_channel(&self, n: u16, channel: &Arc<Channel>) -> bool {
+        self.channels
+            .get(&n)
+            .is_some_and(|cs| Arc::ptr_eq(&cs.shared, channel))
+    }
+
     /// Closes channel `n`: cancels its consumers and requeues its unacked deliveries
     /// (AMQP 0-9-1 §1.5.2.5 and basic class rules). Closing an unknown channel does nothing.
     pub fn close_channel(&mut self, n: u16) {

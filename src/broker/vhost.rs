@@ -15,6 +15,7 @@ use crate::broker::policy::Policy;
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
+use crate::broker::sink::CancelReason;
 use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::LiveLimits;
@@ -1057,7 +1058,7 @@ impl VirtualHost {
         }
         self.remove_destination(&Destination::Queue(Arc::clone(&q.name)));
         let (count, consumers) = q.mark_deleted();
-        notify_cancelled(&consumers);
+        notify_cancelled(&consumers, CancelReason::QueueDeleted);
         if let (Some(id), Some(d)) = (&q.storage_id, &self.durability) {
             d.remove_queue_dir(id);
         }
@@ -1187,12 +1188,12 @@ impl VirtualHost {
     }
 }
 
-/// Tells each consumer's client that the server cancelled it.
-pub fn notify_cancelled(consumers: &[Arc<Consumer>]) {
+/// Tells each consumer's client that the server cancelled it, for `reason`.
+pub fn notify_cancelled(consumers: &[Arc<Consumer>], reason: CancelReason) {
     for c in consumers {
         // A closing channel's consumers are gone with it; its number may even be reused.
         if !c.channel.is_closed() {
-            c.channel.sink.cancel(c.channel.number, &c.tag);
+            c.channel.sink.cancel(&c.channel, &c.tag, reason);
         }
     }
 }
