@@ -18,6 +18,7 @@ pub mod dead_lettering;
 pub mod definitions;
 pub mod exchange;
 pub mod expiry;
+pub mod header_routes;
 pub mod housekeeping;
 pub mod length_limit;
 pub mod listing;

@@ -457,7 +457,8 @@ impl Queue {
                     let size = m.body.len();
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
                     let entry = if fits {
-                        let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
+                        let msg =
+                            Message::from_stored(&m.exchange, &m.routing_key, m.properties, m.body);
                         let msg = self.with_count_header(Arc::new(msg), count);
                         Ready::in_memory(seq, redelivered, count, msg, Some(record))
                     } else {

@@ -14,6 +14,7 @@ use crate::broker::channel_hasher::BuildChannelHasher;
 use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
+use crate::broker::header_routes::HeaderRoutes;
 use crate::broker::message::{Message, RouteNames};
 use crate::broker::message_body::MessageBody;
 use crate::broker::names;
@@ -556,8 +557,9 @@ impl Session {
     /// sequence number; its ack is sent by [`Session::flush_confirms`].
     ///
     /// # Errors
-    /// 406 body over the maximum, an invalid `expiration`, or a `user_id` that is not the
-    /// authenticated user's; 404 absent exchange; 403
+    /// 406 body over the maximum, an invalid `expiration`, a `user_id` that is not the
+    /// authenticated user's, or a `CC`/`BCC` header that is not an array; 404 absent
+    /// exchange; 403
     /// internal exchange; 504 for a channel that is not open. The message is then not published and not confirmed.
     pub fn basic_publish(
         &mut self,
@@ -587,7 +589,20 @@ impl Session {
                 }
             }
         }
-        let (msg, queues) = if let Some(route) = self.routes.get(exchange, routing_key) {
+        let mut properties = properties;
+        // RabbitMQ's sender-selected distribution: CC and BCC add routing keys, BCC is
+        // removed here, before the message is stored or delivered.
+        let header_routes = match properties.as_deref_mut() {
+            Some(p) => HeaderRoutes::take(p)?,
+            None => None,
+        };
+        // A message with header routes is routed by more than its exchange and routing
+        // key: the route cache neither answers nor remembers it.
+        let cached = match header_routes {
+            None => self.routes.get(exchange, routing_key),
+            Some(_) => None,
+        };
+        let (msg, queues) = if let Some(route) = cached {
             let msg = Message::with_names(Arc::clone(&route.names), properties, body);
             (Arc::new(msg), Arc::clone(&route.queues))
         } else {
@@ -596,7 +611,11 @@ impl Session {
             let version = topology::version();
             self.permit(Access::Write, Resource::Exchange, exchange)?;
             let ex = self.vhost.exchange_for_publish(exchange)?;
-            let names = Arc::new(RouteNames::new(Arc::clone(&ex.name), routing_key.into()));
+            let names = Arc::new(RouteNames::with_header_routes(
+                Arc::clone(&ex.name),
+                routing_key.into(),
+                header_routes,
+            ));
             let msg = Arc::new(Message::with_names(Arc::clone(&names), properties, body));
             let (queues, keyed) = self.vhost.route_keyed(&ex, &msg);
             let queues: Arc<[Arc<Queue>]> = queues.into();

@@ -1092,24 +1092,34 @@ impl VirtualHost {
 
     /// The queues a message published to `exchange` reaches, following exchange-to-exchange
     /// bindings (each exchange visited once, so binding cycles terminate) and enqueueing
-    /// each queue once however many bindings lead to it.
+    /// each queue once however many bindings lead to it. Every routing key of the message
+    /// is routed: its own and those of its `CC`/`BCC` headers (RabbitMQ's sender-selected
+    /// distribution, [`crate::broker::header_routes`]).
     pub fn route(&self, exchange: &Exchange, msg: &Message) -> Vec<Arc<Queue>> {
         self.route_keyed(exchange, msg).0
     }
 
     /// As [`VirtualHost::route`], also telling whether the result depends on the exchange
-    /// and routing key alone (no headers exchange on the way), so it may be cached
-    /// (`topology::RouteCache`).
+    /// and routing key alone (no headers exchange on the way, no `CC`/`BCC` header), so it
+    /// may be cached (`topology::RouteCache`).
     pub fn route_keyed(&self, exchange: &Exchange, msg: &Message) -> (Vec<Arc<Queue>>, bool) {
         let mut names: Vec<Arc<str>> = Vec::new();
+        let keyed_message = msg.header_routes().is_none();
         if exchange.is_default() {
-            return (self.queue(msg.routing_key()).into_iter().collect(), true);
+            let map = self.queues();
+            let mut queues: Vec<Arc<Queue>> = msg
+                .routing_keys()
+                .filter_map(|k| map.get(k).cloned())
+                .collect();
+            if !keyed_message {
+                queues.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+                queues.dedup_by(|a, b| Arc::ptr_eq(a, b));
+            }
+            return (queues, keyed_message);
         }
-        let mut keyed = exchange.kind != ExchangeKind::Headers;
+        let mut keyed = keyed_message && exchange.kind != ExchangeKind::Headers;
         let mut dests = Vec::new();
-        exchange
-            .router()
-            .route(msg.routing_key(), msg.headers(), &mut dests);
+        route_all_keys(exchange, msg, &mut dests);
         // An exchange whose bindings match nothing hands the message to its alternate
         // exchange (RabbitMQ's `alternate-exchange` argument).
         if dests.is_empty() {
@@ -1133,8 +1143,7 @@ impl VirtualHost {
                     if let Some(next) = self.exchange(&x) {
                         keyed &= next.kind != ExchangeKind::Headers;
                         let before = dests.len();
-                        next.router()
-                            .route(msg.routing_key(), msg.headers(), &mut dests);
+                        route_all_keys(&next, msg, &mut dests);
                         if dests.len() == before {
                             if let Some(ae) = next.alternate_exchange() {
                                 dests.push(Destination::Exchange(Arc::from(ae)));
@@ -1185,6 +1194,22 @@ impl VirtualHost {
             ));
         }
         Ok(e)
+    }
+}
+
+/// Appends what `exchange`'s bindings match for every routing key of `msg` (once for a
+/// fanout or headers exchange, which ignore routing keys).
+fn route_all_keys(exchange: &Exchange, msg: &Message, out: &mut Vec<Destination>) {
+    let router = exchange.router();
+    match exchange.kind {
+        ExchangeKind::Fanout | ExchangeKind::Headers => {
+            router.route(msg.routing_key(), msg.headers(), out)
+        }
+        ExchangeKind::Direct | ExchangeKind::Topic => {
+            for key in msg.routing_keys() {
+                router.route(key, msg.headers(), out);
+            }
+        }
     }
 }
 
