@@ -140,9 +140,10 @@ pub const DECODE_PREALLOC_ITEMS_MAX: usize = 256;
 /// budget").
 pub const QUEUE_MEMORY_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 
-/// Largest queue TTL, queue expiry or message expiration, in ms (RabbitMQ's limit:
-/// 2^32 - 1, about 49.7 days).
-pub const EXPIRY_MS_MAX: u64 = u32::MAX as u64;
+/// Largest `x-message-ttl`, `x-expires` or message `expiration`, in ms: 315,360,000,000,
+/// ten years of 365 days (RabbitMQ's `rabbit_misc:check_expiry`). Policies' `message-ttl`
+/// and `expires` are not bounded, as in RabbitMQ (`rabbit_policies`); deadlines saturate.
+pub const EXPIRY_MS_MAX: u64 = 315_360_000_000;
 
 /// Time a delivery may stay unacknowledged before its consumer is cancelled and it is
 /// requeued, by default, in ms (30 minutes, RabbitMQ's `consumer_timeout` default;

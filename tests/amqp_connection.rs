@@ -219,3 +219,114 @@ fn the_native_cli_pointed_at_the_amqp_port_says_which_protocol_the_port_speaks()
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("that port speaks AMQP 0-9-1"), "{stderr}");
 }
+
+/// Opens channel 1, declares `queue` and consumes from it with tag `tag` (manual acks).
+fn consume_on_channel_1(r: &mut Raw, queue: &str, tag: &str) {
+    r.method(1, &AmqpMethod::ChannelOpen {});
+    assert!(matches!(r.recv(), Some((1, AmqpMethod::ChannelOpenOk {}))));
+    declare_and_consume(r, queue, tag);
+}
+
+/// On the open channel 1: declares `queue` and consumes from it with tag `tag`.
+fn declare_and_consume(r: &mut Raw, queue: &str, tag: &str) {
+    r.method(
+        1,
+        &AmqpMethod::QueueDeclare {
+            queue: queue.into(),
+            passive: false,
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    assert!(matches!(
+        r.recv(),
+        Some((1, AmqpMethod::QueueDeclareOk { .. }))
+    ));
+    r.method(
+        1,
+        &AmqpMethod::BasicConsume {
+            queue: queue.into(),
+            consumer_tag: tag.into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    assert!(matches!(
+        r.recv(),
+        Some((1, AmqpMethod::BasicConsumeOk { .. }))
+    ));
+}
+
+fn queue_delete(queue: &str) -> AmqpMethod {
+    AmqpMethod::QueueDelete {
+        queue: queue.into(),
+        if_unused: false,
+        if_empty: false,
+        no_wait: false,
+    }
+}
+
+#[test]
+fn deleting_a_consumed_queue_on_its_own_channel_answers_delete_ok_before_basic_cancel() {
+    let server = TestServer::start();
+    let mut r = Raw::open_with_capabilities(amqp_addr(&server), &["consumer_cancel_notify"]);
+    consume_on_channel_1(&mut r, "q", "c1");
+    r.method(1, &queue_delete("q"));
+    // RabbitMQ's order: the channel answers its own method, then tells of the cancel.
+    assert!(
+        matches!(r.recv(), Some((1, AmqpMethod::QueueDeleteOk { .. }))),
+        "delete-ok first"
+    );
+    match r.recv() {
+        Some((1, AmqpMethod::BasicCancel { consumer_tag, .. })) => assert_eq!(consumer_tag, "c1"),
+        other => panic!("expected the server's basic.cancel, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_client_without_consumer_cancel_notify_gets_no_basic_cancel_when_its_queue_goes() {
+    let server = TestServer::start();
+    let addr = amqp_addr(&server);
+    let mut r = Raw::open(addr);
+    consume_on_channel_1(&mut r, "q", "c1");
+    // Deleted on another connection, and on the consumer's own channel.
+    let mut other = Raw::open(addr);
+    other.method(1, &AmqpMethod::ChannelOpen {});
+    assert!(matches!(
+        other.recv(),
+        Some((1, AmqpMethod::ChannelOpenOk {}))
+    ));
+    other.method(1, &queue_delete("q"));
+    assert!(matches!(
+        other.recv(),
+        Some((1, AmqpMethod::QueueDeleteOk { .. }))
+    ));
+    // The consumer silently ends (RabbitMQ): the next frame is the answer to qos.
+    let qos = AmqpMethod::BasicQos {
+        prefetch_size: 0,
+        prefetch_count: 1,
+        global: false,
+    };
+    r.method(1, &qos);
+    match r.recv() {
+        Some((1, AmqpMethod::BasicQosOk {})) => {}
+        other => panic!("expected basic.qos-ok, got {other:?}"),
+    }
+    declare_and_consume(&mut r, "q2", "c2");
+    r.method(1, &queue_delete("q2"));
+    assert!(matches!(
+        r.recv(),
+        Some((1, AmqpMethod::QueueDeleteOk { .. }))
+    ));
+    r.method(1, &qos);
+    match r.recv() {
+        Some((1, AmqpMethod::BasicQosOk {})) => {}
+        other => panic!("expected basic.qos-ok, got {other:?}"),
+    }
+}

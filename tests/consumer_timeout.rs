@@ -8,7 +8,9 @@
 
 mod common;
 
+use common::amqp_raw::Raw;
 use common::TestServer;
+use relaymq::amqp::AmqpMethod;
 use relaymq::client::{
     Channel, ClientError, Connection, ConsumeOptions, Consumer, ConsumerEvent, Delivery,
     GetMessage, QueueDeclareOptions,
@@ -351,4 +353,93 @@ fn an_invalid_x_consumer_timeout_is_refused_with_406_naming_it_and_a_valid_one_a
     // A valid one is accepted (it was refused as unsupported before it was implemented).
     let ch = conn.open_channel().unwrap();
     declare(&ch, "good", Some(1000));
+}
+
+/// An AMQP 0-9-1 connection consuming `queue` on channel 1 with manual acks (tag `c`),
+/// announcing `capabilities` in `connection.start-ok`; returns it once the first delivery
+/// arrived.
+fn amqp_consumer_with_a_delivery(server: &TestServer, queue: &str, capabilities: &[&str]) -> Raw {
+    let addr = server.handle.amqp_addr().expect("AMQP listener");
+    let mut r = Raw::open_with_capabilities(addr, capabilities);
+    r.method(1, &AmqpMethod::ChannelOpen {});
+    assert!(matches!(r.recv(), Some((1, AmqpMethod::ChannelOpenOk {}))));
+    r.method(
+        1,
+        &AmqpMethod::BasicConsume {
+            queue: queue.into(),
+            consumer_tag: "c".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    assert!(matches!(
+        r.recv(),
+        Some((1, AmqpMethod::BasicConsumeOk { .. }))
+    ));
+    assert!(matches!(
+        r.recv(),
+        Some((1, AmqpMethod::BasicDeliver { .. }))
+    ));
+    r
+}
+
+#[test]
+fn an_amqp_client_without_consumer_cancel_notify_has_its_channel_closed_with_rabbitmqs_406() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "work", Some(300));
+    publish(&ch, "work", b"job");
+    let mut r = amqp_consumer_with_a_delivery(&server, "work", &[]);
+    match r.recv() {
+        Some((
+            1,
+            AmqpMethod::ChannelClose {
+                reply_code,
+                reply_text,
+                ..
+            },
+        )) => {
+            assert_eq!(reply_code, 406);
+            assert_eq!(
+                reply_text,
+                "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout \
+                 value used: 300 ms. This timeout value can be configured, see consumers doc \
+                 guide to learn more"
+            );
+        }
+        other => panic!("expected channel.close 406, got {other:?}"),
+    }
+    // The channel's delivery went back to the queue; the connection serves on.
+    let again = get_eventually(&ch, "work");
+    assert!(again.redelivered);
+    r.method(1, &AmqpMethod::ChannelCloseOk {});
+    r.method(2, &AmqpMethod::ChannelOpen {});
+    assert!(matches!(r.recv(), Some((2, AmqpMethod::ChannelOpenOk {}))));
+}
+
+#[test]
+fn an_amqp_client_with_consumer_cancel_notify_gets_basic_cancel_and_keeps_its_channel() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "work", Some(300));
+    publish(&ch, "work", b"job");
+    let mut r = amqp_consumer_with_a_delivery(&server, "work", &["consumer_cancel_notify"]);
+    match r.recv() {
+        Some((1, AmqpMethod::BasicCancel { consumer_tag, .. })) => assert_eq!(consumer_tag, "c"),
+        other => panic!("expected basic.cancel, got {other:?}"),
+    }
+    r.method(
+        1,
+        &AmqpMethod::BasicQos {
+            prefetch_size: 0,
+            prefetch_count: 1,
+            global: false,
+        },
+    );
+    assert!(matches!(r.recv(), Some((1, AmqpMethod::BasicQosOk {}))));
 }

@@ -340,3 +340,107 @@ fn a_dead_letter_cycle_of_automatic_deaths_stops() {
     assert_eq!(a, ["5"]);
     assert_eq!(b, [("4".to_string(), "maxlen".to_string())]);
 }
+
+/// A `dlx` direct exchange with queues `dl-rk`, `dl-cc` and `dl-bcc` bound with the keys
+/// `work`, `cc` and `bcc`, and a queue `work` dead-lettering to it without a dead-letter
+/// routing key (its messages, published to the default exchange, have the key `work`).
+fn cc_bcc_setup(ch: &Channel, durable: bool) {
+    let options = relaymq::client::ExchangeDeclareOptions {
+        durable,
+        ..Default::default()
+    };
+    ch.exchange_declare("dlx", "direct", options).unwrap();
+    for (q, key) in [("dl-rk", "work"), ("dl-cc", "cc"), ("dl-bcc", "bcc")] {
+        queue(ch, q, durable, &[]);
+        ch.queue_bind(q, "dlx", key, FieldTable::new()).unwrap();
+    }
+    queue(ch, "work", durable, &[("x-dead-letter-exchange", "dlx")]);
+}
+
+/// Properties with `CC: [cc]` and `BCC: [bcc]`.
+fn with_cc_bcc(delivery_mode: Option<u8>) -> BasicProperties {
+    let mut headers = FieldTable::new();
+    for (k, v) in [("CC", "cc"), ("BCC", "bcc")] {
+        headers.insert(k.into(), FieldValue::Array(vec![FieldValue::string(v)]));
+    }
+    BasicProperties {
+        headers: Some(headers),
+        delivery_mode,
+        ..BasicProperties::default()
+    }
+}
+
+/// Rejects the message of `work` and checks it reached `dl-rk`, `dl-cc` and `dl-bcc`
+/// with RabbitMQ's headers: `CC` kept, no `BCC`, `routing-keys` without the BCC key.
+fn reject_and_check_cc_bcc_dead_letters(ch: &Channel, body: &[u8]) {
+    reject_one(ch, "work");
+    for q in ["dl-rk", "dl-cc", "dl-bcc"] {
+        let m = ch
+            .basic_get(q, true)
+            .unwrap()
+            .unwrap_or_else(|| panic!("nothing in {q}"));
+        assert_eq!(m.body, body);
+        assert_eq!(m.routing_key, "work", "{q}");
+        let h = m.properties.headers.expect("headers");
+        assert!(!h.contains_key("BCC"), "BCC reached {q}: {h:?}");
+        assert!(h.contains_key("CC"), "CC is kept");
+        let keys = deaths(&h)[0].get("routing-keys").cloned();
+        assert_eq!(
+            keys,
+            Some(FieldValue::Array(vec![
+                FieldValue::string("work"),
+                FieldValue::string("cc")
+            ])),
+            "x-death routing-keys show the CC keys, not the BCC keys"
+        );
+        assert!(ch.basic_get(q, true).unwrap().is_none(), "one copy in {q}");
+    }
+}
+
+#[test]
+fn dead_lettering_without_a_routing_key_keeps_the_cc_and_bcc_keys() {
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    cc_bcc_setup(&ch, false);
+    ch.basic_publish("", "work", false, &with_cc_bcc(None), b"first")
+        .unwrap();
+    // Published to the default exchange: "cc" and "bcc" name no queue.
+    reject_and_check_cc_bcc_dead_letters(&ch, b"first");
+    // With x-dead-letter-routing-key, that key alone routes it (RabbitMQ).
+    queue(
+        &ch,
+        "keyed",
+        false,
+        &[
+            ("x-dead-letter-exchange", "dlx"),
+            ("x-dead-letter-routing-key", "work"),
+        ],
+    );
+    ch.basic_publish("", "keyed", false, &with_cc_bcc(None), b"keyed")
+        .unwrap();
+    reject_one(&ch, "keyed");
+    assert!(ch.basic_get("dl-rk", true).unwrap().is_some());
+    assert!(ch.basic_get("dl-cc", true).unwrap().is_none());
+    assert!(ch.basic_get("dl-bcc", true).unwrap().is_none());
+}
+
+#[test]
+fn a_stored_message_keeps_its_bcc_keys_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    cc_bcc_setup(&ch, true);
+    ch.basic_publish("", "work", false, &with_cc_bcc(Some(2)), b"stored")
+        .unwrap();
+    conn.close().unwrap();
+    assert!(server.terminate().success());
+    let server = ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    reject_and_check_cc_bcc_dead_letters(&ch, b"stored");
+    conn.close().unwrap();
+    assert!(server.terminate().success());
+}

@@ -4,7 +4,10 @@
 //!
 //! Runs the broker core in-process over a file backend that fails on command.
 
-use relaymq::broker::{Broker, BrokerConfig, ClientSink, Message, QueueSpec, Session};
+use relaymq::broker::channel::Channel;
+use relaymq::broker::{
+    Broker, BrokerConfig, CancelReason, ClientSink, Message, QueueSpec, Session,
+};
 use relaymq::error::ReplyCode;
 use relaymq::storage::durability::Durability;
 use relaymq::storage::flusher::FsyncMode;
@@ -105,7 +108,7 @@ struct Confirms(Mutex<Vec<(u64, bool)>>);
 
 impl ClientSink for Confirms {
     fn deliver(&self, _: u16, _: &str, _: u64, _: bool, _: &Message) {}
-    fn cancel(&self, _: u16, _: &str) {}
+    fn cancel(&self, _: &Arc<Channel>, _: &str, _: CancelReason) {}
     fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
     fn confirm(&self, _: u16, seq: u64, _multiple: bool, ack: bool) {
         self.0.lock().unwrap().push((seq, ack));

@@ -717,3 +717,195 @@ fn deleting_a_missing_exchange_succeeds() {
     ch.exchange_delete("never-declared", false).unwrap();
     assert!(ch.is_open());
 }
+
+#[test]
+fn unbinding_what_is_not_bound_succeeds_as_in_rabbitmq() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "x", "direct");
+    let q = exclusive_queue(&ch);
+    ch.queue_bind(&q, "x", "bound", FieldTable::new()).unwrap();
+    // A binding that does not exist, a missing queue, a missing exchange.
+    ch.queue_unbind(&q, "x", "never-bound", FieldTable::new())
+        .unwrap();
+    ch.queue_unbind("no-such-queue", "x", "k", FieldTable::new())
+        .unwrap();
+    ch.queue_unbind(&q, "no-such-exchange", "k", FieldTable::new())
+        .unwrap();
+    ch.exchange_unbind("x", "amq.direct", "never-bound", FieldTable::new())
+        .unwrap();
+    ch.exchange_unbind("no-such-exchange", "x", "k", FieldTable::new())
+        .unwrap();
+    ch.exchange_unbind("x", "no-such-exchange", "k", FieldTable::new())
+        .unwrap();
+    // Twice the same unbind: the second finds nothing and succeeds.
+    ch.queue_unbind(&q, "x", "bound", FieldTable::new())
+        .unwrap();
+    ch.queue_unbind(&q, "x", "bound", FieldTable::new())
+        .unwrap();
+    assert!(ch.is_open());
+    publish(&ch, "x", "bound", b"unbound");
+    assert!(drain(&ch, &q).is_empty());
+    // The default exchange is still refused, as in RabbitMQ.
+    channel_closed(ch.queue_unbind(&q, "", &q, FieldTable::new()), 403);
+}
+
+#[test]
+fn a_passive_declare_of_the_default_exchange_is_refused_with_403() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    let text = channel_closed(ch.exchange_declare("", "", passive()), 403);
+    assert_eq!(text, "operation not permitted on the default exchange");
+    assert!(conn.is_open());
+}
+
+/// Properties whose headers hold `CC` and `BCC` arrays of long strings (RabbitMQ's
+/// sender-selected distribution), and one more header.
+fn cc_bcc(cc: &[&str], bcc: &[&str]) -> BasicProperties {
+    let array = |keys: &[&str]| FieldValue::Array(keys.iter().map(|k| s(k)).collect());
+    let mut headers = table(&[("kept", s("yes"))]);
+    if !cc.is_empty() {
+        headers.insert("CC".into(), array(cc));
+    }
+    if !bcc.is_empty() {
+        headers.insert("BCC".into(), array(bcc));
+    }
+    BasicProperties {
+        headers: Some(headers),
+        ..BasicProperties::default()
+    }
+}
+
+#[test]
+fn cc_and_bcc_headers_add_routing_keys_and_bcc_never_reaches_a_consumer() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "mail", "direct");
+    let (to, cc, bcc, none) = (
+        exclusive_queue(&ch),
+        exclusive_queue(&ch),
+        exclusive_queue(&ch),
+        exclusive_queue(&ch),
+    );
+    for (q, key) in [(&to, "to"), (&cc, "cc"), (&bcc, "bcc"), (&none, "none")] {
+        ch.queue_bind(q, "mail", key, FieldTable::new()).unwrap();
+    }
+    // The same exchange and routing key before and after: a route remembered for the
+    // plain publish must not answer for the one with headers, nor the other way round.
+    publish(&ch, "mail", "to", b"plain");
+    ch.basic_publish("mail", "to", false, &cc_bcc(&["cc"], &["bcc"]), b"copied")
+        .unwrap();
+    publish(&ch, "mail", "to", b"plain again");
+    assert_eq!(drain(&ch, &to), [&b"plain"[..], b"copied", b"plain again"]);
+    for q in [&cc, &bcc] {
+        let m = ch.basic_get(q, true).unwrap().expect("a copy");
+        assert_eq!(m.body, b"copied");
+        // Deliveries show the routing key published with; CC stays, BCC is gone.
+        assert_eq!(m.routing_key, "to");
+        let h = m.properties.headers.expect("headers");
+        assert_eq!(
+            h.get("CC"),
+            Some(&FieldValue::Array(vec![s("cc")])),
+            "{h:?}"
+        );
+        assert_eq!(h.get("BCC"), None, "BCC reached a consumer: {h:?}");
+        assert_eq!(h.get("kept"), Some(&s("yes")));
+        assert!(drain(&ch, q).is_empty(), "one copy per queue");
+    }
+    assert!(drain(&ch, &none).is_empty());
+    // Only the routing key's queue when the message names its own queue in CC too.
+    ch.basic_publish("mail", "to", false, &cc_bcc(&["to", "to"], &[]), b"once")
+        .unwrap();
+    assert_eq!(drain(&ch, &to), [b"once"]);
+    // The default exchange takes each key as a queue name.
+    ch.basic_publish(
+        "",
+        &to,
+        false,
+        &cc_bcc(&[&cc], &[&bcc, "no-such-queue"]),
+        b"d",
+    )
+    .unwrap();
+    for q in [&to, &cc, &bcc] {
+        assert_eq!(drain(&ch, q), [b"d"], "{q}");
+    }
+    // Keys that are not long strings are ignored, as RabbitMQ ignores them.
+    let mut odd = cc_bcc(&[], &[]);
+    if let Some(h) = odd.headers.as_mut() {
+        h.insert(
+            "CC".into(),
+            FieldValue::Array(vec![FieldValue::I32(1), s("cc")]),
+        );
+    }
+    ch.basic_publish("mail", "nothing", false, &odd, b"odd")
+        .unwrap();
+    assert_eq!(drain(&ch, &cc), [b"odd"]);
+}
+
+#[test]
+fn cc_keys_follow_exchange_to_exchange_bindings_and_alternate_exchanges() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    // front (direct) --"hop"--> back (topic) --"*.eu"--> q_back
+    declare(&ch, "back", "topic");
+    let mut ae = ExchangeDeclareOptions::default();
+    ae.arguments
+        .insert("alternate-exchange".into(), s("unrouted"));
+    ch.exchange_declare("front", "direct", ae).unwrap();
+    declare(&ch, "unrouted", "topic");
+    ch.exchange_bind("back", "front", "orders.eu", FieldTable::new())
+        .unwrap();
+    let (q_back, q_ae) = (exclusive_queue(&ch), exclusive_queue(&ch));
+    ch.queue_bind(&q_back, "back", "*.eu", FieldTable::new())
+        .unwrap();
+    ch.queue_bind(&q_ae, "unrouted", "#", FieldTable::new())
+        .unwrap();
+    // The routing key matches nothing on `front`; a CC key reaches `back` through the
+    // exchange binding: the alternate exchange is not used.
+    ch.basic_publish("front", "x", false, &cc_bcc(&["orders.eu"], &[]), b"hop")
+        .unwrap();
+    assert_eq!(drain(&ch, &q_back), [b"hop"]);
+    assert!(drain(&ch, &q_ae).is_empty());
+    // No key matches on `front`: the alternate exchange gets the message with every key.
+    ch.basic_publish("front", "x", false, &cc_bcc(&[], &["y"]), b"alt")
+        .unwrap();
+    assert!(drain(&ch, &q_back).is_empty());
+    let m = ch
+        .basic_get(&q_ae, true)
+        .unwrap()
+        .expect("via the alternate");
+    assert_eq!(m.body, b"alt");
+    assert_eq!(
+        m.properties.headers.and_then(|h| h.get("BCC").cloned()),
+        None
+    );
+}
+
+#[test]
+fn a_cc_or_bcc_header_that_is_not_an_array_is_refused_with_406() {
+    let server = TestServer::start();
+    let conn = connect(&server);
+    let q = exclusive_queue(&conn.open_channel().unwrap());
+    for (name, value, kind) in [
+        ("CC", s(&q), "longstr"),
+        ("BCC", FieldValue::I64(1), "long"),
+    ] {
+        let ch = conn.open_channel().unwrap();
+        let props = BasicProperties {
+            headers: Some(table(&[(name, value)])),
+            ..BasicProperties::default()
+        };
+        ch.basic_publish("", &q, false, &props, b"m").unwrap();
+        let text = channel_closed(ch.basic_get(&q, true), 406);
+        assert_eq!(
+            text,
+            format!("invalid message: {{unacceptable_type_in_header,\"{name}\",{kind}}}")
+        );
+        let ch2 = conn.open_channel().unwrap();
+        assert!(drain(&ch2, &q).is_empty(), "refused, not routed");
+    }
+}

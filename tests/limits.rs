@@ -303,15 +303,16 @@ fn connections_over_the_per_user_limit_are_refused_with_530_naming_the_user() {
 #[test]
 fn a_channel_over_the_channel_limit_closes_the_connection_with_530() {
     let server = server_with(|l| l.channels_per_connection_max = 4);
-    // Native: the limit is offered in open-ok and enforced on channel.open.
+    // Native: the limit is offered in open-ok and bounds the open channels, whatever
+    // their numbers (RabbitMQ's `channel_max`).
     let mut raw = native_open(server.addr()).expect("opens");
-    for ch in 1..=4 {
-        assert_eq!(raw.call(ch, Method::ChannelOpen).2, Method::Ok);
+    for ch in [1, 2, 60_000, 65_535] {
+        assert_eq!(raw.call(ch, Method::ChannelOpen).2, Method::Ok, "{ch}");
     }
     let text = expect_close(raw.call(5, Method::ChannelOpen), 530);
     assert_eq!(
         text,
-        "channel number 5 exceeds the negotiated channel_max 4"
+        "number of channels opened (4) has reached the negotiated channel_max (4)"
     );
     // AMQP: offered in connection.tune; asking for more is refused at tune-ok …
     let (code, text) = amqp_open(amqp_addr(&server), 16).err().expect("refused");
@@ -319,15 +320,30 @@ fn a_channel_over_the_channel_limit_closes_the_connection_with_530() {
         (code, text.as_str()),
         (530, "NOT_ALLOWED - channel_max=16 > 4 max size")
     );
-    // … and a channel above it closes the connection.
+    // … any channel number up to 65535 may be used, a closed channel frees its place …
     let (mut amqp, (offered, _)) = amqp_open(amqp_addr(&server), 0).expect("opens");
     assert_eq!(offered, 4);
-    amqp_channel_open(&mut amqp, 4);
-    amqp.method(5, &AmqpMethod::ChannelOpen {});
+    for ch in [65_535, 5, 1000, 3] {
+        amqp_channel_open(&mut amqp, ch);
+    }
+    let got = amqp_call(
+        &mut amqp,
+        3,
+        &AmqpMethod::ChannelClose {
+            reply_code: 200,
+            reply_text: "bye".into(),
+            class_id: 0,
+            method_id: 0,
+        },
+    );
+    assert!(matches!(got, AmqpMethod::ChannelCloseOk {}), "{got:?}");
+    amqp_channel_open(&mut amqp, 7);
+    // … and a fifth open channel closes the connection, with RabbitMQ's text.
+    amqp.method(9, &AmqpMethod::ChannelOpen {});
     let text = amqp.expect_connection_close(530);
     assert_eq!(
         text,
-        "NOT_ALLOWED - channel number 5 exceeds the negotiated channel_max 4"
+        "NOT_ALLOWED - number of channels opened (4) has reached the negotiated channel_max (4)"
     );
     let mut other = native_open(server.addr()).expect("the server keeps serving");
     assert_native_serves(&mut other, 1);

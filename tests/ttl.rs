@@ -438,3 +438,59 @@ fn a_message_returned_by_a_closing_consumer_keeps_its_deadline() {
     wait_for_count(&ch, "dlq", 1);
     assert!(ch.basic_get("work", true).unwrap().is_none());
 }
+
+#[test]
+fn ttls_up_to_ten_years_are_accepted_as_rabbitmq_accepts_them() {
+    // RabbitMQ's `rabbit_misc:check_expiry`: 0 … 315,360,000,000 ms (ten years), far
+    // beyond 2^32 - 1 ms (49.7 days).
+    const TEN_YEARS_MS: i64 = 315_360_000_000;
+    let server = TestServer::start();
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let ch = conn.open_channel().unwrap();
+    declare(
+        &ch,
+        "long",
+        false,
+        &[
+            ("x-message-ttl", FieldValue::I64(TEN_YEARS_MS)),
+            ("x-expires", FieldValue::I64(TEN_YEARS_MS)),
+        ],
+    );
+    for expiration in ["4294967296", "315360000000"] {
+        publish(&ch, "long", "kept", Some(expiration), false);
+    }
+    assert_eq!(count(&ch, "long"), 2, "neither expired nor refused");
+    // One more ms is refused, with RabbitMQ's reason for the message property.
+    publish(&ch, "long", "too long", Some("315360000001"), false);
+    let err = ch.basic_get("long", true).unwrap_err();
+    assert_eq!(err.reply_code(), Some(406), "{err}");
+    assert!(
+        err.to_string()
+            .contains("invalid expiration '315360000001': {value_too_large,315360000001}"),
+        "{err}"
+    );
+    for name in ["x-message-ttl", "x-expires"] {
+        let ch = conn.open_channel().unwrap();
+        let mut arguments = FieldTable::new();
+        arguments.insert(name.into(), FieldValue::I64(TEN_YEARS_MS + 1));
+        let options = QueueDeclareOptions {
+            arguments,
+            ..QueueDeclareOptions::default()
+        };
+        let err = ch.queue_declare("longer", options).unwrap_err();
+        assert_eq!(err.reply_code(), Some(406), "{name}: {err}");
+    }
+    // A policy takes any non-negative TTL and expiry, as RabbitMQ's policy validator does.
+    conn.set_policy(
+        "/",
+        "forever",
+        "^long$",
+        r#"{"message-ttl": 400000000000, "expires": 400000000000}"#,
+        0,
+        "queues",
+    )
+    .expect("policy accepted");
+    let ch = conn.open_channel().unwrap();
+    publish(&ch, "long", "under the policy", Some("1000000"), false);
+    assert_eq!(count(&ch, "long"), 3);
+}

@@ -387,6 +387,7 @@ impl Channel {
 mod tests {
     use super::*;
     use crate::broker::message::Message;
+    use crate::broker::sink::CancelReason;
     use crate::error::ReplyCode;
     use crate::types::{BasicProperties, FieldTable};
 
@@ -400,7 +401,7 @@ mod tests {
         fn deliver(&self, _: u16, _: &str, tag: u64, _: bool, _: &Message) {
             self.delivered.lock().unwrap().push(tag);
         }
-        fn cancel(&self, _: u16, _: &str) {}
+        fn cancel(&self, _: &Arc<Channel>, _: &str, _: CancelReason) {}
         fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
         fn confirm(&self, _: u16, _: u64, _: bool, _: bool) {}
         fn is_saturated(&self) -> bool {

@@ -120,6 +120,8 @@ impl SyncWaiter for ConfirmTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::channel::Channel;
+    use crate::broker::sink::CancelReason;
     use crate::broker::Message;
     use crate::error::ReplyCode;
 
@@ -128,7 +130,7 @@ mod tests {
 
     impl ClientSink for Recorder {
         fn deliver(&self, _: u16, _: &str, _: u64, _: bool, _: &Message) {}
-        fn cancel(&self, _: u16, _: &str) {}
+        fn cancel(&self, _: &Arc<Channel>, _: &str, _: CancelReason) {}
         fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
         fn confirm(&self, _: u16, seq: u64, multiple: bool, ack: bool) {
             assert!(multiple);

@@ -1,11 +1,15 @@
-//! The consumer timeout (issue 4, part 5): a delivery not acked within its queue's
-//! `x-consumer-timeout` (or the server's `--consumer-timeout-ms`) is requeued with
-//! `redelivered = true` and its consumer is cancelled, with the reason in the log, while
-//! the channel stays open (docs/lifecycle.md, "Consumer timeout").
+//! The consumer timeout: a delivery not acked within its queue's `x-consumer-timeout` (or
+//! the server's `--consumer-timeout-ms`) is requeued with `redelivered = true` and its
+//! consumer is cancelled, with the reason in the log (docs/lifecycle.md, "Consumer
+//! timeout").
 //!
-//! RabbitMQ closes the whole channel with 406 PRECONDITION_FAILED instead, which also
-//! cancels the channel's other consumers and fails its publishes; RelayMQ only cancels the
-//! consumer that held the delivery too long.
+//! The cancel reaches the client through [`ClientSink::cancel`] with
+//! [`CancelReason::ConsumerTimeout`]: a client that can be told (native, or AMQP with
+//! `consumer_cancel_notify`) gets `basic.cancel` and keeps its channel, as RabbitMQ 4.3
+//! does for quorum queues; the AMQP adapter closes the channel of another client with
+//! RabbitMQ's 406, as RabbitMQ 4.0–4.2 do for every client.
+//!
+//! [`ClientSink::cancel`]: crate::broker::ClientSink::cancel
 //!
 //! The housekeeper ([`crate::broker::housekeeping`]) calls [`run_once`] every round. It
 //! finds the open channels in the broker's [`ChannelRegistry`] and reads one atomic per
@@ -19,6 +23,7 @@ use crate::broker::channel::{Channel, TimedOut, Unacked};
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, requeue};
 use crate::broker::queue::ConsumerRemoved;
+use crate::broker::sink::CancelReason;
 use crate::broker::vhost::{notify_cancelled, VirtualHost};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -143,7 +148,10 @@ fn end_timed_out(channel: &Channel, vhost: &Arc<VirtualHost>, timed_out: TimedOu
             ConsumerRemoved::Removed => {}
             ConsumerRemoved::LastOfAutoDelete => emptied.push(Arc::clone(queue)),
         }
-        notify_cancelled(std::slice::from_ref(c));
+        let reason = CancelReason::ConsumerTimeout {
+            timeout_ms: queue.consumer_timeout_ms,
+        };
+        notify_cancelled(std::slice::from_ref(c), reason);
         log_cancelled(channel, vhost, c, &mine);
     }
     for u in deliveries.iter().filter(|u| u.consumer.is_none()) {
@@ -172,8 +180,7 @@ fn log_cancelled(channel: &Channel, vhost: &VirtualHost, c: &Consumer, mine: &[&
     log::warn!(
         "consumer '{}' on channel {} (connection {}) cancelled: delivery tag {} from queue \
          '{}' in vhost '{}' was not acked within the consumer timeout of {} ms; its {} \
-         unacked deliveries were requeued, or dead-lettered past their delivery limit (the \
-         channel stays open)",
+         unacked deliveries were requeued, or dead-lettered past their delivery limit",
         c.tag,
         channel.number,
         channel.connection_id,

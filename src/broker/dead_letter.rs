@@ -9,9 +9,10 @@
 //! property is removed, so the dead letter does not expire again where it lands, and kept
 //! as `original-expiration` in the new entry.
 
-use crate::broker::message::Message;
+use crate::broker::message::{Message, RouteNames};
 use crate::error::BrokerError;
 use crate::types::{BasicProperties, FieldTable, FieldValue};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Where a queue sends the messages it gives up on.
@@ -57,20 +58,27 @@ impl DeadLetter {
     }
 
     /// The message to republish: same body and properties, headers extended with this
-    /// death; and the routing key to publish it with.
+    /// death; and the routing key to publish it with. Without `x-dead-letter-routing-key`
+    /// it keeps every routing key it had, those of its `CC` and `BCC` headers included;
+    /// with it, that key is its only one (RabbitMQ's `rabbit_dead_letter:publish`).
     pub fn message(&self, msg: &Message, queue: &str, reason: &str) -> (Message, String) {
-        let routing_key = self
-            .routing_key
-            .clone()
-            .unwrap_or_else(|| msg.routing_key().to_string());
+        let (routing_key, header_routes) = match &self.routing_key {
+            Some(key) => (key.clone(), None),
+            None => (msg.routing_key().to_string(), msg.header_routes().cloned()),
+        };
         let mut properties: BasicProperties = msg.properties().clone();
         let mut headers = properties.headers.take().unwrap_or_default();
         let expiration = properties.expiration.take();
         record_death(&mut headers, msg, queue, reason, expiration.as_deref());
         properties.headers = Some(headers);
         let body = msg.body.clone();
+        let names = RouteNames::with_header_routes(
+            self.exchange.as_str().into(),
+            routing_key.as_str().into(),
+            header_routes,
+        );
         (
-            Message::new(&self.exchange, &routing_key, properties, body),
+            Message::with_names(Arc::new(names), properties.into_boxed(), body),
             routing_key,
         )
     }
@@ -115,9 +123,12 @@ fn record_death(
             t.insert("reason".into(), s(reason));
             t.insert("count".into(), FieldValue::I64(1));
             t.insert("exchange".into(), s(msg.exchange()));
+            // Its routing key and CC keys, not its BCC keys (RabbitMQ's `mc:record_death`).
+            let cc = msg.header_routes().map_or(&[][..], |h| h.cc());
+            let keys = std::iter::once(msg.routing_key()).chain(cc.iter().map(String::as_str));
             t.insert(
                 "routing-keys".into(),
-                FieldValue::Array(vec![s(msg.routing_key())]),
+                FieldValue::Array(keys.map(s).collect()),
             );
             t.insert("time".into(), FieldValue::Timestamp(now_s));
             if let Some(e) = original_expiration {

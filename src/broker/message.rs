@@ -1,6 +1,7 @@
 //! A message as the core holds it: routing information, properties and body, shared by
 //! every queue it was routed to.
 
+use crate::broker::header_routes::HeaderRoutes;
 use crate::broker::message_body::MessageBody;
 use crate::types::{BasicProperties, FieldTable};
 use std::sync::Arc;
@@ -23,13 +24,17 @@ static NO_PROPERTIES: BasicProperties = BasicProperties {
     cluster_id: None,
 };
 
-/// The exchange and routing key a message was published with. One allocation shared by
-/// every message published with the same pair (the session's route cache holds it), so a
-/// message carries one pointer for both names.
+/// The exchange and routing key a message was published with, and the extra routing keys
+/// of its `CC`/`BCC` headers if it had any ([`HeaderRoutes`]). Without those, one
+/// allocation shared by every message published with the same pair (the session's route
+/// cache holds it), so a message carries one pointer for both names.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RouteNames {
     exchange: Arc<str>,
     routing_key: Arc<str>,
+    /// Extra routing keys (RabbitMQ's sender-selected distribution); `None` for most
+    /// messages.
+    header_routes: Option<Box<HeaderRoutes>>,
 }
 
 impl RouteNames {
@@ -38,7 +43,33 @@ impl RouteNames {
         RouteNames {
             exchange,
             routing_key,
+            header_routes: None,
         }
+    }
+
+    /// The pair with the extra routing keys of the message's `CC` and `BCC` headers.
+    pub fn with_header_routes(
+        exchange: Arc<str>,
+        routing_key: Arc<str>,
+        header_routes: Option<HeaderRoutes>,
+    ) -> RouteNames {
+        RouteNames {
+            exchange,
+            routing_key,
+            header_routes: header_routes.map(Box::new),
+        }
+    }
+
+    /// The extra routing keys of the `CC` and `BCC` headers, if the message had any.
+    pub fn header_routes(&self) -> Option<&HeaderRoutes> {
+        self.header_routes.as_deref()
+    }
+
+    /// Every routing key: the one published with, then the `CC` keys, then the `BCC` keys
+    /// (RabbitMQ routes with all of them).
+    pub fn routing_keys(&self) -> impl Iterator<Item = &str> {
+        let extra = self.header_routes.as_deref().map_or(&[][..], |h| h.keys());
+        std::iter::once(&*self.routing_key).chain(extra.iter().map(String::as_str))
     }
 
     /// Exchange name ("" = default exchange).
@@ -98,9 +129,35 @@ impl Message {
         self.names.exchange()
     }
 
-    /// Routing key it was published with.
+    /// Routing key it was published with (the one deliveries and returns show).
     pub fn routing_key(&self) -> &str {
         self.names.routing_key()
+    }
+
+    /// Every key it is routed with: its routing key, then those of its `CC` and `BCC`
+    /// headers ([`HeaderRoutes`]).
+    pub fn routing_keys(&self) -> impl Iterator<Item = &str> {
+        self.names.routing_keys()
+    }
+
+    /// The extra routing keys of its `CC` and `BCC` headers, if it had any.
+    pub fn header_routes(&self) -> Option<&HeaderRoutes> {
+        self.names.header_routes()
+    }
+
+    /// A message read back from a queue's store: its `BCC` keys, stored in a `BCC` header
+    /// ([`HeaderRoutes::stored_properties`]), and its `CC` keys become its header routes
+    /// again and `BCC` leaves its headers. A stored header that is not an array (only a
+    /// store written by hand can hold one) is ignored.
+    pub fn from_stored(
+        exchange: &str,
+        routing_key: &str,
+        mut properties: BasicProperties,
+        body: impl Into<MessageBody>,
+    ) -> Message {
+        let routes = HeaderRoutes::take(&mut properties).ok().flatten();
+        let names = RouteNames::with_header_routes(exchange.into(), routing_key.into(), routes);
+        Message::with_names(Arc::new(names), properties.into_boxed(), body)
     }
 
     /// Both names, to share with a copy of the message.

@@ -18,6 +18,7 @@ pub mod dead_lettering;
 pub mod definitions;
 pub mod exchange;
 pub mod expiry;
+pub mod header_routes;
 pub mod housekeeping;
 pub mod length_limit;
 pub mod listing;
@@ -48,5 +49,5 @@ pub use broker::{
 pub use message::{Message, RouteNames};
 pub use message_body::MessageBody;
 pub use session::{GetResult, Session};
-pub use sink::ClientSink;
+pub use sink::{CancelReason, ClientSink};
 pub use vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};

@@ -12,7 +12,6 @@
 use crate::auth::permission::{REGEX_BACKTRACK_STEPS_MAX, REGEX_COMPILED_BYTES_MAX};
 use crate::broker::length_limit::Overflow;
 use crate::error::BrokerError;
-use crate::limits::EXPIRY_MS_MAX;
 use crate::storage::meta_policies::PolicyRow;
 use fancy_regex::Regex;
 use serde_json::{Map, Value};
@@ -211,9 +210,11 @@ impl PolicyDef {
 /// The settings a policy's definition gives; `None` is not set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PolicySettings {
-    /// `message-ttl`, ms (0 … 4294967295).
+    /// `message-ttl`, ms: any integer ≥ 0, as RabbitMQ's policy validator accepts
+    /// (`rabbit_policies`; a queue argument stops at
+    /// [`EXPIRY_MS_MAX`](crate::limits::EXPIRY_MS_MAX)).
     pub message_ttl_ms: Option<u64>,
-    /// `expires`, ms (1 … 4294967295).
+    /// `expires`, ms: any integer ≥ 1 (as `message-ttl`).
     pub expires_ms: Option<u64>,
     /// `max-length`, ready messages (≥ 0).
     pub max_length: Option<usize>,
@@ -276,7 +277,7 @@ impl PolicySettings {
     /// # Errors
     /// 406 PRECONDITION_FAILED naming the key: an empty definition, an unknown key
     /// (`max-priority` included: RabbitMQ does not let a policy make a priority queue), a
-    /// value of the wrong type or out of range (ms up to [`EXPIRY_MS_MAX`]).
+    /// value of the wrong type or out of range.
     pub fn parse(
         definition: &Map<String, Value>,
     ) -> Result<(PolicySettings, Vec<String>), BrokerError> {
@@ -288,14 +289,13 @@ impl PolicySettings {
         let mut s = PolicySettings::default();
         let mut not_honoured = Vec::new();
         let mut unknown = Vec::new();
-        let ms_max = EXPIRY_MS_MAX as i64;
         for (key, v) in definition {
             match key.as_str() {
                 "message-ttl" => {
-                    s.message_ttl_ms = Some(integer(key, v, 0, ms_max, "message TTL")? as u64)
+                    s.message_ttl_ms = Some(integer(key, v, 0, i64::MAX, "message TTL")? as u64)
                 }
                 "expires" => {
-                    s.expires_ms = Some(integer(key, v, 1, ms_max, "queue expiry")? as u64)
+                    s.expires_ms = Some(integer(key, v, 1, i64::MAX, "queue expiry")? as u64)
                 }
                 "max-length" => {
                     s.max_length = Some(size(integer(key, v, 0, i64::MAX, "maximum length")?))

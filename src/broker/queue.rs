@@ -457,7 +457,8 @@ impl Queue {
                     let size = m.body.len();
                     let fits = st.stats.ready_memory_bytes + size <= self.memory_bytes_max;
                     let entry = if fits {
-                        let msg = Message::new(&m.exchange, &m.routing_key, m.properties, m.body);
+                        let msg =
+                            Message::from_stored(&m.exchange, &m.routing_key, m.properties, m.body);
                         let msg = self.with_count_header(Arc::new(msg), count);
                         Ready::in_memory(seq, redelivered, count, msg, Some(record))
                     } else {
@@ -1034,7 +1035,7 @@ impl Queue {
 mod tests {
     use super::*;
     use crate::broker::channel::Channel;
-    use crate::broker::sink::ClientSink;
+    use crate::broker::sink::{CancelReason, ClientSink};
     use crate::error::ReplyCode;
     use crate::storage::flusher::{Flusher, FsyncMode};
     use crate::storage::{QueueStore, SimBackend, StoreConfig};
@@ -1052,7 +1053,7 @@ mod tests {
             let mut v = self.0.lock().unwrap();
             v.push((tag, redelivered, message.body.to_vec()));
         }
-        fn cancel(&self, _: u16, _: &str) {}
+        fn cancel(&self, _: &Arc<Channel>, _: &str, _: CancelReason) {}
         fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
         fn confirm(&self, _: u16, _: u64, _: bool, _: bool) {}
         fn is_saturated(&self) -> bool {

@@ -192,16 +192,21 @@ mod tests {
         assert_eq!(e.text, "invalid expiration '-5': {value_negative,-5}");
         assert_eq!(expiration_ms(&with_expiration("+5")).unwrap(), Some(5));
         assert_eq!(expiration_ms(&with_expiration("-0")).unwrap(), Some(0));
+        // RabbitMQ's `check_expiry`: up to ten years, beyond 2^32 - 1.
         assert_eq!(
-            expiration_ms(&with_expiration("4294967295")).unwrap(),
-            Some(4_294_967_295)
+            expiration_ms(&with_expiration("4294967296")).unwrap(),
+            Some(4_294_967_296)
+        );
+        assert_eq!(
+            expiration_ms(&with_expiration("315360000000")).unwrap(),
+            Some(315_360_000_000)
         );
         for (text, why) in [
             (" 5", "no_integer"),
             ("", "no_integer"),
             ("1e3", "{leftover_string,\"e3\"}"),
             ("5 ", "{leftover_string,\" \"}"),
-            ("4294967296", "{value_too_large,4294967296}"),
+            ("315360000001", "{value_too_large,315360000001}"),
             (
                 "99999999999999999999999",
                 "{value_too_large,99999999999999999999999}",

@@ -142,13 +142,17 @@ impl QueueStorage {
                 "queue '{queue}' is out of service after a storage failure"
             ));
         }
+        // BCC keys are kept in the record only (sender-selected distribution).
+        let with_bcc = msg
+            .header_routes()
+            .and_then(|h| h.stored_properties(msg.properties()));
         let mut store = self.lock();
         let record = store
             .append(&MessageData {
                 timestamp_ms,
                 exchange: msg.exchange(),
                 routing_key: msg.routing_key(),
-                properties: msg.properties(),
+                properties: with_bcc.as_ref().unwrap_or(msg.properties()),
                 body: &msg.body,
             })
             .map_err(|e| {
@@ -214,7 +218,7 @@ impl QueueStorage {
     /// A text saying why (record unknown or settled, damaged bytes, an I/O error).
     pub fn read(&self, record: RecordRef) -> Result<Message, String> {
         let m = self.lock().read(record).map_err(|e| e.to_string())?;
-        Ok(Message::new(
+        Ok(Message::from_stored(
             &m.exchange,
             &m.routing_key,
             m.properties,

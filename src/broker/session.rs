@@ -14,6 +14,7 @@ use crate::broker::channel_hasher::BuildChannelHasher;
 use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
+use crate::broker::header_routes::HeaderRoutes;
 use crate::broker::message::{Message, RouteNames};
 use crate::broker::message_body::MessageBody;
 use crate::broker::names;
@@ -92,7 +93,8 @@ fn channel_not_open(n: u16) -> BrokerError {
 }
 
 impl Session {
-    /// A session for connection `id` using `vhost`, allowing channels 1..=`channel_max`.
+    /// A session for connection `id` using `vhost`, allowing `channel_max` open channels at
+    /// once (any numbers 1..=65535).
     /// `channel_count` is kept equal to the number of open channels (for listings).
     pub fn new(
         broker: Arc<Broker>,
@@ -183,8 +185,8 @@ impl Session {
     /// Opens channel `n` (AMQP `channel.open`).
     ///
     /// # Errors
-    /// 504 CHANNEL_ERROR when `n` is 0 or already open; 530 NOT_ALLOWED above the
-    /// negotiated channel-max (both close the connection).
+    /// 504 CHANNEL_ERROR when `n` is 0 or already open; 530 NOT_ALLOWED when the
+    /// negotiated channel-max channels are open already (both close the connection).
     pub fn open_channel(&mut self, n: u16) -> Result<(), BrokerError> {
         if n == 0 || self.channels.contains_key(&n) {
             return Err(BrokerError::new(
@@ -192,11 +194,15 @@ impl Session {
                 format!("channel {n} is already open or invalid"),
             ));
         }
-        if n > self.channel_max {
+        // `channel_max` bounds how many channels are open at once, not their numbers: any
+        // number 1..=65535 may be used (RabbitMQ's `rabbit_reader:create_channel`).
+        let open = self.channels.len();
+        if self.channel_max != 0 && open >= usize::from(self.channel_max) {
             return Err(BrokerError::new(
                 ReplyCode::NotAllowed,
                 format!(
-                    "channel number {n} exceeds the negotiated channel_max {}",
+                    "number of channels opened ({open}) has reached the negotiated \
+                     channel_max ({})",
                     self.channel_max
                 ),
             ));
@@ -219,6 +225,14 @@ impl Session {
         self.channel_count
             .store(self.channels.len(), Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Whether `channel` is this session's open channel number `n` (not a channel that
+    /// had the number before, closed since).
+    pub fn is_channel(&self, n: u16, channel: &Arc<Channel>) -> bool {
+        self.channels
+            .get(&n)
+            .is_some_and(|cs| Arc::ptr_eq(&cs.shared, channel))
     }
 
     /// Closes channel `n`: cancels its consumers and requeues its unacked deliveries
@@ -543,8 +557,9 @@ impl Session {
     /// sequence number; its ack is sent by [`Session::flush_confirms`].
     ///
     /// # Errors
-    /// 406 body over the maximum, an invalid `expiration`, or a `user_id` that is not the
-    /// authenticated user's; 404 absent exchange; 403
+    /// 406 body over the maximum, an invalid `expiration`, a `user_id` that is not the
+    /// authenticated user's, or a `CC`/`BCC` header that is not an array; 404 absent
+    /// exchange; 403
     /// internal exchange; 504 for a channel that is not open. The message is then not published and not confirmed.
     pub fn basic_publish(
         &mut self,
@@ -574,7 +589,20 @@ impl Session {
                 }
             }
         }
-        let (msg, queues) = if let Some(route) = self.routes.get(exchange, routing_key) {
+        let mut properties = properties;
+        // RabbitMQ's sender-selected distribution: CC and BCC add routing keys, BCC is
+        // removed here, before the message is stored or delivered.
+        let header_routes = match properties.as_deref_mut() {
+            Some(p) => HeaderRoutes::take(p)?,
+            None => None,
+        };
+        // A message with header routes is routed by more than its exchange and routing
+        // key: the route cache neither answers nor remembers it.
+        let cached = match header_routes {
+            None => self.routes.get(exchange, routing_key),
+            Some(_) => None,
+        };
+        let (msg, queues) = if let Some(route) = cached {
             let msg = Message::with_names(Arc::clone(&route.names), properties, body);
             (Arc::new(msg), Arc::clone(&route.queues))
         } else {
@@ -583,7 +611,11 @@ impl Session {
             let version = topology::version();
             self.permit(Access::Write, Resource::Exchange, exchange)?;
             let ex = self.vhost.exchange_for_publish(exchange)?;
-            let names = Arc::new(RouteNames::new(Arc::clone(&ex.name), routing_key.into()));
+            let names = Arc::new(RouteNames::with_header_routes(
+                Arc::clone(&ex.name),
+                routing_key.into(),
+                header_routes,
+            ));
             let msg = Arc::new(Message::with_names(Arc::clone(&names), properties, body));
             let (queues, keyed) = self.vhost.route_keyed(&ex, &msg);
             let queues: Arc<[Arc<Queue>]> = queues.into();

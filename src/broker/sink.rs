@@ -1,8 +1,22 @@
 //! The core's only way to talk to a client: what a protocol adapter must implement so the
 //! core can push deliveries, cancels, returns and confirms to a connection.
 
+use crate::broker::channel::Channel;
 use crate::broker::message::Message;
 use crate::error::ReplyCode;
+use std::sync::Arc;
+
+/// Why the server cancelled a consumer (RabbitMQ's consumer cancel notification).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// Its queue was deleted (or expired, or its vhost was deleted).
+    QueueDeleted,
+    /// A delivery to it was not acknowledged within its queue's consumer timeout.
+    ConsumerTimeout {
+        /// The timeout that passed, in ms.
+        timeout_ms: u64,
+    },
+}
 
 /// A connection's outbound side, as the core sees it. Implemented by each protocol adapter
 /// (the native protocol in `server`, AMQP 0-9-1 later), which encodes the push into the
@@ -22,9 +36,11 @@ pub trait ClientSink: Send + Sync {
         message: &Message,
     );
 
-    /// Tells the client the server cancelled a consumer (RabbitMQ's consumer cancel
-    /// notification, e.g. when its queue is deleted).
-    fn cancel(&self, channel: u16, consumer_tag: &str);
+    /// Tells the client the server cancelled a consumer of `channel` (RabbitMQ's consumer
+    /// cancel notification), for `reason`. `channel` identifies the channel itself, not
+    /// only its number: an adapter that tells the client later (AMQP 0-9-1, after the
+    /// method being run) must not tell a channel opened meanwhile with the same number.
+    fn cancel(&self, channel: &Arc<Channel>, consumer_tag: &str, reason: CancelReason);
 
     /// Returns an unroutable mandatory message (AMQP `basic.return`).
     fn basic_return(

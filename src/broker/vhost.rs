@@ -15,6 +15,7 @@ use crate::broker::policy::Policy;
 use crate::broker::queue::Queue;
 use crate::broker::queue_storage::QueueStorage;
 use crate::broker::router::{Binding, Destination, ExchangeKind};
+use crate::broker::sink::CancelReason;
 use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::LiveLimits;
@@ -518,18 +519,20 @@ impl VirtualHost {
     /// one is equivalent.
     ///
     /// # Errors
-    /// 403 for the default exchange or a new `amq.` name; 404 passive and absent; 503
+    /// 403 for the default exchange (passive too, as RabbitMQ) or a new `amq.` name; 404
+    /// passive and absent; 503
     /// COMMAND_INVALID for an unknown type; 406 when an existing exchange differs.
     pub fn declare_exchange(&self, spec: &ExchangeSpec) -> Result<(), BrokerError> {
         let name = spec.name.as_str();
+        // Passive or not: RabbitMQ's `check_not_default_exchange` comes first.
+        if name.is_empty() {
+            return Err(default_exchange_refused());
+        }
         if spec.passive {
             return match self.exchange(name) {
                 Some(_) => Ok(()),
                 None => Err(self.no_exchange(name)),
             };
-        }
-        if name.is_empty() {
-            return Err(default_exchange_refused());
         }
         check_name_bytes("exchange name", name, self.limits.name_bytes_max())?;
         let kind = ExchangeKind::parse(&spec.kind)?;
@@ -703,12 +706,14 @@ impl VirtualHost {
         Ok(())
     }
 
-    /// Removes a binding (AMQP `queue.unbind`, RabbitMQ `exchange.unbind`). Removing an
-    /// absent binding succeeds, as in RabbitMQ. An auto-delete source left without
-    /// bindings is deleted.
+    /// Removes a binding (AMQP `queue.unbind`, RabbitMQ `exchange.unbind`). Removing a
+    /// binding that does not exist succeeds, as in RabbitMQ, and so does naming a source
+    /// or destination that does not exist. An auto-delete source left without bindings is
+    /// deleted.
     ///
     /// # Errors
-    /// As [`VirtualHost::bind`], except argument validation.
+    /// 403 when either end is the default exchange; 405 when the binding exists and its
+    /// queue is exclusive to another connection; a `meta.db` failure.
     pub fn unbind(
         &self,
         source: &str,
@@ -718,18 +723,43 @@ impl VirtualHost {
         connection_id: u64,
     ) -> Result<(), BrokerError> {
         let _changes = self.changes();
-        let src = self.check_binding_ends(source, destination, connection_id)?;
+        if source.is_empty() || matches!(destination, Destination::Exchange(x) if x.is_empty()) {
+            return Err(default_exchange_refused());
+        }
+        // Unbinding is idempotent, as in RabbitMQ (`rabbit_db_binding:delete`): a missing
+        // source or destination, or a binding that does not exist, is success, and only a
+        // binding that exists is checked against the queue's exclusivity.
+        let Some(src) = self.exchange(source) else {
+            return Ok(());
+        };
+        let queue = match destination {
+            Destination::Queue(q) => match self.queue(q) {
+                Some(q) => Some(q),
+                None => return Ok(()),
+            },
+            Destination::Exchange(x) => match self.exchange(x) {
+                Some(_) => None,
+                None => return Ok(()),
+            },
+        };
+        let binding = Binding {
+            destination: destination.clone(),
+            binding_key: key.to_string(),
+            arguments: arguments.clone(),
+        };
+        if !src.router().contains(&binding) {
+            return Ok(());
+        }
+        if let Some(q) = queue {
+            q.check_access(connection_id, &self.name)?;
+        }
         if src.durable && self.is_stored_destination(destination) {
             let def = self.binding_def(source, destination, key, arguments);
             self.persist("binding deletion", |m| m.delete_binding(&def))?;
         }
         let emptied = {
             let mut router = src.router_mut();
-            let removed = router.remove(&Binding {
-                destination: destination.clone(),
-                binding_key: key.to_string(),
-                arguments: arguments.clone(),
-            });
+            let removed = router.remove(&binding);
             removed && src.auto_delete && router.is_empty()
         };
         if emptied {
@@ -1023,7 +1053,7 @@ impl VirtualHost {
         }
         self.remove_destination(&Destination::Queue(Arc::clone(&q.name)));
         let (count, consumers) = q.mark_deleted();
-        notify_cancelled(&consumers);
+        notify_cancelled(&consumers, CancelReason::QueueDeleted);
         if let (Some(id), Some(d)) = (&q.storage_id, &self.durability) {
             d.remove_queue_dir(id);
         }
@@ -1057,24 +1087,34 @@ impl VirtualHost {
 
     /// The queues a message published to `exchange` reaches, following exchange-to-exchange
     /// bindings (each exchange visited once, so binding cycles terminate) and enqueueing
-    /// each queue once however many bindings lead to it.
+    /// each queue once however many bindings lead to it. Every routing key of the message
+    /// is routed: its own and those of its `CC`/`BCC` headers (RabbitMQ's sender-selected
+    /// distribution, [`crate::broker::header_routes`]).
     pub fn route(&self, exchange: &Exchange, msg: &Message) -> Vec<Arc<Queue>> {
         self.route_keyed(exchange, msg).0
     }
 
     /// As [`VirtualHost::route`], also telling whether the result depends on the exchange
-    /// and routing key alone (no headers exchange on the way), so it may be cached
-    /// (`topology::RouteCache`).
+    /// and routing key alone (no headers exchange on the way, no `CC`/`BCC` header), so it
+    /// may be cached (`topology::RouteCache`).
     pub fn route_keyed(&self, exchange: &Exchange, msg: &Message) -> (Vec<Arc<Queue>>, bool) {
         let mut names: Vec<Arc<str>> = Vec::new();
+        let keyed_message = msg.header_routes().is_none();
         if exchange.is_default() {
-            return (self.queue(msg.routing_key()).into_iter().collect(), true);
+            let map = self.queues();
+            let mut queues: Vec<Arc<Queue>> = msg
+                .routing_keys()
+                .filter_map(|k| map.get(k).cloned())
+                .collect();
+            if !keyed_message {
+                queues.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+                queues.dedup_by(|a, b| Arc::ptr_eq(a, b));
+            }
+            return (queues, keyed_message);
         }
-        let mut keyed = exchange.kind != ExchangeKind::Headers;
+        let mut keyed = keyed_message && exchange.kind != ExchangeKind::Headers;
         let mut dests = Vec::new();
-        exchange
-            .router()
-            .route(msg.routing_key(), msg.headers(), &mut dests);
+        route_all_keys(exchange, msg, &mut dests);
         // An exchange whose bindings match nothing hands the message to its alternate
         // exchange (RabbitMQ's `alternate-exchange` argument).
         if dests.is_empty() {
@@ -1098,8 +1138,7 @@ impl VirtualHost {
                     if let Some(next) = self.exchange(&x) {
                         keyed &= next.kind != ExchangeKind::Headers;
                         let before = dests.len();
-                        next.router()
-                            .route(msg.routing_key(), msg.headers(), &mut dests);
+                        route_all_keys(&next, msg, &mut dests);
                         if dests.len() == before {
                             if let Some(ae) = next.alternate_exchange() {
                                 dests.push(Destination::Exchange(Arc::from(ae)));
@@ -1153,12 +1192,28 @@ impl VirtualHost {
     }
 }
 
-/// Tells each consumer's client that the server cancelled it.
-pub fn notify_cancelled(consumers: &[Arc<Consumer>]) {
+/// Appends what `exchange`'s bindings match for every routing key of `msg` (once for a
+/// fanout or headers exchange, which ignore routing keys).
+fn route_all_keys(exchange: &Exchange, msg: &Message, out: &mut Vec<Destination>) {
+    let router = exchange.router();
+    match exchange.kind {
+        ExchangeKind::Fanout | ExchangeKind::Headers => {
+            router.route(msg.routing_key(), msg.headers(), out)
+        }
+        ExchangeKind::Direct | ExchangeKind::Topic => {
+            for key in msg.routing_keys() {
+                router.route(key, msg.headers(), out);
+            }
+        }
+    }
+}
+
+/// Tells each consumer's client that the server cancelled it, for `reason`.
+pub fn notify_cancelled(consumers: &[Arc<Consumer>], reason: CancelReason) {
     for c in consumers {
         // A closing channel's consumers are gone with it; its number may even be reused.
         if !c.channel.is_closed() {
-            c.channel.sink.cancel(c.channel.number, &c.tag);
+            c.channel.sink.cancel(&c.channel, &c.tag, reason);
         }
     }
 }

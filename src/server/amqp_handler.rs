@@ -9,7 +9,8 @@
 
 use crate::amqp::{write_method, AmqpMethod};
 use crate::broker::access::LoginStep;
-use crate::broker::{Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
+use crate::broker::channel::Channel;
+use crate::broker::{Broker, CancelReason, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::server::amqp_sink::AmqpSink;
 use crate::server::amqp_tx::{Transactions, TxOp};
@@ -73,6 +74,10 @@ pub struct AmqpHandler {
     /// Highest channel number: offered, then negotiated.
     channel_max: u16,
     client_name: String,
+    /// The client announced `consumer_cancel_notify` in `connection.start-ok`: it is told
+    /// of the server's cancels with `basic.cancel`; other clients are not (RabbitMQ's
+    /// `rabbit_channel:server_consumer_cancel_supported`).
+    cancel_notify: bool,
     /// Channels the server closed and that await the client's `close-ok`.
     closing_channels: HashSet<u16>,
     /// Transactional channels and what their transactions hold.
@@ -109,6 +114,7 @@ impl AmqpHandler {
             outbound,
             state: State::AwaitHeader,
             client_name: String::new(),
+            cancel_notify: false,
             closing_channels: HashSet::new(),
             tx: Transactions::default(),
             confirm_channels: HashSet::new(),
@@ -161,6 +167,11 @@ impl AmqpHandler {
                     s.redispatch();
                 }
             }
+            Event::ServerCancel {
+                channel,
+                consumer_tag,
+                reason,
+            } => self.server_cancel(&channel, consumer_tag, reason),
             Event::Closed { by_peer } => {
                 // A server-side close (timeout, refused header, TLS failure) was logged
                 // where it was decided; only the peer's own close is logged here.
@@ -363,6 +374,7 @@ impl AmqpHandler {
             .and_then(FieldValue::as_str)
             .unwrap_or_default()
             .to_string();
+        self.cancel_notify = announces(client_properties, "consumer_cancel_notify");
         let credentials = match mechanism {
             "PLAIN" => plain(response),
             "AMQPLAIN" => amqplain(response),
@@ -600,6 +612,45 @@ impl AmqpHandler {
 }
 
 impl AmqpHandler {
+    /// Tells the client the server cancelled a consumer, once the method that was running
+    /// when it happened has been answered: `basic.cancel` to a client that announced
+    /// `consumer_cancel_notify`. Another client hears nothing when the queue was deleted
+    /// (its consumer silently ends), and has the channel closed with 406 when the
+    /// consumer timed out, with RabbitMQ's text (`rabbit_channel`, consumer timeout).
+    /// Nothing is sent for a channel closed since, or reopened with the same number.
+    fn server_cancel(
+        &mut self,
+        channel: &Arc<Channel>,
+        consumer_tag: String,
+        reason: CancelReason,
+    ) {
+        let n = channel.number;
+        let State::Open(session) = &self.state else {
+            return;
+        };
+        if !session.is_channel(n, channel) || self.closing_channels.contains(&n) {
+            return;
+        }
+        match (self.cancel_notify, reason) {
+            (true, _) => self.send(
+                n,
+                &AmqpMethod::BasicCancel {
+                    consumer_tag,
+                    no_wait: true,
+                },
+            ),
+            (false, CancelReason::QueueDeleted) => {}
+            (false, CancelReason::ConsumerTimeout { timeout_ms }) => {
+                let err = BrokerError::precondition(format!(
+                    "delivery acknowledgement on channel {n} timed out. Timeout value used: \
+                     {timeout_ms} ms. This timeout value can be configured, see consumers doc \
+                     guide to learn more"
+                ));
+                self.fail(n, (0, 0), err);
+            }
+        }
+    }
+
     /// A channel closed: its transaction and confirm mode go with it.
     fn forget_channel(&mut self, ch: u16) {
         self.tx.forget(ch);
@@ -1009,6 +1060,15 @@ fn run_channel_method(
             ReplyCode::CommandInvalid,
             format!("{} is not a client method on a channel", other.name()),
         )),
+    }
+}
+
+/// Whether `client_properties` (of `connection.start-ok`) announce `capability` with
+/// the boolean true, as RabbitMQ reads them (`{bool, true}` in the `capabilities` table).
+fn announces(client_properties: &FieldTable, capability: &str) -> bool {
+    match client_properties.get("capabilities") {
+        Some(FieldValue::Table(caps)) => caps.get(capability) == Some(&FieldValue::Bool(true)),
+        _ => false,
     }
 }
 

@@ -1,10 +1,12 @@
-//! The AMQP 0-9-1 [`ClientSink`]: encodes the core's pushes (deliveries, server cancels,
-//! returns, publisher confirms) as AMQP frames into a connection's outbound buffer.
+//! The AMQP 0-9-1 [`ClientSink`]: encodes the core's pushes (deliveries, returns,
+//! publisher confirms) as AMQP frames into a connection's outbound buffer; server cancels
+//! go to the connection's handler, which decides what the client is told.
 
 use crate::amqp::{write_basic_deliver, write_content, write_method, AmqpMethod, BASIC_CLASS_ID};
-use crate::broker::{ClientSink, Message};
+use crate::broker::channel::Channel;
+use crate::broker::{CancelReason, ClientSink, Message};
 use crate::error::ReplyCode;
-use crate::server::conn::Conn;
+use crate::server::conn::{Conn, Event};
 use crate::server::outbound::Outbound;
 use std::sync::{Arc, Weak};
 
@@ -81,15 +83,21 @@ impl ClientSink for AmqpSink {
         });
     }
 
-    fn cancel(&self, channel: u16, consumer_tag: &str) {
-        // RabbitMQ's consumer_cancel_notify: the server's basic.cancel, no reply expected.
-        self.push(
-            channel,
-            &AmqpMethod::BasicCancel {
-                consumer_tag: consumer_tag.to_string(),
-                no_wait: true,
-            },
-        );
+    fn cancel(&self, channel: &Arc<Channel>, consumer_tag: &str, reason: CancelReason) {
+        // Not written here: the connection's handler tells the client once the method it
+        // is running has been answered (RabbitMQ's channel answers `queue.delete-ok`
+        // before the `basic.cancel` its own delete causes), and only as the client's
+        // capabilities allow (`AmqpHandler`, consumer_cancel_notify).
+        if let Some(conn) = self.conn.upgrade() {
+            conn.push(
+                Event::ServerCancel {
+                    channel: Arc::clone(channel),
+                    consumer_tag: consumer_tag.to_string(),
+                    reason,
+                },
+                0,
+            );
+        }
     }
 
     fn basic_return(

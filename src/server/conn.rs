@@ -5,6 +5,8 @@
 //! in arrival order (ARCHITECTURE.md §2.2).
 
 use crate::amqp::AmqpMethod;
+use crate::broker::channel::Channel;
+use crate::broker::CancelReason;
 use crate::error::ReplyCode;
 use crate::protocol::{Method, PublishBatch};
 use crate::server::handlers::ConnHandler;
@@ -92,6 +94,17 @@ pub enum Event {
         channel: u16,
         /// Declared body size in bytes.
         size: u64,
+    },
+    /// The core cancelled a consumer of an AMQP 0-9-1 connection (its queue was deleted,
+    /// or it timed out): the handler tells the client as its capabilities allow, after
+    /// the method it was running when this was posted.
+    ServerCancel {
+        /// The consumer's channel (it may have closed, and its number been reused, since).
+        channel: Arc<Channel>,
+        /// The consumer's tag.
+        consumer_tag: String,
+        /// Why it was cancelled.
+        reason: CancelReason,
     },
     /// The socket is gone: clean up.
     Closed {

@@ -184,7 +184,10 @@ impl Handler {
                 0,
             ),
             // AMQP events never reach a native connection.
-            Event::AmqpHeader | Event::Amqp { .. } | Event::AmqpOversized { .. } => {}
+            Event::AmqpHeader
+            | Event::Amqp { .. }
+            | Event::AmqpOversized { .. }
+            | Event::ServerCancel { .. } => {}
             Event::Drained => {
                 if let Some(s) = self.session() {
                     s.redispatch();

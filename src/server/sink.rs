@@ -1,7 +1,8 @@
 //! The native protocol's [`ClientSink`]: encodes the core's pushes as native frames into
 //! a connection's outbound buffer.
 
-use crate::broker::{ClientSink, Message};
+use crate::broker::channel::Channel;
+use crate::broker::{CancelReason, ClientSink, Message};
 use crate::error::ReplyCode;
 use crate::protocol::frame::write_method;
 use crate::protocol::method::encode_delivery;
@@ -65,9 +66,11 @@ impl ClientSink for NativeSink {
             });
     }
 
-    fn cancel(&self, channel: u16, consumer_tag: &str) {
+    fn cancel(&self, channel: &Arc<Channel>, consumer_tag: &str, _reason: CancelReason) {
+        // Every native client handles the server's cancel (docs/protocol.md); it is
+        // written at once, whatever the reason.
         self.push(
-            channel,
+            channel.number,
             &Method::BasicCancel {
                 consumer_tag: consumer_tag.to_string(),
             },

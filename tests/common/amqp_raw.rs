@@ -142,6 +142,33 @@ impl Raw {
         addr: SocketAddr,
         channel_max: u16,
     ) -> Result<(Raw, (u16, u32)), (u16, String)> {
+        Raw::try_open_with(addr, channel_max, FieldTable::new())
+    }
+
+    /// An open connection whose `connection.start-ok` announces `capabilities` (each with
+    /// the boolean true), as real clients do (pika: `consumer_cancel_notify`, …).
+    pub fn open_with_capabilities(addr: SocketAddr, capabilities: &[&str]) -> Raw {
+        let mut caps = FieldTable::new();
+        for c in capabilities {
+            caps.insert((*c).into(), relaymq::types::FieldValue::Bool(true));
+        }
+        let mut props = FieldTable::new();
+        props.insert(
+            "capabilities".into(),
+            relaymq::types::FieldValue::Table(caps),
+        );
+        match Raw::try_open_with(addr, 16, props) {
+            Ok((r, _)) => r,
+            Err(e) => panic!("connection refused: {e:?}"),
+        }
+    }
+
+    /// As [`Raw::try_open`], sending `client_properties` in `connection.start-ok`.
+    pub fn try_open_with(
+        addr: SocketAddr,
+        channel_max: u16,
+        client_properties: FieldTable,
+    ) -> Result<(Raw, (u16, u32)), (u16, String)> {
         let mut r = Raw::connect(addr);
         r.send(&PROTOCOL_HEADER);
         assert!(matches!(
@@ -151,7 +178,7 @@ impl Raw {
         r.method(
             0,
             &AmqpMethod::ConnectionStartOk {
-                client_properties: FieldTable::new(),
+                client_properties,
                 mechanism: "PLAIN".into(),
                 response: b"\0guest\0guest".to_vec(),
                 locale: "en_US".into(),

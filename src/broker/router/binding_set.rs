@@ -81,6 +81,18 @@ impl BindingSet {
         taken
     }
 
+    /// Whether a binding identical to `binding` is present.
+    pub(super) fn contains(&self, binding: &Binding) -> bool {
+        self.by_destination
+            .get(&binding.destination)
+            .and_then(|keys| keys.get(binding.binding_key.as_str()))
+            .is_some_and(|tables| {
+                tables
+                    .iter()
+                    .any(|t| identical_tables(t, &binding.arguments))
+            })
+    }
+
     /// Whether any binding leads to `destination`.
     pub(super) fn contains_destination(&self, destination: &Destination) -> bool {
         self.by_destination.contains_key(destination)
@@ -160,6 +172,11 @@ pub(super) trait IndexedBindings {
     /// Number of distinct bindings (RabbitMQ docs: bindings).
     fn len(&self) -> usize {
         self.binding_set().len()
+    }
+
+    /// Whether a binding identical to `binding` (destination, key and arguments) exists.
+    fn contains(&self, binding: &Binding) -> bool {
+        self.binding_set().contains(binding)
     }
 
     /// Whether any binding leads to `destination` (AMQP 0-9-1 §1.6.2.3, if-unused).

@@ -241,6 +241,14 @@ impl Router {
         self.len() == 0
     }
 
+    /// Whether a binding identical to `binding` (destination, key and arguments) exists.
+    ///
+    /// Used for `queue.unbind` / `exchange.unbind`, which succeed without one (RabbitMQ's
+    /// `rabbit_db_binding:delete`).
+    pub fn contains(&self, binding: &Binding) -> bool {
+        dispatch!(self, r => r.contains(binding))
+    }
+
     /// Whether any binding leads to `destination`.
     ///
     /// Used for `exchange.delete` with if-unused (AMQP 0-9-1 §1.6.2.3) and listings.
