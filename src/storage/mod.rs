@@ -23,6 +23,7 @@ pub mod error;
 pub mod flusher;
 pub mod lock;
 pub mod meta;
+pub mod meta_batch;
 pub mod meta_policies;
 pub mod meta_users;
 pub mod queue_store;
