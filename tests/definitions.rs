@@ -1,7 +1,7 @@
-//! Issue 8 part 5: definitions export/import in RabbitMQ's JSON format (with a file
-//! exported from a real RabbitMQ 3.10.8, tests/fixtures/rabbitmq-3.10-definitions.json,
-//! made by tests/fixtures/make-rabbitmq-3.10-definitions.sh), `close connection`, and
-//! message rates in `list`.
+//! Definitions export/import in RabbitMQ's JSON format (with a file exported from a real
+//! RabbitMQ 3.10.8, tests/fixtures/rabbitmq-3.10-definitions.json, made by
+//! tests/fixtures/make-rabbitmq-3.10-definitions.sh), imports that fail part-way or crash
+//! changing nothing, `close connection`, and message rates in `list`.
 
 mod common;
 
@@ -731,4 +731,248 @@ fn a_large_import_right_after_connecting_is_never_refused() {
         s.join().unwrap();
     }
     assert_eq!(failed, None);
+}
+
+/// A document that creates a vhost, replaces `guest` and creates a user, sets
+/// permissions and a policy, declares exchanges and `queues` queues and binds each, so
+/// every section has something applied before its last element.
+fn many_definitions(vhost: &str, queues: usize) -> Value {
+    json!({
+        "vhosts": [{"name": vhost}],
+        "users": [
+            {"name": "guest", "password_hash": "MM/jDpIo7oMwXuXTejIPNc4rC0SdDWMkIeAXsJUe25IPOxA5",
+             "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ["administrator"]},
+            {"name": "importer-app", "password_hash": "MM/jDpIo7oMwXuXTejIPNc4rC0SdDWMkIeAXsJUe25IPOxA5",
+             "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}
+        ],
+        "permissions": [
+            {"user": "importer-app", "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"}
+        ],
+        "policies": [
+            {"vhost": vhost, "name": "cap", "pattern": "^q", "apply-to": "queues",
+             "definition": {"max-length": 100}, "priority": 0}
+        ],
+        "exchanges": (0..4).map(|i| json!({"name": format!("x{i}"), "vhost": vhost,
+            "type": "direct", "durable": true, "auto_delete": false, "internal": false,
+            "arguments": {}})).collect::<Vec<_>>(),
+        "queues": (0..queues).map(|i| json!({"name": format!("q{i}"), "vhost": vhost,
+            "durable": true, "auto_delete": false, "arguments": {}})).collect::<Vec<_>>(),
+        "bindings": (0..queues).map(|i| json!({"source": format!("x{}", i % 4),
+            "vhost": vhost, "destination": format!("q{i}"), "destination_type": "queue",
+            "routing_key": format!("k{i}"), "arguments": {}})).collect::<Vec<_>>(),
+    })
+}
+
+/// The entries of a data directory's `queues/`, sorted.
+fn queue_dirs(data_dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir.join("queues"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_import_failing_on_its_last_item_changes_nothing() {
+    const QUEUES: usize = 20;
+    // `/` holds one queue already, so the document's last queue is one too many.
+    let server = TestServer::start_with(|c| c.broker.limits.queues_per_vhost_max = QUEUES);
+    let conn = admin(&server);
+    let ch = conn.open_channel().unwrap();
+    ch.queue_declare(
+        "already-here",
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let before = conn.export_definitions().unwrap();
+    let dirs = queue_dirs(&server.dir.path().join("data"));
+
+    // The last queue passes --max-queues-per-vhost.
+    let mut over_limit = many_definitions("/", QUEUES);
+    over_limit["vhosts"] = json!([{"name": "/"}, {"name": "fresh"}]);
+    // The last binding's arguments are refused by its source, a built-in exchange.
+    let mut bad_binding = many_definitions("fresh", QUEUES - 1);
+    bad_binding["bindings"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"source": "amq.headers",
+        "vhost": "fresh", "destination": "q0", "destination_type": "queue",
+        "routing_key": "", "arguments": {"x-match": "sometimes"}}));
+    // The last permission names a user that exists nowhere.
+    let mut unknown_user = many_definitions("fresh", QUEUES - 1);
+    unknown_user["permissions"].as_array_mut().unwrap().push(
+        json!({"user": "nobody", "vhost": "fresh", "configure": "", "write": "", "read": ""}),
+    );
+    let last_queue = format!("queues[{}] (vhost '/', name 'q{}')", QUEUES - 1, QUEUES - 1);
+    let last_binding = format!(
+        "bindings[{}] (vhost 'fresh', source 'amq.headers'",
+        QUEUES - 1
+    );
+    for (doc, code, names) in [
+        (over_limit, 406, last_queue.as_str()),
+        (bad_binding, 406, last_binding.as_str()),
+        (
+            unknown_user,
+            404,
+            "permissions[1] (user 'nobody', vhost 'fresh')",
+        ),
+    ] {
+        let (got, text) = import_err(&conn, &doc.to_string());
+        assert_eq!(conn.export_definitions().unwrap(), before, "after: {text}");
+        assert_eq!(queue_dirs(&server.dir.path().join("data")), dirs, "{text}");
+        assert_eq!(got, code, "{text}");
+        assert!(
+            text.contains(names) && text.ends_with("; nothing was imported"),
+            "{text}"
+        );
+    }
+    // `guest` kept its password: a new connection logs in with it.
+    admin(&server);
+}
+
+/// Runs `prlimit` on a process (util-linux).
+fn prlimit(pid: u32, nofile: &str) {
+    let status = std::process::Command::new("prlimit")
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg(format!("--nofile={nofile}"))
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(status.success(), "prlimit --nofile={nofile} failed");
+}
+
+#[test]
+fn an_import_stopped_by_too_many_open_files_changes_nothing() {
+    // Each durable queue holds two open files: with room for about 100 more files, the
+    // 200 queues of the document run out part-way.
+    const QUEUES: usize = 200;
+    const FILES_SPARE: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = common::ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let before = conn.export_definitions().unwrap();
+    let dirs = queue_dirs(&data);
+    let pid = server.child.id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let hard = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .unwrap();
+    prlimit(pid, &format!("{}:{hard}", open + FILES_SPARE));
+
+    let doc = many_definitions("/", QUEUES).to_string();
+    let (code, text) = import_err(&conn, &doc);
+    // 541 closes the connection: look with a new one, once files are free again.
+    prlimit(pid, &format!("{hard}:{hard}"));
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    assert_eq!(conn.export_definitions().unwrap(), before, "after: {text}");
+    assert_eq!(queue_dirs(&data), dirs, "the stores made were removed");
+    assert_eq!(code, 541, "{text}");
+    assert!(
+        text.contains("Too many open files") && text.ends_with("; nothing was imported"),
+        "{text}"
+    );
+    // With files enough, the same document imports whole.
+    let summary = import(&conn, &doc);
+    assert_eq!(summary["created"]["queues"], QUEUES, "{summary}");
+    server.kill9();
+}
+
+#[test]
+fn a_crash_during_a_big_import_leaves_all_of_it_or_nothing_after_restart() {
+    const QUEUES: usize = 400;
+    let mut doc = many_definitions("big", QUEUES);
+    // `guest` keeps its password, so each restart is looked at the same way.
+    doc["users"].as_array_mut().unwrap().remove(0);
+    let doc = doc.to_string();
+    let dir = tempfile::tempdir().unwrap();
+
+    // The reference: the whole import, then kill -9: it is all there after the restart.
+    let data = dir.path().join("whole");
+    let server = common::ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let before = normalized(&serde_json::from_str(&conn.export_definitions().unwrap()).unwrap());
+    import(&conn, &doc);
+    let after = normalized(&serde_json::from_str(&conn.export_definitions().unwrap()).unwrap());
+    server.kill9();
+    let server = common::ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let restarted = |conn: &Connection| {
+        normalized(&serde_json::from_str(&conn.export_definitions().unwrap()).unwrap())
+    };
+    assert_eq!(
+        restarted(&conn),
+        after,
+        "a finished import survives kill -9"
+    );
+    server.kill9();
+
+    // kill -9 at points of the import: when half of its stores are made, all of them (the
+    // commit is near), and once `meta.db-wal` grows (the commit is being written or done;
+    // nothing else writes `meta.db` meanwhile).
+    let wal_len =
+        |data: &std::path::Path| std::fs::metadata(data.join("meta.db-wal")).map_or(0, |m| m.len());
+    for (round, stores, wal) in [(1, QUEUES / 2, false), (2, QUEUES, false), (3, 0, true)] {
+        let data = dir.path().join(format!("round{round}"));
+        let server = common::ServerProcess::start(&data, &[]);
+        let wal_before = wal_len(&data);
+        let addr = server.addr_string();
+        let doc = doc.clone();
+        let importer = std::thread::spawn(move || {
+            let conn = Connection::connect(&addr).unwrap();
+            conn.import_definitions(&doc).is_ok()
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let reached = || match wal {
+            true => wal_len(&data) > wal_before,
+            false => queue_dirs(&data).len() >= stores,
+        };
+        while !reached() && !importer.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the import did not get there"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        server.kill9();
+        let finished = importer.join().unwrap();
+        let server = common::ServerProcess::start(&data, &[]);
+        let conn = Connection::connect(&server.addr_string()).unwrap();
+        let got = restarted(&conn);
+        if finished {
+            assert_eq!(got, after, "round {round}: an answered import is all there");
+        } else {
+            assert!(
+                got == before || got == after,
+                "round {round}: after the restart neither before nor after the import:\n\
+                 only now: {:#?}\nmissing: {:#?}",
+                got.difference(&after).collect::<Vec<_>>(),
+                after.difference(&got).collect::<Vec<_>>()
+            );
+        }
+        if got == before {
+            assert!(
+                queue_dirs(&data).is_empty(),
+                "round {round}: orphan stores stay"
+            );
+        }
+        println!(
+            "round {round}: after the restart {} of the import",
+            if got == before { "nothing" } else { "all" }
+        );
+        server.kill9();
+    }
 }

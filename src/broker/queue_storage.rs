@@ -11,8 +11,11 @@
 //! the handles without it).
 
 use crate::broker::message::Message;
+use crate::error::{BrokerError, ReplyCode};
 use crate::storage::compactor::Compactor;
+use crate::storage::durability::Durability;
 use crate::storage::flusher::{Flusher, FsyncMode, SyncSource};
+use crate::storage::meta::new_queue_id;
 use crate::storage::{MessageData, QueueStore, RecordRef, StorageFile, StoreStats};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -103,6 +106,51 @@ impl QueueStorage {
             failed,
             flusher,
         }
+    }
+
+    /// Creates the store of a new durable queue named `queue`: a new id from
+    /// [`new_queue_id`], its directory `queues/<id>/` with an empty segment, ack log and
+    /// `queue_stat`. Returns the id, which the caller stores in `meta.db` afterwards (files
+    /// first: a crash before that commit leaves an orphan directory that the next start
+    /// removes; the reverse could leave a stored queue without files).
+    ///
+    /// # Errors
+    /// 541 INTERNAL_ERROR naming the queue and the I/O error (a full disk, too many open
+    /// files: each store holds two); what was created is removed then.
+    pub fn create(
+        durability: &Durability,
+        queue: &str,
+    ) -> Result<(String, QueueStorage), BrokerError> {
+        let id = new_queue_id();
+        let opened = QueueStore::open(
+            Arc::clone(durability.backend()),
+            durability.queue_dir(&id),
+            durability.store_config(),
+        );
+        match opened {
+            Ok((store, _, _)) => Ok((
+                id,
+                QueueStorage::new(
+                    store,
+                    Arc::clone(durability.flusher()),
+                    Some(durability.compactor().clone()),
+                ),
+            )),
+            Err(e) => {
+                durability.remove_queue_dir(&id);
+                Err(BrokerError::new(
+                    ReplyCode::InternalError,
+                    format!("cannot create the store of queue '{queue}': {e}"),
+                ))
+            }
+        }
+    }
+
+    /// Closes the files of a store that was created but never committed to `meta.db` and
+    /// removes its directory (an import that failed or did not need it).
+    pub fn discard(self, durability: &Durability, id: &str) {
+        drop(self);
+        durability.remove_queue_dir(id);
     }
 
     /// Hands the store to the flusher after a write without a waiter (an ack-log entry).

@@ -81,6 +81,18 @@ impl BindingSet {
         taken
     }
 
+    /// Whether a binding identical to `binding` is present.
+    pub(super) fn contains(&self, binding: &Binding) -> bool {
+        self.by_destination
+            .get(&binding.destination)
+            .and_then(|keys| keys.get(binding.binding_key.as_str()))
+            .is_some_and(|tables| {
+                tables
+                    .iter()
+                    .any(|t| identical_tables(t, &binding.arguments))
+            })
+    }
+
     /// Whether any binding leads to `destination`.
     pub(super) fn contains_destination(&self, destination: &Destination) -> bool {
         self.by_destination.contains_key(destination)
@@ -162,6 +174,12 @@ pub(super) trait IndexedBindings {
         self.binding_set().len()
     }
 
+    /// Whether a binding identical to `binding` (destination, key and arguments) is
+    /// present (RabbitMQ docs: bindings).
+    fn contains(&self, binding: &Binding) -> bool {
+        self.binding_set().contains(binding)
+    }
+
     /// Whether any binding leads to `destination` (AMQP 0-9-1 §1.6.2.3, if-unused).
     fn has_destination(&self, destination: &Destination) -> bool {
         self.binding_set().contains_destination(destination)
@@ -189,6 +207,8 @@ mod tests {
         assert!(set.insert(&binding("q", "k", FieldTable::new())));
         assert!(!set.insert(&binding("q", "k", FieldTable::new())));
         assert!(set.insert(&binding("q", "k", args.clone())));
+        assert!(set.contains(&binding("q", "k", args.clone())));
+        assert!(!set.contains(&binding("q", "k2", args.clone())));
         assert!(set.insert(&binding("q", "k2", FieldTable::new())));
         assert!(set.insert(&binding("r", "k", FieldTable::new())));
         assert_eq!(set.len(), 4);

@@ -241,6 +241,15 @@ impl Router {
         self.len() == 0
     }
 
+    /// Whether a binding identical to `binding` (destination, key and arguments) is
+    /// present.
+    ///
+    /// Binding identity is the whole triple (RabbitMQ docs: bindings); a definitions
+    /// import counts such a binding as already there.
+    pub fn contains(&self, binding: &Binding) -> bool {
+        dispatch!(self, r => r.contains(binding))
+    }
+
     /// Whether any binding leads to `destination`.
     ///
     /// Used for `exchange.delete` with if-unused (AMQP 0-9-1 §1.6.2.3) and listings.
