@@ -174,11 +174,7 @@ fn reexport_is_equivalent_to_the_rabbitmq_file() {
     expected["permissions"].as_array_mut().unwrap().push(
         json!({"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}),
     );
-    // RabbitMQ 3.10 exports its transient queues too; RelayMQ exports durable ones only.
-    expected["queues"]
-        .as_array_mut()
-        .unwrap()
-        .retain(|q| q["durable"] == true);
+    // The transient queue `transient.scratch` is exported again, as RabbitMQ exports it.
     // What was not imported: the binding to the exchange RabbitMQ did not export.
     expected["bindings"]
         .as_array_mut()
@@ -343,8 +339,12 @@ fn our_own_export_round_trips_into_a_fresh_server() {
         .iter()
         .map(|q| q["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["kept"], "only durable queues are exported");
-    assert_eq!(doc["bindings"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        names,
+        ["kept", "transient"],
+        "non-exclusive queues are exported, durable or not"
+    );
+    assert_eq!(doc["bindings"].as_array().unwrap().len(), 2);
     let alice = doc["users"]
         .as_array()
         .unwrap()
@@ -731,6 +731,83 @@ fn a_large_import_right_after_connecting_is_never_refused() {
         s.join().unwrap();
     }
     assert_eq!(failed, None);
+}
+
+#[test]
+fn export_holds_transient_queues_and_exchanges_as_rabbitmq_does() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let ch = conn.open_channel().unwrap();
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.exchange_declare("events", "topic", durable).unwrap();
+    ch.exchange_declare("live", "fanout", ExchangeDeclareOptions::default())
+        .unwrap();
+    ch.queue_declare(
+        "kept",
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ch.queue_declare(
+        "scratch",
+        QueueDeclareOptions {
+            auto_delete: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mine = ch
+        .queue_declare(
+            "",
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .queue;
+    ch.queue_bind("kept", "events", "#", FieldTable::new())
+        .unwrap();
+    ch.queue_bind("scratch", "live", "", FieldTable::new())
+        .unwrap();
+    ch.queue_bind(&mine, "events", "mine.#", FieldTable::new())
+        .unwrap();
+    ch.exchange_bind("live", "events", "live.#", FieldTable::new())
+        .unwrap();
+
+    let text = conn.export_definitions().unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let got = normalized(&doc);
+    for line in [
+        "queue \"/\" \"kept\" true false {}",
+        "queue \"/\" \"scratch\" false true {}",
+        "exchange \"/\" \"events\" \"topic\" true false false {}",
+        "exchange \"/\" \"live\" \"fanout\" false false false {}",
+        "binding \"/\" \"events\" \"kept\" \"queue\" \"#\" {}",
+        "binding \"/\" \"live\" \"scratch\" \"queue\" \"\" {}",
+        "binding \"/\" \"events\" \"live\" \"exchange\" \"live.#\" {}",
+    ] {
+        assert!(got.contains(line), "{line} missing from {got:#?}");
+    }
+    // The exclusive queue dies with its connection: neither it nor its binding is in.
+    assert!(!text.contains(&mine), "{text}");
+    assert_eq!(doc["queues"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["bindings"].as_array().unwrap().len(), 3);
+
+    // The file imports whole into a fresh server, which exports it back the same.
+    let second = TestServer::start();
+    let conn2 = admin(&second);
+    let summary = import(&conn2, &text);
+    assert!(not_honoured(&summary).is_empty(), "{summary}");
+    assert_eq!(
+        normalized(&serde_json::from_str(&conn2.export_definitions().unwrap()).unwrap()),
+        got
+    );
 }
 
 /// A document that creates a vhost, replaces `guest` and creates a user, sets
