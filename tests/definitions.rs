@@ -1,7 +1,10 @@
-//! Definitions export/import in RabbitMQ's JSON format (with a file exported from a real
-//! RabbitMQ 3.10.8, tests/fixtures/rabbitmq-3.10-definitions.json, made by
-//! tests/fixtures/make-rabbitmq-3.10-definitions.sh), imports that fail part-way or crash
-//! changing nothing, `close connection`, and message rates in `list`.
+//! Definitions export/import in RabbitMQ's JSON format, with two files exported from a
+//! real RabbitMQ 3.10.8 (tests/fixtures/rabbitmq-3.10-definitions.json, made by
+//! tests/fixtures/make-rabbitmq-3.10-definitions.sh; and
+//! tests/fixtures/rabbitmq-3.10-definitions-with-clients.json, exported while clients held
+//! server-named queues, made by tests/fixtures/make-rabbitmq-3.10-definitions-with-clients.sh),
+//! imports that fail part-way or crash changing nothing, `close connection`, and message
+//! rates in `list`.
 
 mod common;
 
@@ -731,6 +734,99 @@ fn a_large_import_right_after_connecting_is_never_refused() {
         s.join().unwrap();
     }
     assert_eq!(failed, None);
+}
+
+const WITH_CLIENTS: &str = include_str!("fixtures/rabbitmq-3.10-definitions-with-clients.json");
+
+/// The server-named queues of the clients connected when `WITH_CLIENTS` was exported: two
+/// exclusive ones (not in the file, their bindings are) and an auto-delete one (in the
+/// file, with its binding).
+const SERVER_NAMED: [&str; 3] = [
+    "amq.gen-UW_A2HORUQaK6CaS0lYmMQ",
+    "amq.gen-O8pHLrOfE85H7y20UsOvaA",
+    "amq.gen-pkADiqVHdHzR-E47c5anLA",
+];
+
+#[test]
+fn rabbitmq_export_taken_with_clients_connected_imports_with_only_server_named_queues_reported() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let summary = import(&conn, WITH_CLIENTS);
+    let skipped = not_honoured(&summary);
+    assert_eq!(
+        skipped,
+        [
+            "queues[4] (vhost 'shop', name 'amq.gen-pkADiqVHdHzR-E47c5anLA'): not imported: \
+             queue names starting with 'amq.' are reserved for server-named queues (RabbitMQ \
+             skips them too)",
+            "bindings[0] (vhost 'shop', source 'notifications', destination \
+             'amq.gen-UW_A2HORUQaK6CaS0lYmMQ'): not imported: its destination queue \
+             'amq.gen-UW_A2HORUQaK6CaS0lYmMQ' is neither in the definitions nor on the server \
+             (RabbitMQ exports the bindings of exclusive queues, not the queues)",
+            "bindings[3] (vhost 'shop', source 'orders', destination \
+             'amq.gen-O8pHLrOfE85H7y20UsOvaA'): not imported: its destination queue \
+             'amq.gen-O8pHLrOfE85H7y20UsOvaA' is neither in the definitions nor on the server \
+             (RabbitMQ exports the bindings of exclusive queues, not the queues)",
+            "bindings[5] (vhost 'shop', source 'prices.live', destination \
+             'amq.gen-pkADiqVHdHzR-E47c5anLA'): not imported: its destination queue \
+             'amq.gen-pkADiqVHdHzR-E47c5anLA' is server-named ('amq.' names are reserved for \
+             the server) and is not imported",
+        ],
+        "{summary}"
+    );
+    assert!(
+        skipped
+            .iter()
+            .all(|line| SERVER_NAMED.iter().any(|q| line.contains(q))),
+        "only server-named queues are reported"
+    );
+    assert_eq!(
+        summary["created"],
+        json!({"vhosts": 1, "users": 2, "permissions": 3, "policies": 1, "exchanges": 3,
+               "queues": 4, "bindings": 4}),
+        "{summary}"
+    );
+
+    // Everything else arrived, the transient queues and exchange as transient ones, and
+    // the export gives back the file less what was reported.
+    let exported: Value = serde_json::from_str(&conn.export_definitions().unwrap()).unwrap();
+    let mut expected: Value = serde_json::from_str(WITH_CLIENTS).unwrap();
+    expected["users"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "guest", "tags": ["administrator"]}));
+    expected["permissions"].as_array_mut().unwrap().push(
+        json!({"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}),
+    );
+    expected["queues"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|q| !q["name"].as_str().unwrap().starts_with("amq."));
+    expected["bindings"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|b| !b["destination"].as_str().unwrap().starts_with("amq."));
+    let (got, want) = (normalized(&exported), normalized(&expected));
+    assert_eq!(
+        got,
+        want,
+        "\nonly exported: {:#?}\nonly expected: {:#?}",
+        got.difference(&want).collect::<Vec<_>>(),
+        want.difference(&got).collect::<Vec<_>>()
+    );
+    assert!(got.contains("queue \"shop\" \"prices.cache\" false false {\"x-message-ttl\":30000}"));
+    assert!(got.contains("exchange \"shop\" \"prices.live\" \"fanout\" false false false {}"));
+
+    // The file's users log in, and the transient binding routes.
+    let shop = connect_as(&server, "shop", "shop-secret", "shop");
+    let ch = shop.open_channel().unwrap();
+    ch.basic_publish("prices.live", "", false, &BasicProperties::default(), b"42")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ch.basic_get("prices.cache", true).unwrap().is_none() {
+        assert!(Instant::now() < deadline, "prices.live does not route");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
