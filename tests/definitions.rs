@@ -1,7 +1,10 @@
-//! Issue 8 part 5: definitions export/import in RabbitMQ's JSON format (with a file
-//! exported from a real RabbitMQ 3.10.8, tests/fixtures/rabbitmq-3.10-definitions.json,
-//! made by tests/fixtures/make-rabbitmq-3.10-definitions.sh), `close connection`, and
-//! message rates in `list`.
+//! Definitions export/import in RabbitMQ's JSON format, with two files exported from a
+//! real RabbitMQ 3.10.8 (tests/fixtures/rabbitmq-3.10-definitions.json, made by
+//! tests/fixtures/make-rabbitmq-3.10-definitions.sh; and
+//! tests/fixtures/rabbitmq-3.10-definitions-with-clients.json, exported while clients held
+//! server-named queues, made by tests/fixtures/make-rabbitmq-3.10-definitions-with-clients.sh),
+//! imports that fail part-way or crash changing nothing, `close connection`, and message
+//! rates in `list`.
 
 mod common;
 
@@ -174,11 +177,7 @@ fn reexport_is_equivalent_to_the_rabbitmq_file() {
     expected["permissions"].as_array_mut().unwrap().push(
         json!({"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}),
     );
-    // RabbitMQ 3.10 exports its transient queues too; RelayMQ exports durable ones only.
-    expected["queues"]
-        .as_array_mut()
-        .unwrap()
-        .retain(|q| q["durable"] == true);
+    // The transient queue `transient.scratch` is exported again, as RabbitMQ exports it.
     // What was not imported: the binding to the exchange RabbitMQ did not export.
     expected["bindings"]
         .as_array_mut()
@@ -343,8 +342,12 @@ fn our_own_export_round_trips_into_a_fresh_server() {
         .iter()
         .map(|q| q["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["kept"], "only durable queues are exported");
-    assert_eq!(doc["bindings"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        names,
+        ["kept", "transient"],
+        "non-exclusive queues are exported, durable or not"
+    );
+    assert_eq!(doc["bindings"].as_array().unwrap().len(), 2);
     let alice = doc["users"]
         .as_array()
         .unwrap()
@@ -731,4 +734,434 @@ fn a_large_import_right_after_connecting_is_never_refused() {
         s.join().unwrap();
     }
     assert_eq!(failed, None);
+}
+
+const WITH_CLIENTS: &str = include_str!("fixtures/rabbitmq-3.10-definitions-with-clients.json");
+
+/// The server-named queues of the clients connected when `WITH_CLIENTS` was exported: two
+/// exclusive ones (not in the file, their bindings are) and an auto-delete one (in the
+/// file, with its binding).
+const SERVER_NAMED: [&str; 3] = [
+    "amq.gen-UW_A2HORUQaK6CaS0lYmMQ",
+    "amq.gen-O8pHLrOfE85H7y20UsOvaA",
+    "amq.gen-pkADiqVHdHzR-E47c5anLA",
+];
+
+#[test]
+fn rabbitmq_export_taken_with_clients_connected_imports_with_only_server_named_queues_reported() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let summary = import(&conn, WITH_CLIENTS);
+    let skipped = not_honoured(&summary);
+    assert_eq!(
+        skipped,
+        [
+            "queues[4] (vhost 'shop', name 'amq.gen-pkADiqVHdHzR-E47c5anLA'): not imported: \
+             queue names starting with 'amq.' are reserved for server-named queues (RabbitMQ \
+             skips them too)",
+            "bindings[0] (vhost 'shop', source 'notifications', destination \
+             'amq.gen-UW_A2HORUQaK6CaS0lYmMQ'): not imported: its destination queue \
+             'amq.gen-UW_A2HORUQaK6CaS0lYmMQ' is neither in the definitions nor on the server \
+             (RabbitMQ exports the bindings of exclusive queues, not the queues)",
+            "bindings[3] (vhost 'shop', source 'orders', destination \
+             'amq.gen-O8pHLrOfE85H7y20UsOvaA'): not imported: its destination queue \
+             'amq.gen-O8pHLrOfE85H7y20UsOvaA' is neither in the definitions nor on the server \
+             (RabbitMQ exports the bindings of exclusive queues, not the queues)",
+            "bindings[5] (vhost 'shop', source 'prices.live', destination \
+             'amq.gen-pkADiqVHdHzR-E47c5anLA'): not imported: its destination queue \
+             'amq.gen-pkADiqVHdHzR-E47c5anLA' is server-named ('amq.' names are reserved for \
+             the server) and is not imported",
+        ],
+        "{summary}"
+    );
+    assert!(
+        skipped
+            .iter()
+            .all(|line| SERVER_NAMED.iter().any(|q| line.contains(q))),
+        "only server-named queues are reported"
+    );
+    assert_eq!(
+        summary["created"],
+        json!({"vhosts": 1, "users": 2, "permissions": 3, "policies": 1, "exchanges": 3,
+               "queues": 4, "bindings": 4}),
+        "{summary}"
+    );
+
+    // Everything else arrived, the transient queues and exchange as transient ones, and
+    // the export gives back the file less what was reported.
+    let exported: Value = serde_json::from_str(&conn.export_definitions().unwrap()).unwrap();
+    let mut expected: Value = serde_json::from_str(WITH_CLIENTS).unwrap();
+    expected["users"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "guest", "tags": ["administrator"]}));
+    expected["permissions"].as_array_mut().unwrap().push(
+        json!({"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}),
+    );
+    expected["queues"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|q| !q["name"].as_str().unwrap().starts_with("amq."));
+    expected["bindings"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|b| !b["destination"].as_str().unwrap().starts_with("amq."));
+    let (got, want) = (normalized(&exported), normalized(&expected));
+    assert_eq!(
+        got,
+        want,
+        "\nonly exported: {:#?}\nonly expected: {:#?}",
+        got.difference(&want).collect::<Vec<_>>(),
+        want.difference(&got).collect::<Vec<_>>()
+    );
+    assert!(got.contains("queue \"shop\" \"prices.cache\" false false {\"x-message-ttl\":30000}"));
+    assert!(got.contains("exchange \"shop\" \"prices.live\" \"fanout\" false false false {}"));
+
+    // The file's users log in, and the transient binding routes.
+    let shop = connect_as(&server, "shop", "shop-secret", "shop");
+    let ch = shop.open_channel().unwrap();
+    ch.basic_publish("prices.live", "", false, &BasicProperties::default(), b"42")
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ch.basic_get("prices.cache", true).unwrap().is_none() {
+        assert!(Instant::now() < deadline, "prices.live does not route");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn export_holds_transient_queues_and_exchanges_as_rabbitmq_does() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let ch = conn.open_channel().unwrap();
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.exchange_declare("events", "topic", durable).unwrap();
+    ch.exchange_declare("live", "fanout", ExchangeDeclareOptions::default())
+        .unwrap();
+    ch.queue_declare(
+        "kept",
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    ch.queue_declare(
+        "scratch",
+        QueueDeclareOptions {
+            auto_delete: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mine = ch
+        .queue_declare(
+            "",
+            QueueDeclareOptions {
+                exclusive: true,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .queue;
+    ch.queue_bind("kept", "events", "#", FieldTable::new())
+        .unwrap();
+    ch.queue_bind("scratch", "live", "", FieldTable::new())
+        .unwrap();
+    ch.queue_bind(&mine, "events", "mine.#", FieldTable::new())
+        .unwrap();
+    ch.exchange_bind("live", "events", "live.#", FieldTable::new())
+        .unwrap();
+
+    let text = conn.export_definitions().unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let got = normalized(&doc);
+    for line in [
+        "queue \"/\" \"kept\" true false {}",
+        "queue \"/\" \"scratch\" false true {}",
+        "exchange \"/\" \"events\" \"topic\" true false false {}",
+        "exchange \"/\" \"live\" \"fanout\" false false false {}",
+        "binding \"/\" \"events\" \"kept\" \"queue\" \"#\" {}",
+        "binding \"/\" \"live\" \"scratch\" \"queue\" \"\" {}",
+        "binding \"/\" \"events\" \"live\" \"exchange\" \"live.#\" {}",
+    ] {
+        assert!(got.contains(line), "{line} missing from {got:#?}");
+    }
+    // The exclusive queue dies with its connection: neither it nor its binding is in.
+    assert!(!text.contains(&mine), "{text}");
+    assert_eq!(doc["queues"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["bindings"].as_array().unwrap().len(), 3);
+
+    // The file imports whole into a fresh server, which exports it back the same.
+    let second = TestServer::start();
+    let conn2 = admin(&second);
+    let summary = import(&conn2, &text);
+    assert!(not_honoured(&summary).is_empty(), "{summary}");
+    assert_eq!(
+        normalized(&serde_json::from_str(&conn2.export_definitions().unwrap()).unwrap()),
+        got
+    );
+}
+
+/// A document that creates a vhost, replaces `guest` and creates a user, sets
+/// permissions and a policy, declares exchanges and `queues` queues and binds each, so
+/// every section has something applied before its last element.
+fn many_definitions(vhost: &str, queues: usize) -> Value {
+    json!({
+        "vhosts": [{"name": vhost}],
+        "users": [
+            {"name": "guest", "password_hash": "MM/jDpIo7oMwXuXTejIPNc4rC0SdDWMkIeAXsJUe25IPOxA5",
+             "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": ["administrator"]},
+            {"name": "importer-app", "password_hash": "MM/jDpIo7oMwXuXTejIPNc4rC0SdDWMkIeAXsJUe25IPOxA5",
+             "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}
+        ],
+        "permissions": [
+            {"user": "importer-app", "vhost": vhost, "configure": ".*", "write": ".*", "read": ".*"}
+        ],
+        "policies": [
+            {"vhost": vhost, "name": "cap", "pattern": "^q", "apply-to": "queues",
+             "definition": {"max-length": 100}, "priority": 0}
+        ],
+        "exchanges": (0..4).map(|i| json!({"name": format!("x{i}"), "vhost": vhost,
+            "type": "direct", "durable": true, "auto_delete": false, "internal": false,
+            "arguments": {}})).collect::<Vec<_>>(),
+        "queues": (0..queues).map(|i| json!({"name": format!("q{i}"), "vhost": vhost,
+            "durable": true, "auto_delete": false, "arguments": {}})).collect::<Vec<_>>(),
+        "bindings": (0..queues).map(|i| json!({"source": format!("x{}", i % 4),
+            "vhost": vhost, "destination": format!("q{i}"), "destination_type": "queue",
+            "routing_key": format!("k{i}"), "arguments": {}})).collect::<Vec<_>>(),
+    })
+}
+
+/// The entries of a data directory's `queues/`, sorted.
+fn queue_dirs(data_dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir.join("queues"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn an_import_failing_on_its_last_item_changes_nothing() {
+    const QUEUES: usize = 20;
+    // `/` holds one queue already, so the document's last queue is one too many.
+    let server = TestServer::start_with(|c| c.broker.limits.queues_per_vhost_max = QUEUES);
+    let conn = admin(&server);
+    let ch = conn.open_channel().unwrap();
+    ch.queue_declare(
+        "already-here",
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let before = conn.export_definitions().unwrap();
+    let dirs = queue_dirs(&server.dir.path().join("data"));
+
+    // The last queue passes --max-queues-per-vhost.
+    let mut over_limit = many_definitions("/", QUEUES);
+    over_limit["vhosts"] = json!([{"name": "/"}, {"name": "fresh"}]);
+    // The last binding's arguments are refused by its source, a built-in exchange.
+    let mut bad_binding = many_definitions("fresh", QUEUES - 1);
+    bad_binding["bindings"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"source": "amq.headers",
+        "vhost": "fresh", "destination": "q0", "destination_type": "queue",
+        "routing_key": "", "arguments": {"x-match": "sometimes"}}));
+    // The last permission names a user that exists nowhere.
+    let mut unknown_user = many_definitions("fresh", QUEUES - 1);
+    unknown_user["permissions"].as_array_mut().unwrap().push(
+        json!({"user": "nobody", "vhost": "fresh", "configure": "", "write": "", "read": ""}),
+    );
+    let last_queue = format!("queues[{}] (vhost '/', name 'q{}')", QUEUES - 1, QUEUES - 1);
+    let last_binding = format!(
+        "bindings[{}] (vhost 'fresh', source 'amq.headers'",
+        QUEUES - 1
+    );
+    for (doc, code, names) in [
+        (over_limit, 406, last_queue.as_str()),
+        (bad_binding, 406, last_binding.as_str()),
+        (
+            unknown_user,
+            404,
+            "permissions[1] (user 'nobody', vhost 'fresh')",
+        ),
+    ] {
+        let (got, text) = import_err(&conn, &doc.to_string());
+        assert_eq!(conn.export_definitions().unwrap(), before, "after: {text}");
+        assert_eq!(queue_dirs(&server.dir.path().join("data")), dirs, "{text}");
+        assert_eq!(got, code, "{text}");
+        assert!(
+            text.contains(names) && text.ends_with("; nothing was imported"),
+            "{text}"
+        );
+    }
+    // `guest` kept its password: a new connection logs in with it.
+    admin(&server);
+}
+
+/// Runs `prlimit` on a process (util-linux).
+fn prlimit(pid: u32, nofile: &str) {
+    let status = std::process::Command::new("prlimit")
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg(format!("--nofile={nofile}"))
+        .status()
+        .expect("prlimit (util-linux) runs");
+    assert!(status.success(), "prlimit --nofile={nofile} failed");
+}
+
+#[test]
+fn an_import_that_runs_out_of_file_descriptors_changes_nothing() {
+    // The open-files limit is lowered under the running server to what it has open (its
+    // file budget was split from the limit it started with), so the OS refuses the
+    // descriptors the queues' stores need. A store holds no descriptor once made, so
+    // this cannot stop half-way any more; an_import_failing_on_its_last_item_changes_nothing
+    // covers a refusal after part of the file was prepared.
+    const QUEUES: usize = 200;
+    // Below what is open now (short-lived descriptors, such as the memory alarm's
+    // `/proc` readings, come and go): no new descriptor can be had.
+    const FILES_BELOW_OPEN: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = common::ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let before = conn.export_definitions().unwrap();
+    let dirs = queue_dirs(&data);
+    let pid = server.child.id();
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let hard = std::fs::read_to_string(format!("/proc/{pid}/limits"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .unwrap();
+    prlimit(
+        pid,
+        &format!("{}:{hard}", open.saturating_sub(FILES_BELOW_OPEN)),
+    );
+
+    let doc = many_definitions("/", QUEUES).to_string();
+    let (code, text) = import_err(&conn, &doc);
+    prlimit(pid, &format!("{hard}:{hard}"));
+    // Out of descriptors is a channel error (406), not 541: the connection goes on.
+    assert!(conn.is_open(), "{text}");
+    assert_eq!(conn.export_definitions().unwrap(), before, "after: {text}");
+    assert_eq!(code, 406, "{text}");
+    assert!(
+        text.contains("file descriptor limit reached")
+            && text.contains("Too many open files")
+            && text.ends_with("; nothing was imported"),
+        "{text}"
+    );
+    // Removing a store's directory needs a descriptor too: one the OS refused is an
+    // orphan that the next start removes.
+    server.kill9();
+    let server = common::ServerProcess::start(&data, &[]);
+    assert_eq!(queue_dirs(&data), dirs, "the stores made were removed");
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    assert_eq!(conn.export_definitions().unwrap(), before);
+    // With files enough, the same document imports whole.
+    let summary = import(&conn, &doc);
+    assert_eq!(summary["created"]["queues"], QUEUES, "{summary}");
+    server.kill9();
+}
+
+#[test]
+fn a_crash_during_a_big_import_leaves_all_of_it_or_nothing_after_restart() {
+    const QUEUES: usize = 400;
+    let mut doc = many_definitions("big", QUEUES);
+    // `guest` keeps its password, so each restart is looked at the same way.
+    doc["users"].as_array_mut().unwrap().remove(0);
+    let doc = doc.to_string();
+    let dir = tempfile::tempdir().unwrap();
+
+    // The reference: the whole import, then kill -9: it is all there after the restart.
+    let data = dir.path().join("whole");
+    let server = common::ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let before = normalized(&serde_json::from_str(&conn.export_definitions().unwrap()).unwrap());
+    import(&conn, &doc);
+    let after = normalized(&serde_json::from_str(&conn.export_definitions().unwrap()).unwrap());
+    server.kill9();
+    let server = common::ServerProcess::start(&data, &[]);
+    let conn = Connection::connect(&server.addr_string()).unwrap();
+    let restarted = |conn: &Connection| {
+        normalized(&serde_json::from_str(&conn.export_definitions().unwrap()).unwrap())
+    };
+    assert_eq!(
+        restarted(&conn),
+        after,
+        "a finished import survives kill -9"
+    );
+    server.kill9();
+
+    // kill -9 at points of the import: when half of its stores are made, all of them (the
+    // commit is near), and once `meta.db-wal` grows (the commit is being written or done;
+    // nothing else writes `meta.db` meanwhile).
+    let wal_len =
+        |data: &std::path::Path| std::fs::metadata(data.join("meta.db-wal")).map_or(0, |m| m.len());
+    for (round, stores, wal) in [(1, QUEUES / 2, false), (2, QUEUES, false), (3, 0, true)] {
+        let data = dir.path().join(format!("round{round}"));
+        let server = common::ServerProcess::start(&data, &[]);
+        let wal_before = wal_len(&data);
+        let addr = server.addr_string();
+        let doc = doc.clone();
+        let importer = std::thread::spawn(move || {
+            let conn = Connection::connect(&addr).unwrap();
+            conn.import_definitions(&doc).is_ok()
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let reached = || match wal {
+            true => wal_len(&data) > wal_before,
+            false => queue_dirs(&data).len() >= stores,
+        };
+        while !reached() && !importer.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the import did not get there"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        server.kill9();
+        let finished = importer.join().unwrap();
+        let server = common::ServerProcess::start(&data, &[]);
+        let conn = Connection::connect(&server.addr_string()).unwrap();
+        let got = restarted(&conn);
+        if finished {
+            assert_eq!(got, after, "round {round}: an answered import is all there");
+        } else {
+            assert!(
+                got == before || got == after,
+                "round {round}: after the restart neither before nor after the import:\n\
+                 only now: {:#?}\nmissing: {:#?}",
+                got.difference(&after).collect::<Vec<_>>(),
+                after.difference(&got).collect::<Vec<_>>()
+            );
+        }
+        if got == before {
+            assert!(
+                queue_dirs(&data).is_empty(),
+                "round {round}: orphan stores stay"
+            );
+        }
+        println!(
+            "round {round}: after the restart {} of the import",
+            if got == before { "nothing" } else { "all" }
+        );
+        server.kill9();
+    }
 }

@@ -449,25 +449,34 @@ impl Broker {
         if name.is_empty() {
             return Err(BrokerError::precondition("vhost name must not be empty"));
         }
-        let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.vhosts_for_change();
         if map.contains_key(name) {
             return Ok(());
         }
         if let Some(d) = &self.durability {
             d.meta("vhost", |m| m.put_vhost(name))?;
         }
-        let durability = self.durability.clone();
-        map.insert(
-            name.to_string(),
-            Arc::new(
-                VirtualHost::new(name, durability)
-                    .with_queue_memory_bytes(self.config.queue_memory_bytes)
-                    .with_consumer_timeout_ms(self.config.consumer_timeout_ms)
-                    .with_limits(Arc::clone(&self.limits))
-                    .with_counters(Arc::clone(&self.counters)),
-            ),
-        );
+        map.insert(name.to_string(), Arc::new(self.new_vhost(name)));
         Ok(())
+    }
+
+    /// A vhost named `name` with this broker's settings, limits, counters and storage, not
+    /// yet in the vhost map (the caller stores it and inserts it).
+    pub(crate) fn new_vhost(&self, name: &str) -> VirtualHost {
+        VirtualHost::new(name, self.durability.clone())
+            .with_queue_memory_bytes(self.config.queue_memory_bytes)
+            .with_consumer_timeout_ms(self.config.consumer_timeout_ms)
+            .with_limits(Arc::clone(&self.limits))
+            .with_counters(Arc::clone(&self.counters))
+    }
+
+    /// The vhost map, locked for a change (vhost creation and deletion, a definitions
+    /// import's commit). Lock order: any vhost's changes lock before this one; nothing
+    /// that holds it takes a changes lock.
+    pub(crate) fn vhosts_for_change(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<VirtualHost>>> {
+        self.vhosts.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Deletes a vhost and everything in it; its connections are closed with 320
@@ -485,7 +494,7 @@ impl Broker {
             ));
         }
         let vh = {
-            let mut map = self.vhosts.write().unwrap_or_else(|e| e.into_inner());
+            let mut map = self.vhosts_for_change();
             if !map.contains_key(name) {
                 return Err(BrokerError::not_found(format!("no vhost '{name}'")));
             }

@@ -11,9 +11,14 @@
 //! the handles without it).
 
 use crate::broker::message::Message;
+use crate::error::{BrokerError, ReplyCode};
 use crate::storage::compactor::Compactor;
+use crate::storage::durability::Durability;
 use crate::storage::flusher::{Flusher, FsyncMode, SyncSource};
-use crate::storage::{MessageData, QueueStore, RecordRef, StorageFile, StoreStats};
+use crate::storage::meta::new_queue_id;
+use crate::storage::{
+    MessageData, QueueStore, RecordRef, StorageError, StorageFile, StoreStats,
+};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -103,6 +108,48 @@ impl QueueStorage {
             failed,
             flusher,
         }
+    }
+
+    /// Creates the store of a new durable queue named `queue`: a new id from
+    /// [`new_queue_id`], its directory `queues/<id>/` with an empty segment, ack log and
+    /// `queue_stat`. Returns the id, which the caller stores in `meta.db` afterwards (files
+    /// first: a crash before that commit leaves an orphan directory that the next start
+    /// removes; the reverse could leave a stored queue without files).
+    ///
+    /// # Errors
+    /// 541 INTERNAL_ERROR naming the queue and the I/O error (a full disk, too many open
+    /// files: each store holds two); what was created is removed then.
+    pub fn create(
+        durability: &Durability,
+        queue: &str,
+    ) -> Result<(String, QueueStorage), BrokerError> {
+        let id = new_queue_id();
+        let opened = QueueStore::open(
+            Arc::clone(durability.backend()),
+            durability.queue_dir(&id),
+            durability.store_config(),
+        );
+        match opened {
+            Ok((store, _, _)) => Ok((
+                id,
+                QueueStorage::new(
+                    store,
+                    Arc::clone(durability.flusher()),
+                    Some(durability.compactor().clone()),
+                ),
+            )),
+            Err(e) => {
+                durability.remove_queue_dir(&id);
+                Err(store_creation_error(queue, &e))
+            }
+        }
+    }
+
+    /// Closes the files of a store that was created but never committed to `meta.db` and
+    /// removes its directory (an import that failed or did not need it).
+    pub fn discard(self, durability: &Durability, id: &str) {
+        drop(self);
+        durability.remove_queue_dir(id);
     }
 
     /// Hands the store to the flusher after a write without a waiter (an ack-log entry).
@@ -224,5 +271,52 @@ impl QueueStorage {
             m.properties,
             m.body,
         ))
+    }
+}
+
+/// The error a declare gets when its queue's store cannot be created: running out of file
+/// descriptors (the store's budget, or the OS's limit) is a channel error, 406 with
+/// RabbitMQ's limit wording, so the client's other channels and connections go on; any
+/// other failure is 541 INTERNAL_ERROR, as RabbitMQ answers a failed queue start.
+fn store_creation_error(name: &str, e: &StorageError) -> BrokerError {
+    if e.is_out_of_files() {
+        log::warn!("cannot declare queue '{name}': no file descriptor for its files: {e}");
+        return BrokerError::precondition(format!(
+            "cannot declare queue '{name}': file descriptor limit reached ({e})"
+        ));
+    }
+    BrokerError::new(
+        ReplyCode::InternalError,
+        format!("cannot create the store of queue '{name}': {e}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_at_declare_is_a_channel_error() {
+        let emfile = StorageError::io("/d/q", std::io::Error::from_raw_os_error(24));
+        let e = store_creation_error("q", &emfile);
+        assert_eq!(e.code, ReplyCode::PreconditionFailed);
+        assert!(
+            e.text.contains("file descriptor limit reached"),
+            "{}",
+            e.text
+        );
+        let budget = StorageError::io(
+            "/d/q",
+            std::io::Error::other(crate::storage::file_budget::FilesExhausted { limit: 45 }),
+        );
+        assert_eq!(
+            store_creation_error("q", &budget).code,
+            ReplyCode::PreconditionFailed
+        );
+        let disk = StorageError::io("/d/q", std::io::Error::from_raw_os_error(28));
+        assert_eq!(
+            store_creation_error("q", &disk).code,
+            ReplyCode::InternalError
+        );
     }
 }

@@ -21,8 +21,8 @@ use crate::error::{BrokerError, ReplyCode};
 use crate::limits::LiveLimits;
 use crate::metrics::{EventCounters, VhostCounters};
 use crate::storage::durability::Durability;
-use crate::storage::meta::{new_queue_id, BindingDef, ExchangeDef, MetaStore, QueueDef};
-use crate::storage::{QueueStore, StorageError};
+use crate::storage::meta::{BindingDef, ExchangeDef, MetaStore, QueueDef};
+use crate::storage::StorageError;
 use crate::types::{FieldTable, FieldValue};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
@@ -332,7 +332,55 @@ pub(crate) fn queue_equivalence(
     )
 }
 
-fn default_exchange_refused() -> BrokerError {
+/// RabbitMQ's vhost limit `max-queues` reached (`--max-queues-per-vhost`), in its wording:
+/// 406 PRECONDITION_FAILED naming the queue `name` that would pass it and the limit `max`.
+pub(crate) fn queue_limit_reached(name: &str, vhost: &str, max: usize) -> BrokerError {
+    BrokerError::precondition(format!(
+        "cannot declare queue '{name}': queue limit in vhost '{vhost}' ({max}) is reached"
+    ))
+}
+
+/// As [`queue_limit_reached`] for exchanges (`--max-exchanges-per-vhost`).
+pub(crate) fn exchange_limit_reached(name: &str, vhost: &str, max: usize) -> BrokerError {
+    BrokerError::precondition(format!(
+        "cannot declare exchange '{name}': exchange limit in vhost '{vhost}' ({max}) is reached"
+    ))
+}
+
+/// The checks of `exchange.declare` in `vhost` that do not depend on what exists: the name
+/// (not the default exchange, at most `name_bytes_max` bytes: `--max-name-bytes`), the
+/// type, an `alternate-exchange` argument that is a string (RabbitMQ's checks). Returns
+/// the type.
+///
+/// # Errors
+/// 403 for the default exchange; 406 for a name too long or a bad `alternate-exchange`;
+/// 503 COMMAND_INVALID for an unknown type.
+pub(crate) fn check_exchange_spec(
+    spec: &ExchangeSpec,
+    vhost: &str,
+    name_bytes_max: usize,
+) -> Result<ExchangeKind, BrokerError> {
+    let name = spec.name.as_str();
+    if name.is_empty() {
+        return Err(default_exchange_refused());
+    }
+    check_name_bytes("exchange name", name, name_bytes_max)?;
+    let kind = ExchangeKind::parse(&spec.kind)?;
+    if let Some(ae) = spec.arguments.get("alternate-exchange") {
+        if ae.as_str().is_none() {
+            return Err(BrokerError::precondition(format!(
+                "invalid arg 'alternate-exchange' for exchange '{name}' in vhost '{vhost}': \
+                 {} is not a string",
+                ae.to_json()
+            )));
+        }
+    }
+    Ok(kind)
+}
+
+/// 403 ACCESS_REFUSED for an operation on the default exchange (binding to or from it,
+/// declaring it), RabbitMQ's text.
+pub(crate) fn default_exchange_refused() -> BrokerError {
     BrokerError::access_refused("operation not permitted on the default exchange")
 }
 
@@ -505,6 +553,41 @@ impl VirtualHost {
         Ok(q)
     }
 
+    /// Queues in the vhost (what `--max-queues-per-vhost` counts).
+    pub fn queue_count(&self) -> usize {
+        self.queues().len()
+    }
+
+    /// Exchanges declared in the vhost: the default and `amq.*` ones do not count (what
+    /// `--max-exchanges-per-vhost` counts).
+    pub fn declared_exchange_count(&self) -> usize {
+        self.exchanges().len().saturating_sub(BUILTIN_EXCHANGES)
+    }
+
+    /// Whether one more queue, `name`, fits under `--max-queues-per-vhost`.
+    ///
+    /// # Errors
+    /// As [`queue_limit_reached`].
+    fn check_queue_limit(&self, name: &str) -> Result<(), BrokerError> {
+        let max = self.limits.queues_per_vhost_max();
+        if self.queue_count() >= max {
+            return Err(queue_limit_reached(name, &self.name, max));
+        }
+        Ok(())
+    }
+
+    /// Whether one more exchange, `name`, fits under `--max-exchanges-per-vhost`.
+    ///
+    /// # Errors
+    /// As [`exchange_limit_reached`].
+    fn check_exchange_limit(&self, name: &str) -> Result<(), BrokerError> {
+        let max = self.limits.exchanges_per_vhost_max();
+        if self.declared_exchange_count() >= max {
+            return Err(exchange_limit_reached(name, &self.name, max));
+        }
+        Ok(())
+    }
+
     /// All exchanges.
     pub fn all_exchanges(&self) -> Vec<Arc<Exchange>> {
         self.exchanges().values().cloned().collect()
@@ -534,18 +617,7 @@ impl VirtualHost {
                 None => Err(self.no_exchange(name)),
             };
         }
-        check_name_bytes("exchange name", name, self.limits.name_bytes_max())?;
-        let kind = ExchangeKind::parse(&spec.kind)?;
-        if let Some(ae) = spec.arguments.get("alternate-exchange") {
-            if ae.as_str().is_none() {
-                return Err(BrokerError::precondition(format!(
-                    "invalid arg 'alternate-exchange' for exchange '{name}' in vhost '{}': \
-                     {} is not a string",
-                    self.name,
-                    ae.to_json()
-                )));
-            }
-        }
+        let kind = check_exchange_spec(spec, &self.name, self.limits.name_bytes_max())?;
         let _changes = self.changes();
         let existing = self.exchange(name);
         // RabbitMQ checks the reserved prefix only when creating: an equivalent redeclare
@@ -575,13 +647,7 @@ impl VirtualHost {
                 (&spec.arguments, &e.arguments, None),
             );
         }
-        let max = self.limits.exchanges_per_vhost_max();
-        if self.exchanges().len().saturating_sub(BUILTIN_EXCHANGES) >= max {
-            return Err(BrokerError::precondition(format!(
-                "cannot declare exchange '{name}': exchange limit in vhost '{}' ({max}) is reached",
-                self.name
-            )));
-        }
+        self.check_exchange_limit(name)?;
         if spec.durable {
             self.persist("exchange", |m| {
                 m.put_exchange(&ExchangeDef {
@@ -605,7 +671,7 @@ impl VirtualHost {
         Ok(())
     }
 
-    /// Adds an exchange to the map (declare and recovery).
+    /// Adds an exchange to the map (declare, import and recovery).
     pub(crate) fn insert_exchange(&self, e: Exchange) {
         self.exchanges_mut()
             .insert(Arc::clone(&e.name), Arc::new(e));
@@ -886,26 +952,16 @@ impl VirtualHost {
             )?;
             return Ok(declared(&q));
         }
-        // RabbitMQ's vhost limit `max-queues`, with its wording; only new queues count.
-        let max = self.limits.queues_per_vhost_max();
-        if self.queues().len() >= max {
-            return Err(BrokerError::precondition(format!(
-                "cannot declare queue '{name}': queue limit in vhost '{}' ({max}) is reached",
-                self.name
-            )));
-        }
+        // Only new queues count.
+        self.check_queue_limit(&name)?;
         let owner = spec.exclusive.then_some(connection_id);
         // Exclusive queues die with their connection, so they are never stored (RabbitMQ
         // deletes them at recovery anyway).
         let stored = match (&self.durability, spec.durable && !spec.exclusive) {
             (Some(d), true) => {
-                let id = new_queue_id();
-                // Files first: a crash before the commit leaves an orphan directory that
-                // the next start removes; the reverse could leave a queue without files.
-                let (store, _, _) =
-                    QueueStore::open(Arc::clone(d.backend()), d.queue_dir(&id), d.store_config())
-                        .map_err(|e| store_creation_error(&name, &e))?;
-                self.persist("queue", |m| {
+                // Files first (`QueueStorage::create`), then the commit.
+                let (id, storage) = QueueStorage::create(d, &name)?;
+                let committed = self.persist("queue", |m| {
                     m.put_queue(&QueueDef {
                         vhost: self.name.to_string(),
                         name: name.clone(),
@@ -913,28 +969,16 @@ impl VirtualHost {
                         auto_delete: spec.auto_delete,
                         arguments: spec.arguments.clone(),
                     })
-                })?;
-                Some((
-                    id,
-                    QueueStorage::new(store, Arc::clone(d.flusher()), Some(d.compactor().clone())),
-                ))
+                });
+                if let Err(e) = committed {
+                    storage.discard(d, &id);
+                    return Err(e);
+                }
+                Some((id, storage))
             }
             _ => None,
         };
-        let mut q = Queue::new(
-            Arc::from(name.as_str()),
-            spec.durable,
-            spec.exclusive,
-            spec.auto_delete,
-            owner,
-            spec.arguments.clone(),
-        );
-        q.memory_bytes_max = self.queue_memory_bytes;
-        q.resolve_consumer_timeout(self.consumer_timeout_ms);
-        if let Some((id, storage)) = stored {
-            q.storage_id = Some(id);
-            q.storage = Some(storage);
-        }
+        let q = self.new_queue(&name, spec, owner, stored);
         // Under the changes lock, so a policy set meanwhile is either seen here or
         // re-evaluates this queue after it is in the map.
         self.apply_policies(&q);
@@ -946,7 +990,8 @@ impl VirtualHost {
         })
     }
 
-    /// Re-adds a stored binding at recovery; false when an end is missing.
+    /// Adds a binding without committing it (a stored binding at recovery; an imported one,
+    /// committed with the rest of the import); false when an end is missing.
     pub(crate) fn restore_binding(
         &self,
         source: &str,
@@ -971,7 +1016,35 @@ impl VirtualHost {
         }
     }
 
-    /// Adds a queue to the map (declare and recovery).
+    /// A queue of this vhost as `spec` declares it (named `name`), not yet in the map:
+    /// the vhost's memory budget and consumer timeout, `stored` its store and the store's
+    /// id when it is a stored queue. Callers give it its policy ([`VirtualHost::apply_policies`])
+    /// and insert it ([`VirtualHost::insert_queue`]) under the changes lock.
+    pub(crate) fn new_queue(
+        &self,
+        name: &str,
+        spec: &QueueSpec,
+        owner: Option<u64>,
+        stored: Option<(String, QueueStorage)>,
+    ) -> Queue {
+        let mut q = Queue::new(
+            Arc::from(name),
+            spec.durable,
+            spec.exclusive,
+            spec.auto_delete,
+            owner,
+            spec.arguments.clone(),
+        );
+        q.memory_bytes_max = self.queue_memory_bytes;
+        q.resolve_consumer_timeout(self.consumer_timeout_ms);
+        if let Some((id, storage)) = stored {
+            q.storage_id = Some(id);
+            q.storage = Some(storage);
+        }
+        q
+    }
+
+    /// Adds a queue to the map (declare, import and recovery).
     pub(crate) fn insert_queue(&self, q: Queue) {
         self.queues_mut().insert(Arc::clone(&q.name), Arc::new(q));
     }
@@ -1215,53 +1288,5 @@ pub fn notify_cancelled(consumers: &[Arc<Consumer>], reason: CancelReason) {
         if !c.channel.is_closed() {
             c.channel.sink.cancel(&c.channel, &c.tag, reason);
         }
-    }
-}
-
-/// The error a declare gets when its queue's store cannot be created: running out of file
-/// descriptors (the store's budget, or the OS's limit) is a channel error, 406 with
-/// RabbitMQ's limit wording, so the client's other channels and connections go on; any
-/// other failure is 541 INTERNAL_ERROR, as RabbitMQ answers a failed queue start.
-fn store_creation_error(name: &str, e: &crate::storage::StorageError) -> BrokerError {
-    if e.is_out_of_files() {
-        log::warn!("cannot declare queue '{name}': no file descriptor for its files: {e}");
-        return BrokerError::precondition(format!(
-            "cannot declare queue '{name}': file descriptor limit reached ({e})"
-        ));
-    }
-    BrokerError::new(
-        ReplyCode::InternalError,
-        format!("cannot create the store of queue '{name}': {e}"),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::storage::StorageError;
-
-    #[test]
-    fn running_out_of_descriptors_at_declare_is_a_channel_error() {
-        let emfile = StorageError::io("/d/q", std::io::Error::from_raw_os_error(24));
-        let e = store_creation_error("q", &emfile);
-        assert_eq!(e.code, ReplyCode::PreconditionFailed);
-        assert!(
-            e.text.contains("file descriptor limit reached"),
-            "{}",
-            e.text
-        );
-        let budget = StorageError::io(
-            "/d/q",
-            std::io::Error::other(crate::storage::file_budget::FilesExhausted { limit: 45 }),
-        );
-        assert_eq!(
-            store_creation_error("q", &budget).code,
-            ReplyCode::PreconditionFailed
-        );
-        let disk = StorageError::io("/d/q", std::io::Error::from_raw_os_error(28));
-        assert_eq!(
-            store_creation_error("q", &disk).code,
-            ReplyCode::InternalError
-        );
     }
 }

@@ -78,6 +78,29 @@ impl VirtualHost {
         Ok(())
     }
 
+    /// Sets (adds or replaces) `policies` together, without committing them (a definitions
+    /// import commits them with the rest of the file), and gives every queue whose winning
+    /// policy changed its new settings. The caller holds the changes lock
+    /// ([`VirtualHost::changes`]) and has checked [`POLICIES_PER_VHOST_MAX`]; it passes
+    /// what this returns (what lowered length limits dropped) to
+    /// [`VirtualHost::dead_letter_dropped`] once it released that lock.
+    pub(crate) fn install_policies(
+        &self,
+        policies: Vec<Policy>,
+    ) -> Vec<(Arc<Queue>, Vec<Leaving>)> {
+        if policies.is_empty() {
+            return Vec::new();
+        }
+        {
+            let mut list = self.policy_list();
+            for policy in policies {
+                list.retain(|p| p.def.name != policy.def.name);
+                list.push(Arc::new(policy));
+            }
+        }
+        self.reevaluate_queues()
+    }
+
     /// Clears a policy; the queues it applied to fall back to the next matching policy or
     /// their arguments alone (RabbitMQ's `clear_policy`).
     ///
@@ -126,7 +149,7 @@ impl VirtualHost {
     }
 
     /// Dead-letters (reason `maxlen`) what a lowered length limit dropped; no lock held.
-    fn dead_letter_dropped(&self, dropped: Vec<(Arc<Queue>, Vec<Leaving>)>) {
+    pub(crate) fn dead_letter_dropped(&self, dropped: Vec<(Arc<Queue>, Vec<Leaving>)>) {
         for (q, leaving) in dropped {
             dead_lettering::run(self, jobs(&q, leaving, "maxlen"));
             q.dispatch();

@@ -138,7 +138,9 @@ impl Durability {
     }
 }
 
-/// Deletes every entry of `queues_dir` that is not the directory of a known queue id.
+/// Deletes every entry of `queues_dir` that is not the directory of a known queue id: one
+/// warning with their count (a crash during a definitions import can leave thousands),
+/// each path at debug.
 fn remove_orphans(
     backend: &dyn Backend,
     queues_dir: &Path,
@@ -147,6 +149,7 @@ fn remove_orphans(
     let entries = backend
         .list_dir(queues_dir)
         .map_err(|e| StorageError::io(queues_dir, e))?;
+    let mut removed = 0usize;
     for entry in entries {
         let path = if entry.is_absolute() {
             entry.clone()
@@ -160,14 +163,19 @@ fn remove_orphans(
         if is_valid_queue_id(&name) && known.contains(&name) {
             continue;
         }
-        log::warn!(
-            "removing {}: no queue in meta.db owns it (left by a crash during a queue deletion)",
-            path.display()
-        );
+        log::debug!("removing {}: no queue in meta.db owns it", path.display());
         backend
             .remove_dir_all(&path)
             .or_else(|_| backend.remove_file(&path))
             .map_err(|e| StorageError::io(&path, e))?;
+        removed += 1;
+    }
+    if removed > 0 {
+        log::warn!(
+            "removed {removed} entries of {} that no queue in meta.db owns (left by a crash \
+             while queues were created or deleted, a definitions import included)",
+            queues_dir.display()
+        );
     }
     Ok(())
 }

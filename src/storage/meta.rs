@@ -2,7 +2,8 @@
 //! and the bindings between durable ends, in SQLite (ARCHITECTURE.md §5).
 //!
 //! Every write is one transaction, committed before the method returns, with WAL and
-//! `synchronous = FULL`: a declare the client was told about survives a power loss. Names
+//! `synchronous = FULL`: a declare the client was told about survives a power loss. A
+//! definitions import writes its whole file in one (`meta_batch.rs`). Names
 //! (arbitrary UTF-8 up to 255 bytes, including `/`, `..`, quotes) only ever travel as bound
 //! parameters, never as SQL text. A durable queue's messages live under `queues/<id>/`,
 //! where `<id>` comes from [`new_queue_id`], never from the queue's name.
@@ -451,13 +452,7 @@ impl MetaStore {
     /// # Errors
     /// [`StorageError::Meta`] when SQLite fails.
     pub fn put_vhost(&self, name: &str) -> Result<(), StorageError> {
-        self.write("put_vhost", |tx| {
-            tx.execute(
-                "INSERT INTO vhosts (name) VALUES (?1) ON CONFLICT (name) DO NOTHING",
-                params![name],
-            )?;
-            Ok(())
-        })
+        self.write("put_vhost", |tx| insert_vhost(tx, name))
     }
 
     /// Deletes a vhost with its exchanges, queues and bindings, in one transaction. Deleting
@@ -492,25 +487,7 @@ impl MetaStore {
     /// # Errors
     /// [`StorageError::Meta`] when the vhost is not stored or SQLite fails.
     pub fn put_exchange(&self, def: &ExchangeDef) -> Result<(), StorageError> {
-        let args = encode_arguments(&def.arguments);
-        self.write_in_vhost("put_exchange", &def.vhost, |tx| {
-            tx.execute(
-                "INSERT INTO exchanges (vhost, name, kind, auto_delete, internal, arguments)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (vhost, name) DO UPDATE SET kind = excluded.kind,
-                     auto_delete = excluded.auto_delete, internal = excluded.internal,
-                     arguments = excluded.arguments",
-                params![
-                    def.vhost,
-                    def.name,
-                    def.kind,
-                    def.auto_delete,
-                    def.internal,
-                    args
-                ],
-            )?;
-            Ok(())
-        })
+        self.write_in_vhost("put_exchange", &def.vhost, |tx| upsert_exchange(tx, def))
     }
 
     /// Deletes an exchange and every binding from or to it, in one transaction. Deleting an
@@ -546,17 +523,7 @@ impl MetaStore {
                 def.id, def.name
             )));
         }
-        let args = encode_arguments(&def.arguments);
-        self.write_in_vhost("put_queue", &def.vhost, |tx| {
-            tx.execute(
-                "INSERT INTO queues (vhost, name, id, auto_delete, arguments)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (vhost, name) DO UPDATE SET id = excluded.id,
-                     auto_delete = excluded.auto_delete, arguments = excluded.arguments",
-                params![def.vhost, def.name, def.id, def.auto_delete, args],
-            )?;
-            Ok(())
-        })
+        self.write_in_vhost("put_queue", &def.vhost, |tx| upsert_queue(tx, def))
     }
 
     /// Deletes a queue and every binding to it, in one transaction.
@@ -594,24 +561,7 @@ impl MetaStore {
     /// # Errors
     /// [`StorageError::Meta`] when the vhost is not stored or SQLite fails.
     pub fn put_binding(&self, def: &BindingDef) -> Result<(), StorageError> {
-        let args = encode_arguments(&def.arguments);
-        self.write_in_vhost("put_binding", &def.vhost, |tx| {
-            tx.execute(
-                "INSERT INTO bindings
-                     (vhost, source, destination, destination_is_exchange, routing_key, arguments)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT DO NOTHING",
-                params![
-                    def.vhost,
-                    def.source,
-                    def.destination,
-                    def.destination_is_exchange,
-                    def.routing_key,
-                    args
-                ],
-            )?;
-            Ok(())
-        })
+        self.write_in_vhost("put_binding", &def.vhost, |tx| insert_binding(tx, def))
     }
 
     /// Deletes a binding (matched on every field); deleting an absent one succeeds.
@@ -788,7 +738,76 @@ pub fn is_valid_queue_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn encode_arguments(arguments: &FieldTable) -> Vec<u8> {
+/// Stores a vhost in `tx`; a stored one stays as it is.
+pub(super) fn insert_vhost(tx: &Transaction<'_>, name: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO vhosts (name) VALUES (?1) ON CONFLICT (name) DO NOTHING",
+        params![name],
+    )?;
+    Ok(())
+}
+
+/// Stores an exchange in `tx`, replacing a stored one of the same vhost and name.
+pub(super) fn upsert_exchange(tx: &Transaction<'_>, def: &ExchangeDef) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO exchanges (vhost, name, kind, auto_delete, internal, arguments)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (vhost, name) DO UPDATE SET kind = excluded.kind,
+             auto_delete = excluded.auto_delete, internal = excluded.internal,
+             arguments = excluded.arguments",
+        params![
+            def.vhost,
+            def.name,
+            def.kind,
+            def.auto_delete,
+            def.internal,
+            encode_arguments(&def.arguments)
+        ],
+    )?;
+    Ok(())
+}
+
+/// Stores a queue in `tx`, replacing a stored one of the same vhost and name (its id is
+/// checked by the caller).
+pub(super) fn upsert_queue(tx: &Transaction<'_>, def: &QueueDef) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO queues (vhost, name, id, auto_delete, arguments)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (vhost, name) DO UPDATE SET id = excluded.id,
+             auto_delete = excluded.auto_delete, arguments = excluded.arguments",
+        params![
+            def.vhost,
+            def.name,
+            def.id,
+            def.auto_delete,
+            encode_arguments(&def.arguments)
+        ],
+    )?;
+    Ok(())
+}
+
+/// Stores a binding in `tx`; storing it again is a no-op.
+pub(super) fn insert_binding(tx: &Transaction<'_>, def: &BindingDef) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO bindings
+             (vhost, source, destination, destination_is_exchange, routing_key, arguments)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT DO NOTHING",
+        params![
+            def.vhost,
+            def.source,
+            def.destination,
+            def.destination_is_exchange,
+            def.routing_key,
+            encode_arguments(&def.arguments)
+        ],
+    )?;
+    Ok(())
+}
+
+/// A field table in the wire form `meta.db` stores (`u32` byte length, then entries):
+/// equal tables give equal bytes, so it also serves as a binding's identity.
+pub(crate) fn encode_arguments(arguments: &FieldTable) -> Vec<u8> {
     let mut out = Vec::new();
     encode_table(&mut out, arguments);
     out

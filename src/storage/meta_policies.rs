@@ -41,30 +41,33 @@ pub(crate) fn load_policies(tx: &Transaction<'_>) -> rusqlite::Result<Vec<Policy
     rows.collect()
 }
 
+/// Stores a policy in `tx`, replacing one of the same vhost and name.
+pub(crate) fn upsert_policy(tx: &Transaction<'_>, p: &PolicyRow) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO policies (vhost, name, pattern, apply_to, priority, definition)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (vhost, name) DO UPDATE SET pattern = excluded.pattern,
+             apply_to = excluded.apply_to, priority = excluded.priority,
+             definition = excluded.definition",
+        params![
+            p.vhost,
+            p.name,
+            p.pattern,
+            p.apply_to,
+            p.priority,
+            p.definition
+        ],
+    )?;
+    Ok(())
+}
+
 impl MetaStore {
     /// Stores a policy, replacing one of the same vhost and name.
     ///
     /// # Errors
     /// [`StorageError::Meta`] when the vhost is not stored or SQLite fails.
     pub fn put_policy(&self, p: &PolicyRow) -> Result<(), StorageError> {
-        self.write_in_vhost("put_policy", &p.vhost, |tx| {
-            tx.execute(
-                "INSERT INTO policies (vhost, name, pattern, apply_to, priority, definition)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (vhost, name) DO UPDATE SET pattern = excluded.pattern,
-                     apply_to = excluded.apply_to, priority = excluded.priority,
-                     definition = excluded.definition",
-                params![
-                    p.vhost,
-                    p.name,
-                    p.pattern,
-                    p.apply_to,
-                    p.priority,
-                    p.definition
-                ],
-            )?;
-            Ok(())
-        })
+        self.write_in_vhost("put_policy", &p.vhost, |tx| upsert_policy(tx, p))
     }
 
     /// Deletes a policy; returns whether it existed.

@@ -153,7 +153,8 @@ impl MetaStore {
     }
 }
 
-fn insert_user(tx: &rusqlite::Transaction<'_>, u: &UserDef) -> rusqlite::Result<()> {
+/// Stores a user in `tx`, replacing one of the same name (its permissions stay).
+pub(super) fn insert_user(tx: &rusqlite::Transaction<'_>, u: &UserDef) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO users (name, hash_algorithm, password_hash, tags) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (name) DO UPDATE SET hash_algorithm = excluded.hash_algorithm,
@@ -163,7 +164,11 @@ fn insert_user(tx: &rusqlite::Transaction<'_>, u: &UserDef) -> rusqlite::Result<
     Ok(())
 }
 
-fn insert_permission(tx: &rusqlite::Transaction<'_>, p: &PermissionRow) -> rusqlite::Result<()> {
+/// Stores a permission in `tx`, replacing the user's patterns in that vhost.
+pub(super) fn insert_permission(
+    tx: &rusqlite::Transaction<'_>,
+    p: &PermissionRow,
+) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO permissions (user, vhost, configure, write, read) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (user, vhost) DO UPDATE SET configure = excluded.configure,

@@ -26,6 +26,7 @@ pub mod flusher;
 pub mod handle_cache;
 pub mod lock;
 pub mod meta;
+pub mod meta_batch;
 pub mod meta_policies;
 pub mod meta_users;
 pub mod queue_store;

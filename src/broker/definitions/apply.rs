@@ -1,214 +1,249 @@
-//! Applying a validated document, one section per function, in RabbitMQ's order: vhosts,
-//! users, permissions, exchanges, queues, bindings. Each counts what it created and what
-//! was already there, so importing twice changes nothing and says so.
+//! Applying decided [`Changes`] in three steps, each undone by dropping what it made until
+//! the second is committed (docs/operations.md, "How an import runs"):
+//!
+//! 1. [`Stores`]: the files of every new durable queue (the only step that can run out of
+//!    a resource part-way: disk space, open files); on failure the ones made are removed.
+//! 2. [`batch`]: every durable definition in one `meta.db` transaction (`MetaBatch`),
+//!    committed or not at all.
+//! 3. Memory: [`apply_access`] and [`apply_to_vhost`], which cannot fail — every check a
+//!    declaration would make was made by `changes::decide`.
 
-use super::model::Element;
-use super::plan::{
-    BindingItem, ExchangeItem, PermissionItem, PolicyItem, QueueItem, UserDef, VhostDef,
-};
-use super::summary::SectionCount;
-use crate::auth::permission::PermissionDef;
-use crate::broker::access::Credential;
+use super::changes::{exchange_of, Changes, NewBinding};
+use super::plan::QueueItem;
+use crate::auth::users::User;
+use crate::broker::policy::Policy;
+use crate::broker::queue::{Leaving, Queue};
+use crate::broker::queue_storage::QueueStorage;
+use crate::broker::router::Destination;
+use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::storage::durability::Durability;
+use crate::storage::meta::{BindingDef, ExchangeDef, QueueDef};
+use crate::storage::meta_batch::MetaBatch;
+use crate::storage::meta_policies::PolicyRow;
+use crate::storage::meta_users::{PermissionRow, UserDef as UserRow};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Connection id the import declares and binds as: no client connection has it, and the
-/// import never creates exclusive queues.
-const IMPORT_CONNECTION_ID: u64 = 0;
-
-pub(super) fn apply_vhosts(
-    broker: &Broker,
-    vhosts: &[VhostDef],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    for v in vhosts {
-        if broker.vhost(&v.name).is_some() {
-            c.unchanged += 1;
-        } else {
-            broker
-                .declare_vhost(&v.name)
-                .map_err(|e| BrokerError::new(e.code, format!("vhost '{}': {}", v.name, e.text)))?;
-            log::info!("vhost '{}' created from imported definitions", v.name);
-            c.created += 1;
-        }
-    }
-    Ok(c)
+/// The stores of the new durable queues of an import, by (vhost, queue name): created
+/// before the commit, handed to their queues after it, removed if the import fails.
+pub(super) struct Stores {
+    durability: Option<Arc<Durability>>,
+    by_queue: HashMap<(String, String), (String, QueueStorage)>,
 }
 
-pub(super) fn apply_users(
-    broker: &Broker,
-    users: &[UserDef<'_>],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    for u in users {
-        match broker.users().user(&u.name) {
-            None => {
-                broker
-                    .add_user(
-                        &u.name,
-                        &Credential::Hash(u.algorithm.clone(), u.hash.clone()),
-                        u.tags.clone(),
-                    )
-                    .map_err(|e| u.at.wrap(e))?;
-                log::info!("user '{}' created from imported definitions", u.name);
-                c.created += 1;
-            }
-            Some(existing)
-                if existing.hash.algorithm == u.algorithm
-                    && existing.hash.hash == u.hash
-                    && existing.tags == u.tags =>
-            {
-                c.unchanged += 1;
-            }
-            Some(_) => {
-                broker
-                    .replace_user(&u.name, &u.algorithm, &u.hash, u.tags.clone())
-                    .map_err(|e| u.at.wrap(e))?;
-                log::info!("user '{}' replaced from imported definitions", u.name);
-                c.replaced += 1;
-            }
+impl Stores {
+    /// No store yet, for a broker with `durability` (none: an in-memory broker, whose
+    /// queues have no store).
+    pub(super) fn new(durability: Option<Arc<Durability>>) -> Stores {
+        Stores {
+            durability,
+            by_queue: HashMap::new(),
         }
     }
-    Ok(c)
-}
 
-pub(super) fn apply_permissions(
-    broker: &Broker,
-    permissions: &[PermissionItem<'_>],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    let current: HashMap<(String, String), PermissionDef> = broker
-        .users()
-        .all_permissions()
-        .into_iter()
-        .map(|(u, v, def)| ((u, v), def))
-        .collect();
-    for p in permissions {
-        let existing = current.get(&(p.user.clone(), p.vhost.clone()));
-        if existing == Some(&p.def) {
-            c.unchanged += 1;
-            continue;
+    /// Creates the store of every new durable queue of `changes` that has none here yet.
+    ///
+    /// # Errors
+    /// 541 naming the queue's element when a store cannot be created (a full disk, too
+    /// many open files); the stores created until then stay here, for [`Stores::discard`].
+    pub(super) fn create_missing(&mut self, changes: &Changes<'_>) -> Result<(), BrokerError> {
+        let Some(d) = self.durability.clone() else {
+            return Ok(());
+        };
+        for q in changes.queues.iter().filter(|q| q.spec.durable) {
+            let key = (q.vhost.clone(), q.spec.name.clone());
+            if self.by_queue.contains_key(&key) {
+                continue;
+            }
+            let store = QueueStorage::create(&d, &q.spec.name).map_err(|e| q.at.wrap(e))?;
+            self.by_queue.insert(key, store);
         }
-        broker
-            .set_permission(&p.user, &p.vhost, p.def.clone())
-            .map_err(|e| p.at.wrap(e))?;
-        log::info!(
-            "permissions of user '{}' in vhost '{}' set from imported definitions",
-            p.user,
-            p.vhost
-        );
-        if existing.is_some() {
-            c.replaced += 1;
-        } else {
-            c.created += 1;
+        Ok(())
+    }
+
+    /// The id of the store of `q`.
+    fn id(&self, q: &QueueItem<'_>) -> Option<&str> {
+        self.by_queue
+            .get(&(q.vhost.clone(), q.spec.name.clone()))
+            .map(|(id, _)| id.as_str())
+    }
+
+    /// Takes the store of `q` (for the queue being created).
+    fn take(&mut self, q: &QueueItem<'_>) -> Option<(String, QueueStorage)> {
+        self.by_queue
+            .remove(&(q.vhost.clone(), q.spec.name.clone()))
+    }
+
+    /// Closes and removes every store still here: all of them when the import failed,
+    /// those its queues did not need (another client created one meanwhile) when it
+    /// succeeded.
+    pub(super) fn discard(self) {
+        let Some(d) = self.durability else { return };
+        for (_, (id, storage)) in self.by_queue {
+            storage.discard(&d, &id);
         }
     }
-    Ok(c)
 }
 
-/// Sets each policy that is not already there as written (RabbitMQ imports policies after
-/// permissions and before queues, so the queues it declares get them at once).
-pub(super) fn apply_policies(
-    broker: &Broker,
-    policies: &[PolicyItem<'_>],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    let current = broker.policies();
-    for p in policies {
-        if current.contains(&p.def) {
-            c.unchanged += 1;
-            continue;
-        }
-        let existed = current
+/// The durable definitions of `changes` as one `meta.db` batch: vhosts, users,
+/// permissions and policies, durable exchanges, durable queues with the ids of their
+/// `stores`, and bindings between durable ends.
+pub(super) fn batch(changes: &Changes<'_>, stores: &Stores) -> MetaBatch {
+    MetaBatch {
+        vhosts: changes.vhosts.iter().map(|v| v.to_string()).collect(),
+        users: changes
+            .users
             .iter()
-            .any(|d| d.vhost == p.def.vhost && d.name == p.def.name);
-        broker.set_policy(p.def.clone()).map_err(|e| p.at.wrap(e))?;
-        log::info!(
-            "policy '{}' in vhost '{}' set from imported definitions",
-            p.def.name,
-            p.def.vhost
-        );
-        if existed {
-            c.replaced += 1;
-        } else {
-            c.created += 1;
+            .map(|u| UserRow {
+                name: u.name.clone(),
+                hash_algorithm: u.hash.algorithm.clone(),
+                password_hash: u.hash.hash.clone(),
+                tags: u.tags.clone(),
+            })
+            .collect(),
+        permissions: changes
+            .permissions
+            .iter()
+            .map(|p| PermissionRow {
+                user: p.user.clone(),
+                vhost: p.vhost.clone(),
+                configure: p.def.configure.clone(),
+                write: p.def.write.clone(),
+                read: p.def.read.clone(),
+            })
+            .collect(),
+        policies: changes
+            .policies
+            .iter()
+            .map(|p| p.policy.def.to_row())
+            .collect::<Vec<PolicyRow>>(),
+        exchanges: changes
+            .exchanges
+            .iter()
+            .filter(|x| x.spec.durable)
+            .map(|x| ExchangeDef {
+                vhost: x.vhost.clone(),
+                name: x.spec.name.clone(),
+                kind: x.kind.as_str().to_string(),
+                auto_delete: x.spec.auto_delete,
+                internal: x.spec.internal,
+                arguments: x.spec.arguments.clone(),
+            })
+            .collect(),
+        queues: changes
+            .queues
+            .iter()
+            .filter_map(|q| {
+                Some(QueueDef {
+                    vhost: q.vhost.clone(),
+                    name: q.spec.name.clone(),
+                    id: stores.id(q)?.to_string(),
+                    auto_delete: q.spec.auto_delete,
+                    arguments: q.spec.arguments.clone(),
+                })
+            })
+            .collect(),
+        bindings: changes
+            .bindings
+            .iter()
+            .filter(|b| b.stored)
+            .map(|b| {
+                let (destination, destination_is_exchange) = match &b.item.destination {
+                    Destination::Queue(q) => (q.to_string(), false),
+                    Destination::Exchange(x) => (x.to_string(), true),
+                };
+                BindingDef {
+                    vhost: b.item.vhost.clone(),
+                    source: b.item.source.clone(),
+                    destination,
+                    destination_is_exchange,
+                    routing_key: b.item.key.clone(),
+                    arguments: b.item.arguments.clone(),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Puts the users and permissions of `changes` in the broker's registry (after their
+/// commit), logging each.
+pub(super) fn apply_access(broker: &Broker, changes: &Changes<'_>) {
+    for u in &changes.users {
+        let replaced = broker.users().user(&u.name).is_some();
+        broker.users().put_user(User {
+            name: u.name.clone(),
+            hash: u.hash.clone(),
+            tags: u.tags.clone(),
+        });
+        let how = if replaced { "replaced" } else { "created" };
+        log::info!("user '{}' {how} from imported definitions", u.name);
+    }
+    for p in &changes.permissions {
+        // The patterns were compiled when the document was validated: this cannot fail.
+        match broker
+            .users()
+            .put_permission(&p.user, &p.vhost, p.def.clone())
+        {
+            Ok(()) => log::info!(
+                "permissions of user '{}' in vhost '{}' set from imported definitions",
+                p.user,
+                p.vhost
+            ),
+            Err(e) => log::error!(
+                "permissions of user '{}' in vhost '{}' not set in memory: {}",
+                p.user,
+                p.vhost,
+                e.text
+            ),
         }
     }
-    Ok(c)
 }
 
-fn vhost_or_404(
-    broker: &Broker,
-    at: &Element<'_>,
-    name: &str,
-) -> Result<Arc<crate::broker::VirtualHost>, BrokerError> {
-    broker
-        .vhost(name)
-        .ok_or_else(|| at.wrap(BrokerError::not_found(format!("no vhost '{name}'"))))
-}
-
-pub(super) fn apply_exchanges(
-    broker: &Broker,
-    exchanges: &[ExchangeItem<'_>],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    for x in exchanges {
-        let vh = vhost_or_404(broker, &x.at, &x.vhost)?;
-        let existed = vh.exchange(&x.spec.name).is_some();
-        vh.declare_exchange(&x.spec).map_err(|e| x.at.wrap(e))?;
-        if existed {
-            c.unchanged += 1;
-        } else {
-            c.created += 1;
-        }
+/// Applies the part of `changes` in `vh` to memory: policies first (so the new queues get
+/// theirs), exchanges, queues with their `stores`, bindings. The caller holds `vh`'s
+/// changes lock, or `vh` is a new vhost no one else sees yet. Returns what lowered length
+/// limits dropped, for [`VirtualHost::dead_letter_dropped`] once the lock is released.
+pub(super) fn apply_to_vhost(
+    vh: &VirtualHost,
+    changes: &Changes<'_>,
+    stores: &mut Stores,
+) -> Vec<(Arc<Queue>, Vec<Leaving>)> {
+    let name = &*vh.name;
+    let policies: Vec<Policy> = changes
+        .policies
+        .iter()
+        .filter(|p| p.policy.def.vhost == name)
+        .map(|p| {
+            log::info!(
+                "policy '{}' in vhost '{name}' set from imported definitions",
+                p.policy.def.name
+            );
+            p.policy.clone()
+        })
+        .collect();
+    let dropped = vh.install_policies(policies);
+    for x in changes.exchanges.iter().filter(|x| x.vhost == name) {
+        vh.insert_exchange(exchange_of(x));
     }
-    Ok(c)
-}
-
-pub(super) fn apply_queues(
-    broker: &Broker,
-    queues: &[QueueItem<'_>],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    for q in queues {
-        let vh = vhost_or_404(broker, &q.at, &q.vhost)?;
-        let existed = vh.queue(&q.spec.name).is_some();
-        vh.declare_queue(&q.spec, IMPORT_CONNECTION_ID)
-            .map_err(|e| q.at.wrap(e))?;
-        if existed {
-            c.unchanged += 1;
-        } else {
-            c.created += 1;
-        }
+    for q in changes.queues.iter().filter(|q| q.vhost == name) {
+        let stored = stores.take(q);
+        let queue = vh.new_queue(&q.spec.name, &q.spec, None, stored);
+        vh.apply_policies(&queue);
+        vh.insert_queue(queue);
     }
-    Ok(c)
-}
-
-pub(super) fn apply_bindings(
-    broker: &Broker,
-    bindings: &[BindingItem<'_>],
-) -> Result<SectionCount, BrokerError> {
-    let mut c = SectionCount::default();
-    for b in bindings {
-        let vh = vhost_or_404(broker, &b.at, &b.vhost)?;
-        // Binding twice is a no-op: the source's binding count tells what happened.
-        let count = || vh.exchange(&b.source).map_or(0, |x| x.router().len());
-        let before = count();
-        vh.bind(
+    for NewBinding { item: b, .. } in changes.bindings.iter().filter(|b| b.item.vhost == name) {
+        let added = vh.restore_binding(
             &b.source,
-            &b.destination,
-            &b.key,
-            &b.arguments,
-            IMPORT_CONNECTION_ID,
-        )
-        .map_err(|e| b.at.wrap(e))?;
-        if count() == before {
-            c.unchanged += 1;
-        } else {
-            c.created += 1;
+            b.destination.clone(),
+            b.key.clone(),
+            b.arguments.clone(),
+        );
+        if !added {
+            // Both ends were checked under the vhost's changes lock: not expected.
+            log::error!("{}: an end vanished while it was imported", b.at.label());
         }
     }
-    Ok(c)
+    dropped
 }

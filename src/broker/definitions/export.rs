@@ -1,8 +1,13 @@
 //! Export: the broker's definitions as `rabbitmqctl export_definitions` writes them
-//! (RabbitMQ 3.10 format). Durable objects only, as RabbitMQ: durable non-exclusive queues,
-//! durable exchanges other than the default one and `amq.*`, bindings whose both ends are
-//! durable. Users keep their hash and its algorithm (`argon2id` for ours, which our import
-//! reads back; RabbitMQ's `rabbit_password_hashing_sha256` hashes as imported).
+//! (RabbitMQ 3.10 format), with what RabbitMQ's export holds (`rabbit_definitions`
+//! `list_queues`, `list_exchanges`, `list_bindings`, the same in 3.10 and 4.x): every queue
+//! but exclusive ones, durable or not; every exchange but the default one and `amq.*`,
+//! durable or not. Two differences, both so that an export always imports back whole:
+//! internal exchanges are exported (RabbitMQ leaves them out but exports the bindings to
+//! them), and bindings are exported when both ends are (RabbitMQ also exports those of
+//! exclusive queues, which it does not export). Users keep their hash and its algorithm
+//! (`argon2id` for ours, which our import reads back; RabbitMQ's
+//! `rabbit_password_hashing_sha256` hashes as imported).
 
 use super::RABBIT_FORMAT_VERSION;
 use crate::broker::names;
@@ -80,12 +85,13 @@ fn permissions(broker: &Broker) -> Vec<Value> {
         .collect()
 }
 
-/// Durable non-exclusive queues, by name.
+/// Queues other than exclusive ones (they die with their connection: RabbitMQ leaves
+/// them out too), durable or not, by name.
 fn queues(v: &VirtualHost) -> Vec<Value> {
     let mut all: Vec<_> = v
         .all_queues()
         .into_iter()
-        .filter(|q| q.durable && !q.exclusive)
+        .filter(|q| !q.exclusive)
         .collect();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     all.iter()
@@ -93,7 +99,7 @@ fn queues(v: &VirtualHost) -> Vec<Value> {
             json!({
                 "name": &*q.name,
                 "vhost": &*v.name,
-                "durable": true,
+                "durable": q.durable,
                 "auto_delete": q.auto_delete,
                 "type": "classic",
                 "arguments": table_to_json(&q.arguments),
@@ -102,17 +108,17 @@ fn queues(v: &VirtualHost) -> Vec<Value> {
         .collect()
 }
 
-/// Whether an exchange is exported: durable, not the default one, not `amq.*`.
-fn exported_exchange(v: &VirtualHost, name: &str) -> bool {
-    !name.is_empty() && !names::is_reserved(name) && v.exchange(name).is_some_and(|e| e.durable)
+/// Whether an exchange is exported: any but the default one and `amq.*`, durable or not.
+fn exported_exchange(name: &str) -> bool {
+    !name.is_empty() && !names::is_reserved(name)
 }
 
-/// Durable exchanges other than the default one and `amq.*`, by name.
+/// Exchanges other than the default one and `amq.*`, durable or not, by name.
 fn exchanges(v: &VirtualHost) -> Vec<Value> {
     let mut all: Vec<_> = v
         .all_exchanges()
         .into_iter()
-        .filter(|e| exported_exchange(v, &e.name))
+        .filter(|e| exported_exchange(&e.name))
         .collect();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     all.iter()
@@ -121,7 +127,7 @@ fn exchanges(v: &VirtualHost) -> Vec<Value> {
                 "name": &*e.name,
                 "vhost": &*v.name,
                 "type": e.kind.as_str(),
-                "durable": true,
+                "durable": e.durable,
                 "auto_delete": e.auto_delete,
                 "internal": e.internal,
                 "arguments": table_to_json(&e.arguments),
@@ -130,27 +136,23 @@ fn exchanges(v: &VirtualHost) -> Vec<Value> {
         .collect()
 }
 
-/// Bindings from a durable exchange (an `amq.*` one included, as RabbitMQ) to a durable
-/// non-exclusive queue or a durable exchange; not the default exchange's implicit ones.
+/// Bindings whose both ends are in the export or built in (an `amq.*` exchange, as
+/// RabbitMQ): not those of exclusive queues, nor the default exchange's implicit ones.
 fn bindings(v: &VirtualHost) -> Vec<Value> {
     let mut rows: Vec<(String, String, &'static str, String, Value)> = Vec::new();
     for (source, b) in v.all_bindings() {
-        if source.is_empty() || !v.exchange(&source).is_some_and(|e| e.durable) {
+        if source.is_empty() {
             continue;
         }
-        let (destination, kind, durable) = match &b.destination {
+        let (destination, kind, exported) = match &b.destination {
             Destination::Queue(q) => (
                 q.to_string(),
                 "queue",
-                v.queue(q).is_some_and(|q| q.durable && !q.exclusive),
+                v.queue(q).is_some_and(|q| !q.exclusive),
             ),
-            Destination::Exchange(x) => (
-                x.to_string(),
-                "exchange",
-                v.exchange(x).is_some_and(|e| e.durable),
-            ),
+            Destination::Exchange(x) => (x.to_string(), "exchange", !x.is_empty()),
         };
-        if durable {
+        if exported {
             rows.push((
                 source.to_string(),
                 destination,

@@ -1,142 +1,213 @@
-//! Import: validates a whole definitions document first (a bad value is a 406 naming the
-//! element, e.g. `queues[3] (vhost '/', name 'q'): ...x-max-length...`), checks it against
-//! what exists (an existing exchange or queue with other properties is RabbitMQ's 406
-//! PRECONDITION_FAILED `inequivalent arg`), then applies it in RabbitMQ's order: vhosts,
-//! users, permissions, policies, exchanges, queues, bindings. Importing the same document
-//! twice changes nothing.
+//! Import: all or nothing. The whole document is validated first (a bad value is a 406
+//! naming the element, e.g. `queues[3] (vhost '/', name 'q'): ...x-max-length...`), then
+//! checked against what exists (an existing exchange or queue with other properties is
+//! RabbitMQ's 406 `inequivalent arg`; a vhost limit the file would pass is the 406 a
+//! declaration gets), then applied in three steps (`apply`): the stores of the new durable
+//! queues, one `meta.db` transaction holding every durable definition of the file, then
+//! memory, which cannot fail. A failure before the commit — an invalid element, a limit,
+//! a full disk, too many open files, the commit itself — leaves the broker as it was; a
+//! crash (kill -9) before the commit leaves nothing of the import after the restart (the
+//! new stores are orphans the start removes), after it all of it. Importing the same
+//! document twice changes nothing.
 //!
 //! What RelayMQ cannot honour is reported by name in the [`ImportSummary`] and the rest is
-//! imported: topic permissions, runtime parameters (federation, shovel, ...), global
-//! parameters other than `cluster_name` and RabbitMQ's internal ones, user and vhost
-//! limits, policy definition keys RelayMQ keeps but does not act on (`ha-mode`, ...), queue arguments RelayMQ does
-//! not implement (`x-single-active-consumer` true: the queue is imported without it),
-//! quorum queues (imported as classic queues) and streams (not imported, nor their
-//! bindings). Vhost descriptions and tags are not kept, silently. Unknown fields are
-//! ignored, as RabbitMQ ignores them.
+//! imported: queues and exchanges named `amq.*` (server-named queues of clients, built-in
+//! exchanges; RabbitMQ skips them too) and the bindings to them, bindings whose source or
+//! destination is neither in the document nor on the server (RabbitMQ exports the bindings
+//! of exclusive queues but not the queues, and no internal exchange), topic permissions,
+//! runtime parameters (federation, shovel, ...), global parameters other than
+//! `cluster_name` and RabbitMQ's internal ones, user and vhost limits, policy definition
+//! keys RelayMQ keeps but does not act on (`ha-mode`, ...), queue arguments RelayMQ does not
+//! implement (`x-single-active-consumer` true: the queue is imported without it), quorum
+//! queues (imported as classic queues) and streams (not imported, nor their bindings).
+//! Vhost descriptions and tags are not kept, silently. Unknown fields are ignored, as
+//! RabbitMQ ignores them.
+//!
+//! Locks: the slow part (creating stores) runs with none. Then the changes lock of every
+//! vhost the document touches (by name), then the broker's vhost map for writing, the
+//! decision is made again against the broker as it now is, committed and applied; the map
+//! is released once the new vhosts are in it, the changes locks once the rest is applied
+//! (docs/architecture.md §8's order: changes lock before the vhost map).
 
-use super::apply::{
-    apply_bindings, apply_exchanges, apply_permissions, apply_policies, apply_queues, apply_users,
-    apply_vhosts,
-};
+use super::apply::{apply_access, apply_to_vhost, batch, Stores};
+use super::changes::{decide, Changes, Current};
 use super::model;
 use super::plan::Plan;
 use super::summary::ImportSummary;
 use super::validate::validate;
-use crate::broker::router::Destination;
-use crate::broker::vhost::{exchange_equivalence, queue_equivalence};
+use crate::broker::queue::{Leaving, Queue};
+use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
-use crate::error::BrokerError;
-use std::collections::HashSet;
+use crate::error::{BrokerError, ReplyCode};
+use std::collections::HashMap;
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
+
+/// How many times the import takes its locks when vhosts it touches are created or
+/// deleted by others in between (each time it looks again); past that it gives up,
+/// having applied nothing.
+const LOCK_ATTEMPTS_MAX: usize = 3;
+
+/// What is appended to the text of every error of an import: nothing of the file was
+/// applied (docs/operations.md, "How an import runs").
+const NOTHING_APPLIED: &str = "; nothing was imported";
 
 /// Imports a definitions document (`relaymq-cli import definitions`) for the
-/// administrator `importer`.
+/// administrator `importer`, all or nothing.
 ///
 /// # Errors
-/// 406 PRECONDITION_FAILED for a document that is not valid (naming the element and the
-/// field) or an existing exchange or queue with other properties (nothing is applied in
-/// both cases); an error of the broker while applying (404, 541 when the store fails),
-/// named after the element. Elements applied before such an error stay, as in RabbitMQ.
+/// Nothing is applied whatever the error, and its text ends with "; nothing was
+/// imported": 406 PRECONDITION_FAILED for a document that is not valid (naming the element
+/// and the field), an existing exchange or queue with other properties, a vhost limit the
+/// file would pass; 404 for a permission, policy, exchange or queue in a vhost, or a
+/// permission of a user, neither in the file nor on the broker; 405 for a binding to
+/// another connection's exclusive queue; 541 INTERNAL_ERROR when a queue's store cannot
+/// be created (disk full, too many open files) or `meta.db` refuses the commit.
 pub fn import(broker: &Broker, json: &str, importer: &str) -> Result<ImportSummary, BrokerError> {
+    let started = Instant::now();
+    let result = import_all_or_nothing(broker, json, importer);
+    match &result {
+        Ok(summary) => {
+            for line in &summary.not_honoured {
+                log::warn!("definitions import by '{importer}': {line}");
+            }
+            log::info!(
+                "definitions imported by '{importer}' in {} ms: {}; {} not honoured",
+                started.elapsed().as_millis(),
+                summary.created_line(),
+                summary.not_honoured.len()
+            );
+        }
+        Err(e) => log::warn!(
+            "definitions import by '{importer}' refused, nothing applied: {}",
+            e.text
+        ),
+    }
+    result.map_err(|e| BrokerError::new(e.code, format!("{}{NOTHING_APPLIED}", e.text)))
+}
+
+fn import_all_or_nothing(
+    broker: &Broker,
+    json: &str,
+    importer: &str,
+) -> Result<ImportSummary, BrokerError> {
     let doc = model::parse(json)?;
     let mut summary = ImportSummary::default();
-    let mut plan = validate(&doc, &mut summary)?;
-    check_equivalence(broker, &plan)?;
-    drop_dangling_bindings(broker, &mut plan, &mut summary);
-    // The file replaces users that exist (RabbitMQ's rule), the importing one included:
-    // say so, since its next login needs the file's password.
-    if let (Some(u), Some(existing)) = (
-        plan.users.iter().find(|u| u.name == importer),
-        broker.users().user(importer),
-    ) {
-        if existing.hash.algorithm != u.algorithm || existing.hash.hash != u.hash {
-            summary.warn(format!(
-                "user '{importer}' (you) was replaced by the file's: log in with the password \
-                 it had where the file was exported"
-            ));
-        }
+    let plan = validate(&doc, &mut summary)?;
+    // A first decision without locks finds the new durable queues, whose stores (files,
+    // the slow part) are created before any lock is taken.
+    let snapshot: HashMap<String, Arc<VirtualHost>> = broker
+        .vhosts()
+        .into_iter()
+        .map(|vh| (vh.name.to_string(), vh))
+        .collect();
+    let first = decide(&current(broker, &snapshot), &plan, importer)?;
+    let mut stores = Stores::new(broker.durability().cloned());
+    let created = stores.create_missing(&first);
+    drop(first);
+    let applied = created.and_then(|()| commit_and_apply(broker, &plan, importer, &mut stores));
+    // Stores no queue took: all of them when the import failed.
+    stores.discard();
+    let (counts, warnings, not_honoured, dropped) = applied?;
+    for (vh, leaving) in dropped {
+        vh.dead_letter_dropped(leaving);
     }
-    summary.count("vhosts", apply_vhosts(broker, &plan.vhosts)?);
-    summary.count("users", apply_users(broker, &plan.users)?);
-    summary.count("permissions", apply_permissions(broker, &plan.permissions)?);
-    summary.count("policies", apply_policies(broker, &plan.policies)?);
-    summary.count("exchanges", apply_exchanges(broker, &plan.exchanges)?);
-    summary.count("queues", apply_queues(broker, &plan.queues)?);
-    summary.count("bindings", apply_bindings(broker, &plan.bindings)?);
-    log::info!(
-        "definitions imported: {} not honoured",
-        summary.not_honoured.len()
-    );
+    for (section, c) in counts {
+        summary.count(section, c);
+    }
+    for w in warnings {
+        summary.warn(w);
+    }
+    for line in not_honoured {
+        summary.skip(line);
+    }
     Ok(summary)
 }
 
-/// Refuses the import before anything is applied when an existing exchange or queue
-/// differs from the document, with the text a declaration would get (RabbitMQ: 406
-/// PRECONDITION_FAILED "inequivalent arg").
-fn check_equivalence(broker: &Broker, plan: &Plan<'_>) -> Result<(), BrokerError> {
-    for x in &plan.exchanges {
-        if let Some(existing) = broker
-            .vhost(&x.vhost)
-            .and_then(|v| v.exchange(&x.spec.name))
-        {
-            exchange_equivalence(&existing, &x.spec, &x.vhost).map_err(|e| x.at.wrap(e))?;
-        }
+/// What the broker state the decision reads is made of.
+fn current<'b>(broker: &'b Broker, vhosts: &'b HashMap<String, Arc<VirtualHost>>) -> Current<'b> {
+    Current {
+        vhosts,
+        users: broker.users(),
+        limits: broker.limits(),
     }
-    for q in &plan.queues {
-        if let Some(existing) = broker.vhost(&q.vhost).and_then(|v| v.queue(&q.spec.name)) {
-            queue_equivalence(&existing, &q.spec, &q.vhost).map_err(|e| q.at.wrap(e))?;
-        }
-    }
-    Ok(())
 }
 
-/// Leaves out (and reports) bindings whose source or destination is neither in the
-/// document nor on the server: RabbitMQ 3.x does not export internal exchanges but does
-/// export the bindings to and from them.
-fn drop_dangling_bindings(broker: &Broker, plan: &mut Plan<'_>, summary: &mut ImportSummary) {
-    let exchanges: HashSet<(String, String)> = plan
-        .exchanges
-        .iter()
-        .map(|x| (x.vhost.clone(), x.spec.name.clone()))
-        .collect();
-    let queues: HashSet<(String, String)> = plan
-        .queues
-        .iter()
-        .map(|q| (q.vhost.clone(), q.spec.name.clone()))
-        .collect();
-    let key = |vhost: &str, name: &str| (vhost.to_string(), name.to_string());
-    let exchange_known = |vhost: &str, name: &str| {
-        exchanges.contains(&key(vhost, name))
-            || broker
-                .vhost(vhost)
-                .is_some_and(|v| v.exchange(name).is_some())
-    };
-    let queue_known = |vhost: &str, name: &str| {
-        queues.contains(&key(vhost, name))
-            || broker.vhost(vhost).is_some_and(|v| v.queue(name).is_some())
-    };
-    let mut kept = Vec::new();
-    for b in std::mem::take(&mut plan.bindings) {
-        let missing = if !exchange_known(&b.vhost, &b.source) {
-            Some(format!("source exchange '{}'", b.source))
-        } else {
-            match &b.destination {
-                Destination::Exchange(x) if !exchange_known(&b.vhost, x) => {
-                    Some(format!("destination exchange '{x}'"))
-                }
-                Destination::Queue(q) if !queue_known(&b.vhost, q) => {
-                    Some(format!("destination queue '{q}'"))
-                }
-                _ => None,
-            }
-        };
-        match missing {
-            Some(what) => summary.skip(format!(
-                "{}: not imported: its {what} is neither in the definitions nor on the server \
-                 (RabbitMQ does not export internal exchanges)",
-                b.at.label()
-            )),
-            None => kept.push(b),
+/// Messages a lowered length limit dropped in each vhost (dead-lettered once every lock
+/// is released).
+type Dropped = Vec<(Arc<VirtualHost>, Vec<(Arc<Queue>, Vec<Leaving>)>)>;
+
+/// What an applied import reports: counts per section, warnings, bindings left out, and
+/// what its policies dropped.
+type Applied = (
+    Vec<(&'static str, super::summary::SectionCount)>,
+    Vec<String>,
+    Vec<String>,
+    Dropped,
+);
+
+/// Takes the locks, decides again against the broker as it now is, commits and applies.
+fn commit_and_apply(
+    broker: &Broker,
+    plan: &Plan<'_>,
+    importer: &str,
+    stores: &mut Stores,
+) -> Result<Applied, BrokerError> {
+    let names = plan.vhost_names();
+    for _ in 0..LOCK_ATTEMPTS_MAX {
+        // Sorted by name: the order every import takes them in.
+        let held: Vec<Arc<VirtualHost>> = names.iter().filter_map(|n| broker.vhost(n)).collect();
+        let guards: Vec<MutexGuard<'_, ()>> = held.iter().map(|vh| vh.changes()).collect();
+        let mut map = broker.vhosts_for_change();
+        let unchanged =
+            names.iter().all(
+                |n| match (map.get(*n), held.iter().find(|vh| &*vh.name == *n)) {
+                    (Some(now), Some(locked)) => Arc::ptr_eq(now, locked),
+                    (None, None) => true,
+                    _ => false,
+                },
+            );
+        if !unchanged {
+            // A vhost of the document was created or deleted meanwhile: look again.
+            continue;
         }
+        let changes = decide(&current(broker, &map), plan, importer)?;
+        stores.create_missing(&changes)?;
+        if let Some(d) = broker.durability() {
+            let rows = batch(&changes, stores);
+            if !rows.is_empty() {
+                d.meta("the imported definitions", |m| m.write_batch(&rows))?;
+            }
+        }
+        // Committed: from here on nothing fails.
+        apply_access(broker, &changes);
+        let mut dropped: Dropped = Vec::new();
+        for name in &changes.vhosts {
+            let vh = Arc::new(broker.new_vhost(name));
+            let out = apply_to_vhost(&vh, &changes, stores);
+            map.insert(name.to_string(), Arc::clone(&vh));
+            log::info!("vhost '{name}' created from imported definitions");
+            dropped.push((vh, out));
+        }
+        drop(map);
+        for vh in &held {
+            let out = apply_to_vhost(vh, &changes, stores);
+            dropped.push((Arc::clone(vh), out));
+        }
+        drop(guards);
+        let Changes {
+            counts,
+            warnings,
+            not_honoured,
+            ..
+        } = changes;
+        return Ok((counts, warnings, not_honoured, dropped));
     }
-    plan.bindings = kept;
+    Err(BrokerError::new(
+        ReplyCode::InternalError,
+        format!(
+            "vhosts of the definitions were created or deleted by others {LOCK_ATTEMPTS_MAX} \
+             times while the import ran"
+        ),
+    ))
 }

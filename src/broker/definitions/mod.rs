@@ -1,13 +1,15 @@
 //! Definitions in RabbitMQ's JSON format (`rabbitmqctl export_definitions` /
 //! `import_definitions`, RabbitMQ docs "Schema Definition Export and Import"): vhosts,
 //! users, permissions, exchanges, queues and bindings with their arguments, so a RabbitMQ
-//! setup moves to RelayMQ with one file (issue 8 part 5).
+//! setup moves to RelayMQ with one file.
 //!
-//! [`export`] writes the broker's durable definitions; [`import`] validates a whole
-//! document, then applies it section by section. Each section is its own function, so a
-//! section added later (policies) plugs in without touching the others.
+//! [`export`] writes the broker's definitions as RabbitMQ's export does; [`import`]
+//! validates a whole document (`validate`), decides what it changes against the broker
+//! (`changes`) and applies it all or nothing (`apply`). Each section is its own function
+//! in each step, so a section added later (policies) plugs in without touching the others.
 
 mod apply;
+mod changes;
 pub mod export;
 pub mod import;
 pub mod model;

@@ -44,6 +44,26 @@ impl ImportSummary {
         self.not_honoured.push(what.into());
     }
 
+    /// `created vhosts 1, users 3 (+1 replaced), …` for the log: the sections where
+    /// something was created or replaced, in the order applied (`nothing created` when
+    /// everything was there).
+    pub fn created_line(&self) -> String {
+        let parts: Vec<String> = self
+            .sections
+            .iter()
+            .filter(|(_, c)| c.created + c.replaced > 0)
+            .map(|(name, c)| match c.replaced {
+                0 => format!("{name} {}", c.created),
+                r => format!("{name} {} (+{r} replaced)", c.created),
+            })
+            .collect();
+        if parts.is_empty() {
+            "nothing created".to_string()
+        } else {
+            format!("created {}", parts.join(", "))
+        }
+    }
+
     /// `{"created": {"vhosts": n, …}, "replaced": {…}, "unchanged": {…}, "warnings":
     /// ["…"], "not_honoured": ["…"]}`.
     pub fn to_json(&self) -> Value {

@@ -1,30 +1,41 @@
 //! Validation of a definitions document, section by section, before anything is applied:
 //! a value that is not valid is a 406 naming the element; what RelayMQ cannot honour is
-//! recorded in the summary and left out (docs/operations.md, "Definitions").
+//! recorded in the summary and left out (docs/operations.md, "Definitions"), queues and
+//! exchanges named `amq.*` among them, as RabbitMQ's `rabbit_definitions` skips them.
+//! Nothing here looks at the broker: checks against what exists are `changes`.
 
 use super::model::{self, Document, Element};
 use super::plan::{
-    BindingItem, ExchangeItem, PermissionItem, Plan, PolicyItem, QueueItem, UserDef, VhostDef,
+    BindingItem, ExchangeItem, ObjectKind, PermissionItem, Plan, PolicyItem, QueueItem, Skipped,
+    UserDef, VhostDef,
 };
 use super::summary::ImportSummary;
 use crate::auth::password::StoredHash;
 use crate::auth::permission::{PermissionDef, Permissions};
 use crate::auth::users::{check_user_name, parse_tags};
 use crate::broker::names;
-use crate::broker::policy::PolicyDef;
-use crate::broker::router::{Destination, ExchangeKind, Router};
+use crate::broker::policy::{Policy, PolicyDef};
+use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::vhost::{check_queue_arguments, UNSUPPORTED_QUEUE_ARGUMENTS};
-use crate::broker::Broker;
 use crate::broker::{ExchangeSpec, QueueSpec};
 use crate::error::BrokerError;
 use crate::types::FieldValue;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Global parameters RelayMQ ignores without reporting them: the cluster's name and
 /// RabbitMQ's internal cluster id (RabbitMQ writes both in every export).
 const IGNORED_GLOBAL_PARAMETERS: [&str; 2] = ["cluster_name", "internal_cluster_id"];
+
+/// Why a queue named `amq.*` is not imported (the server names such queues: a client's
+/// `amq.gen-…` queue; RabbitMQ skips them with a warning too).
+const RESERVED_QUEUE: &str = "is server-named ('amq.' names are reserved for the server)";
+
+/// Why an exchange named `amq.*` (or the default one) is not imported.
+const BUILT_IN_EXCHANGE: &str = "is built in (the default and amq.* exchanges)";
+
+/// Why a stream is not imported.
+const STREAM: &str = "is a stream (RelayMQ has no streams)";
 
 /// Reads and checks every section; what cannot be honoured goes to `summary`.
 pub(super) fn validate<'a>(
@@ -36,9 +47,10 @@ pub(super) fn validate<'a>(
     let permissions = permissions(doc)?;
     unsupported_sections(doc, summary)?;
     let policies = policies(doc, summary)?;
-    let exchanges = exchanges(doc, summary)?;
-    let (queues, streams) = queues(doc, summary)?;
-    let bindings = bindings(doc, &exchanges, &streams, summary)?;
+    let mut skipped = Skipped::default();
+    let exchanges = exchanges(doc, &mut skipped, summary)?;
+    let queues = queues(doc, &mut skipped, summary)?;
+    let bindings = bindings(doc)?;
     Ok(Plan {
         vhosts,
         users,
@@ -47,6 +59,7 @@ pub(super) fn validate<'a>(
         exchanges,
         queues,
         bindings,
+        skipped,
     })
 }
 
@@ -67,17 +80,14 @@ fn vhosts(doc: &Document, summary: &mut ImportSummary) -> Result<Vec<VhostDef>, 
     Ok(out)
 }
 
-fn users<'a>(
-    doc: &'a Document,
-    summary: &mut ImportSummary,
-) -> Result<Vec<UserDef<'a>>, BrokerError> {
+fn users(doc: &Document, summary: &mut ImportSummary) -> Result<Vec<UserDef>, BrokerError> {
     let mut out = Vec::new();
     for e in model::elements(doc, "users")? {
         let name = e.str("name")?;
         check_user_name(name).map_err(|err| e.invalid(err))?;
         let hash = e.str("password_hash")?;
         let algorithm = e.str_or("hashing_algorithm", "rabbit_password_hashing_sha256")?;
-        StoredHash::import(algorithm, hash).map_err(|err| e.invalid(err))?;
+        let hash = StoredHash::import(algorithm, hash).map_err(|err| e.invalid(err))?;
         // RabbitMQ 3.10 writes a list; older releases a comma-separated string.
         let text = match e.fields.get("tags") {
             None | Some(Value::Null) => String::new(),
@@ -99,10 +109,8 @@ fn users<'a>(
             summary.skip(format!("{}: user limits not honoured", e.label()));
         }
         out.push(UserDef {
-            at: e,
             name: name.to_string(),
-            algorithm: algorithm.to_string(),
-            hash: hash.to_string(),
+            hash,
             tags,
         });
     }
@@ -167,15 +175,15 @@ fn policies<'a>(
         }
         let def =
             PolicyDef::from_rabbitmq_json(&Value::Object(fields)).map_err(|err| e.invalid(err))?;
-        let kept = Broker::check_policy(&def).map_err(|err| e.invalid(err))?;
-        if !kept.is_empty() {
+        let policy = Policy::compile(def).map_err(|err| e.invalid(err))?;
+        if !policy.not_honoured.is_empty() {
             summary.skip(format!(
                 "{}: definition key(s) {} kept but not acted on",
                 e.label(),
-                kept.join(", ")
+                policy.not_honoured.join(", ")
             ));
         }
-        out.push(PolicyItem { at: e, def });
+        out.push(PolicyItem { at: e, policy });
     }
     Ok(out)
 }
@@ -187,25 +195,29 @@ fn vhost_of<'a>(e: &Element<'a>) -> Result<&'a str, BrokerError> {
 
 fn exchanges<'a>(
     doc: &'a Document,
+    skipped: &mut Skipped,
     summary: &mut ImportSummary,
 ) -> Result<Vec<ExchangeItem<'a>>, BrokerError> {
     let mut out = Vec::new();
     for e in model::elements(doc, "exchanges")? {
         let name = e.str("name")?;
         let kind = e.str("type")?;
-        ExchangeKind::parse(kind).map_err(|err| e.invalid(err))?;
+        let parsed = ExchangeKind::parse(kind).map_err(|err| e.invalid(err))?;
+        let vhost = vhost_of(&e)?;
         if name.is_empty() || names::is_reserved(name) {
             // RabbitMQ skips them too, with a warning.
             summary.skip(format!(
                 "{}: not imported (the default and amq.* exchanges are built in)",
                 e.label()
             ));
+            skipped.insert(ObjectKind::Exchange, vhost, name, BUILT_IN_EXCHANGE);
             continue;
         }
         let arguments = e.arguments()?;
         out.push(ExchangeItem {
             at: e,
-            vhost: vhost_of(&e)?.to_string(),
+            vhost: vhost.to_string(),
+            kind: parsed,
             spec: ExchangeSpec {
                 name: name.to_string(),
                 kind: kind.to_string(),
@@ -220,16 +232,12 @@ fn exchanges<'a>(
     Ok(out)
 }
 
-/// The validated queues, and the (vhost, name) of streams left out (their bindings are
-/// left out too).
-type QueuesAndStreams<'a> = (Vec<QueueItem<'a>>, HashSet<(String, String)>);
-
 fn queues<'a>(
     doc: &'a Document,
+    skipped: &mut Skipped,
     summary: &mut ImportSummary,
-) -> Result<QueuesAndStreams<'a>, BrokerError> {
+) -> Result<Vec<QueueItem<'a>>, BrokerError> {
     let mut out = Vec::new();
-    let mut streams = HashSet::new();
     for e in model::elements(doc, "queues")? {
         let name = e.str("name")?;
         if name.is_empty() {
@@ -246,6 +254,17 @@ fn queues<'a>(
             ("", None) => "classic".to_string(),
             (t, _) => t.to_string(),
         };
+        if names::is_reserved(name) {
+            // RabbitMQ skips them with a warning ("Skipping import of a queue whose name
+            // begins with 'amq.'"): a client's server-named queue, exported while it ran.
+            summary.skip(format!(
+                "{}: not imported: queue names starting with 'amq.' are reserved for \
+                 server-named queues (RabbitMQ skips them too)",
+                e.label()
+            ));
+            skipped.insert(ObjectKind::Queue, vhost, name, RESERVED_QUEUE);
+            continue;
+        }
         // A quorum queue is imported as a classic one: its type argument goes.
         if kind != "classic" {
             arguments.remove("x-queue-type");
@@ -261,7 +280,7 @@ fn queues<'a>(
                     "{}: not imported (RelayMQ has no streams)",
                     e.label()
                 ));
-                streams.insert((vhost.to_string(), name.to_string()));
+                skipped.insert(ObjectKind::Queue, vhost, name, STREAM);
                 continue;
             }
             other => return Err(e.error(format!("unknown queue type '{other}'"))),
@@ -294,24 +313,12 @@ fn queues<'a>(
             },
         });
     }
-    Ok((out, streams))
+    Ok(out)
 }
 
-fn bindings<'a>(
-    doc: &'a Document,
-    exchanges: &[ExchangeItem<'a>],
-    streams: &HashSet<(String, String)>,
-    summary: &mut ImportSummary,
-) -> Result<Vec<BindingItem<'a>>, BrokerError> {
-    let kinds: HashMap<(&str, &str), &str> = exchanges
-        .iter()
-        .map(|x| {
-            (
-                (x.vhost.as_str(), x.spec.name.as_str()),
-                x.spec.kind.as_str(),
-            )
-        })
-        .collect();
+/// Bindings, their fields checked; whether their ends exist and their arguments suit the
+/// source's type is decided against the broker (`changes`).
+fn bindings(doc: &Document) -> Result<Vec<BindingItem<'_>>, BrokerError> {
     let mut out = Vec::new();
     for e in model::elements(doc, "bindings")? {
         let vhost = vhost_of(&e)?;
@@ -320,16 +327,7 @@ fn bindings<'a>(
         let key = e.str_or("routing_key", "")?;
         let arguments = e.arguments()?;
         let destination = match e.str_or("destination_type", "queue")? {
-            "queue" => {
-                if streams.contains(&(vhost.to_string(), destination.to_string())) {
-                    summary.skip(format!(
-                        "{}: not imported (its destination is a stream)",
-                        e.label()
-                    ));
-                    continue;
-                }
-                Destination::Queue(Arc::from(destination))
-            }
+            "queue" => Destination::Queue(Arc::from(destination)),
             "exchange" => Destination::Exchange(Arc::from(destination)),
             other => {
                 return Err(e.error(format!(
@@ -340,15 +338,6 @@ fn bindings<'a>(
         if source.is_empty() {
             // The default exchange's bindings are implicit: nothing to import.
             continue;
-        }
-        // Binding arguments are checked against the source's type when the document
-        // declares it (headers exchanges need a valid x-match).
-        if let Some(kind) = kinds.get(&(vhost, source)) {
-            if let Ok(kind) = ExchangeKind::parse(kind) {
-                Router::new(kind)
-                    .validate(key, &arguments)
-                    .map_err(|err| e.invalid(err))?;
-            }
         }
         out.push(BindingItem {
             at: e,

@@ -206,6 +206,8 @@ mod tests {
         assert!(set.insert(&binding("q", "k", FieldTable::new())));
         assert!(!set.insert(&binding("q", "k", FieldTable::new())));
         assert!(set.insert(&binding("q", "k", args.clone())));
+        assert!(set.contains(&binding("q", "k", args.clone())));
+        assert!(!set.contains(&binding("q", "k2", args.clone())));
         assert!(set.insert(&binding("q", "k2", FieldTable::new())));
         assert!(set.insert(&binding("r", "k", FieldTable::new())));
         assert_eq!(set.len(), 4);

@@ -241,10 +241,12 @@ impl Router {
         self.len() == 0
     }
 
-    /// Whether a binding identical to `binding` (destination, key and arguments) exists.
+    /// Whether a binding identical to `binding` (destination, key and arguments) exists
+    /// (binding identity is the whole triple, RabbitMQ docs: bindings).
     ///
     /// Used for `queue.unbind` / `exchange.unbind`, which succeed without one (RabbitMQ's
-    /// `rabbit_db_binding:delete`).
+    /// `rabbit_db_binding:delete`), and by a definitions import, which counts such a
+    /// binding as already there.
     pub fn contains(&self, binding: &Binding) -> bool {
         dispatch!(self, r => r.contains(binding))
     }
