@@ -159,6 +159,35 @@ fn idle_usage_errors_exit_2() {
     }
 }
 
+/// Many queues under a low open-files limit: the messages spread over them all come back,
+/// and the declare time and both RSS readings are reported.
+#[test]
+fn recovery_spreads_messages_over_many_queues_under_a_low_nofile() {
+    let out = Command::new(BENCH)
+        .args(["recovery", "--server", SERVER, "--count", "1500"])
+        .args(["--queues", "300", "--nofile", "256", "--json"])
+        .output()
+        .expect("relaymq-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(count(&v, "queues"), 300, "{v}");
+    assert_eq!(count(&v, "nofile"), 256, "{v}");
+    assert_eq!(count(&v, "messages_after_restart"), 1500, "{v}");
+    for key in [
+        "declare_seconds",
+        "server_rss_before_kill_bytes",
+        "server_rss_after_restart_bytes",
+    ] {
+        assert!(v[key].is_number(), "{key} in {v}");
+    }
+}
+
 #[test]
 fn recovery_after_kill_9_finds_every_message() {
     let child = Command::new(BENCH)

@@ -16,9 +16,7 @@ use crate::storage::compactor::Compactor;
 use crate::storage::durability::Durability;
 use crate::storage::flusher::{Flusher, FsyncMode, SyncSource};
 use crate::storage::meta::new_queue_id;
-use crate::storage::{
-    MessageData, QueueStore, RecordRef, StorageError, StorageFile, StoreStats,
-};
+use crate::storage::{MessageData, QueueStore, RecordRef, StorageError, StorageFile, StoreStats};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 

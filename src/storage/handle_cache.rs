@@ -389,39 +389,82 @@ mod tests {
         }
     }
 
-    /// An early fsync that fails (the disk is gone) keeps the handle open and makes the
-    /// store's next `files_to_sync` fail, so the flusher nacks instead of confirming
-    /// data that is not known to be safe.
+    /// A store file whose fsync fails (the disk is gone), for the early-sync tests.
+    #[derive(Debug)]
+    struct FailingFile(PathBuf);
+
+    impl crate::storage::StorageFile for FailingFile {
+        fn append(&self, buf: &[u8]) -> std::io::Result<u64> {
+            Ok(buf.len() as u64)
+        }
+        fn read_at(&self, _: u64, _: &mut [u8]) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(0)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            Err(std::io::Error::other("the disk is gone"))
+        }
+        fn truncate(&self, _: u64) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    /// An early fsync that fails keeps the handle open, counts nothing as freed, and
+    /// makes the store's next `take_dirty` fail, so the flusher nacks instead of
+    /// confirming data that is not known to be safe (a failed fsync is never retried as
+    /// if the data were safe).
     #[test]
-    fn a_failed_early_fsync_fails_the_next_round() {
-        let sim = SimBackend::new();
+    fn a_failed_early_fsync_keeps_the_handle_and_fails_the_next_round() {
+        use super::{FileKey, FilePart, HandleCache};
         let budget = FileBudget::new(1);
+        let cache = HandleCache::new(Some(Arc::clone(&budget)));
+        let key = FileKey {
+            segment: 1,
+            part: FilePart::Data,
+        };
+        let file: Arc<dyn crate::storage::StorageFile> =
+            Arc::new(FailingFile(PathBuf::from("/q/queue_data.1")));
+        cache.insert(key, file);
+        cache.mark_dirty(key);
+        // The budget's sweep (the CLOCK passes twice: the first pass clears the bit).
+        assert_eq!(budget.reclaim(), 0, "nothing could be closed");
+        assert_eq!(cache.len(), 1, "a handle whose fsync failed stays open");
+        let e = cache.take_dirty().unwrap_err();
+        assert!(
+            e.contains("early fsync") && e.contains("the disk is gone"),
+            "{e}"
+        );
+        assert_eq!(budget.stats().early_syncs, 0);
+    }
+
+    /// The same through the budget with a clean and a dirty handle: the clean one is
+    /// closed first, the dirty one after a successful early fsync, which the next round
+    /// then does not see (its data is durable already).
+    #[test]
+    fn clean_handles_go_first_and_dirty_ones_after_an_early_fsync() {
+        let sim = SimBackend::new();
+        let budget = FileBudget::new(16);
         let backend: Arc<dyn Backend> = Arc::new(BudgetedBackend::new(
             Arc::new(sim.clone()),
             Arc::clone(&budget),
         ));
         let props = BasicProperties::default();
-        let open = |name: &str| {
-            QueueStore::open(
-                Arc::clone(&backend),
-                PathBuf::from(format!("/q/{name}")),
-                config(),
-            )
-            .unwrap()
-            .0
-        };
-        let mut a = open("a");
-        let mut b = open("b");
-        a.append(&message(&props, b"written, not synced")).unwrap();
-        assert_eq!((a.open_files(), budget.open_files()), (1, 1));
-        // The disk fails from now on: `b` needs the only descriptor, `a`'s dirty segment
-        // must be fsynced to give it, and that fsync fails.
-        sim.fail_after(Some(0));
-        let e = b.append(&message(&props, b"b")).unwrap_err();
-        assert!(e.is_out_of_files(), "{e}");
-        assert_eq!(a.open_files(), 1, "a handle whose fsync failed stays open");
-        let e = a.files_to_sync().unwrap_err();
-        assert!(e.to_string().contains("early fsync"), "{e}");
-        assert!(budget.stats().exhausted >= 1);
+        let (mut a, _, _) =
+            QueueStore::open(Arc::clone(&backend), PathBuf::from("/q/a"), config()).unwrap();
+        a.append(&message(&props, b"dirty")).unwrap();
+        assert_eq!(a.open_files(), 2, "segment and ack log");
+        // Twice round the CLOCK: the clean ack log goes at the first reclaim with
+        // nothing else to close, the dirty segment only after an fsync.
+        assert_eq!(budget.reclaim(), 1);
+        assert_eq!((a.open_files(), budget.stats().early_syncs), (1, 0));
+        assert_eq!(budget.reclaim(), 1);
+        assert_eq!((a.open_files(), budget.stats().early_syncs), (0, 1));
+        assert!(a.files_to_sync().unwrap().is_empty(), "synced already");
+        assert_eq!(budget.open_files(), 0);
     }
 }

@@ -2,18 +2,21 @@
 //! many persistent messages queued.
 //!
 //! Starts `--server` itself on a fresh temporary data directory and a free loopback port
-//! (`--listen 127.0.0.1:PORT --amqp-listen off --ready-file …`), fills the durable queue
-//! `relaymq-bench.recovery` with `--count` persistent messages (several producers,
-//! batches, publisher confirms), kills the server with SIGKILL, starts it again on the same
-//! directory and port, and measures from the second spawn to:
+//! (`--listen 127.0.0.1:PORT --amqp-listen off --ready-file …`; under `--nofile N` as its
+//! open-files limit), declares `--queues` durable queues (`relaymq-bench.recovery`, or
+//! `relaymq-bench.recovery.0` … with more than one; timed), fills them with `--count`
+//! persistent messages spread round-robin (several producers, batches, publisher
+//! confirms), kills the server with SIGKILL, starts it again on the same directory and
+//! port, and measures from the second spawn to:
 //!
 //! - the ready file appearing (`restart_to_ready_file_ms`),
 //! - a client's handshake completing (`restart_to_connect_ms`),
-//! - `basic.get` on the queue returning a message (`restart_to_first_get_ms`: "serving
-//!   again").
+//! - `basic.get` on the first queue returning a message (`restart_to_first_get_ms`:
+//!   "serving again").
 //!
-//! The queue must then hold exactly `--count` messages (the `basic.get-ok`'s
-//! `message_count` plus the message fetched), else the run fails. The servers' output
+//! The server must then hold exactly `--count` messages (`status`'s `messages`, ready and
+//! unacked, the fetched one included), else the run fails. The server's RSS is read once
+//! filled (before the kill) and once serving again. The servers' output
 //! goes to `server.log` in the temporary directory, which is removed at the end.
 
 use super::report::mib;
@@ -41,8 +44,12 @@ USAGE: relaymq-bench recovery --server PATH --count N [OPTIONS]
 OPTIONS:
   --server PATH       the relaymq-server binary to start (twice)
   --count N           persistent messages to queue before the kill
+  --queues N          durable queues, the messages spread round-robin over them
+                      [default: 1]
   --size BYTES        body size [default: 16]
   --fsync MODE        the server's --fsync (always|interval:MS|never) [default: always]
+  --nofile N          run the server with this open-files limit (ulimit -n) [default:
+                      this process's]
   --json              print one JSON object at the end, nothing else
   -h, --help          print this help
 
@@ -58,6 +65,12 @@ pub const QUEUE: &str = "relaymq-bench.recovery";
 
 /// Most messages `--count` accepts (a `basic.get-ok` counts them in a `u32`).
 pub const COUNT_MAX: u64 = u32::MAX as u64;
+
+/// Most queues `--queues` accepts (the server's default `--max-queues-per-vhost`).
+pub const QUEUES_MAX: usize = 100_000;
+
+/// Connections declaring the queues at once (each a disjoint range, in order).
+const DECLARE_CONNECTIONS: usize = 4;
 
 /// Largest `--size`, bytes (the server's default message limit, 16 MiB).
 pub const BODY_BYTES_MAX: usize = 16 << 20;
@@ -94,6 +107,10 @@ pub struct RecoveryOptions {
     pub server: PathBuf,
     /// Persistent messages to queue.
     pub count: u64,
+    /// Durable queues the messages are spread over.
+    pub queues: usize,
+    /// The server's open-files limit (`ulimit -n`), when set.
+    pub nofile: Option<u64>,
     /// Body size, bytes.
     pub size: usize,
     /// The server's `--fsync` mode.
@@ -107,6 +124,14 @@ pub struct RecoveryOptions {
 pub struct RecoveryReport {
     /// Messages queued and confirmed before the kill.
     pub messages: u64,
+    /// Durable queues declared.
+    pub queues: usize,
+    /// The server's open-files limit, when set.
+    pub nofile: Option<u64>,
+    /// Seconds taken to declare the queues.
+    pub declare_seconds: f64,
+    /// RSS of the first server once filled, bytes.
+    pub server_rss_before_kill_bytes: Option<u64>,
     /// Body size, bytes.
     pub size: usize,
     /// Seconds taken to fill the queue (publish with confirms).
@@ -128,6 +153,10 @@ impl RecoveryReport {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "messages": self.messages,
+            "queues": self.queues,
+            "nofile": self.nofile,
+            "declare_seconds": self.declare_seconds,
+            "server_rss_before_kill_bytes": self.server_rss_before_kill_bytes,
             "size_bytes": self.size,
             "fill_seconds": self.fill_seconds,
             "restart_to_ready_file_ms": self.restart_to_ready_file_ms,
@@ -140,20 +169,28 @@ impl RecoveryReport {
 
     /// The text summary.
     pub fn to_text(&self) -> String {
+        let rss =
+            |b: Option<u64>| b.map_or("unknown".into(), |b| format!("{b} bytes ({})", mib(b)));
         format!(
-            "{} persistent messages of {} bytes queued in {:.2} s, then kill -9\n\
+            "{} durable queues declared in {:.2} s{}\n\
+             {} persistent messages of {} bytes queued in {:.2} s, then kill -9\n\
+             server RSS before the kill: {}\n\
              restart → ready file: {:.1} ms\nrestart → connected:  {:.1} ms\n\
              restart → first get:  {:.1} ms\nmessages after restart: {}\n\
              server RSS after restart: {}",
+            self.queues,
+            self.declare_seconds,
+            self.nofile
+                .map_or(String::new(), |n| format!(" (server under ulimit -n {n})")),
             self.messages,
             self.size,
             self.fill_seconds,
+            rss(self.server_rss_before_kill_bytes),
             self.restart_to_ready_file_ms,
             self.restart_to_connect_ms,
             self.restart_to_first_get_ms,
             self.messages_after_restart,
-            self.server_rss_after_restart_bytes
-                .map_or("unknown".into(), |b| format!("{b} bytes ({})", mib(b))),
+            rss(self.server_rss_after_restart_bytes),
         )
     }
 }
@@ -179,7 +216,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     };
     let (report, failure) = match run(&opts) {
         Ok(r) => (Some(r), None),
-        Err((why, r)) => (r, Some(why)),
+        Err((why, r)) => (r.map(|b| *b), Some(why)),
     };
     if let Some(r) = report {
         let out = if opts.json {
@@ -214,6 +251,8 @@ pub fn parse(
     let usage = |e: String| BenchError::Usage(e);
     let mut server = None;
     let mut count = None;
+    let mut queues = 1;
+    let mut nofile = None;
     let mut size = BODY_BYTES_DEFAULT;
     let mut fsync = "always".to_string();
     let mut json = false;
@@ -232,6 +271,22 @@ pub fn parse(
                     return Err(usage(format!("--count must be between 1 and {COUNT_MAX}")));
                 }
                 count = Some(n);
+            }
+            Long("queues") => {
+                let n = number("queues", value(&mut parser)?)?;
+                if n == 0 || n > QUEUES_MAX as u64 {
+                    return Err(usage(format!(
+                        "--queues must be between 1 and {QUEUES_MAX}"
+                    )));
+                }
+                queues = n as usize;
+            }
+            Long("nofile") => {
+                let n = number("nofile", value(&mut parser)?)?;
+                if n == 0 {
+                    return Err(usage("--nofile must be above 0".into()));
+                }
+                nofile = Some(n);
             }
             Long("size") => {
                 let n = number("size", value(&mut parser)?)?;
@@ -270,6 +325,8 @@ pub fn parse(
     Ok(Some(RecoveryOptions {
         server,
         count,
+        queues,
+        nofile,
         size,
         fsync,
         json,
@@ -336,7 +393,18 @@ impl Setup<'_> {
             .open(self.dir.join("server.log"))
             .map_err(|e| format!("server.log: {e}"))?;
         let log2 = log.try_clone().map_err(|e| format!("server.log: {e}"))?;
-        Command::new(&self.opts.server)
+        let mut command = match self.opts.nofile {
+            None => Command::new(&self.opts.server),
+            Some(n) => {
+                // `exec` keeps the pid: the kill and the RSS reading reach the server.
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(&self.opts.server);
+                c
+            }
+        };
+        command
             .arg("--data-dir")
             .arg(self.dir.join("data"))
             .args(["--listen", &self.addr, "--amqp-listen", "off"])
@@ -396,7 +464,9 @@ fn free_addr() -> Result<String, String> {
 }
 
 /// Runs the scenario; `Err` holds why it failed, with the figures when there are some.
-pub fn run(opts: &RecoveryOptions) -> Result<RecoveryReport, (String, Option<RecoveryReport>)> {
+pub fn run(
+    opts: &RecoveryOptions,
+) -> Result<RecoveryReport, (String, Option<Box<RecoveryReport>>)> {
     let dir = TempDir::create().map_err(|e| (format!("temporary directory: {e}"), None))?;
     let setup = Setup {
         opts,
@@ -405,9 +475,13 @@ pub fn run(opts: &RecoveryOptions) -> Result<RecoveryReport, (String, Option<Rec
     };
     let mut first = setup.spawn().map_err(|e| (e, None))?;
     wait_ready(&setup, &mut first).map_err(|e| (format!("first start: {e}"), None))?;
+    let declare_from = Instant::now();
+    declare(&setup, opts).map_err(|e| (format!("declaring the queues: {e}"), None))?;
+    let declare_seconds = declare_from.elapsed().as_secs_f64();
     let fill_from = Instant::now();
-    fill(&setup, opts).map_err(|e| (format!("filling {QUEUE}: {e}"), None))?;
+    fill(&setup, opts).map_err(|e| (format!("filling the queues: {e}"), None))?;
     let fill_seconds = fill_from.elapsed().as_secs_f64();
+    let server_rss_before_kill_bytes = rss::rss_bytes(first.0.id());
     first
         .kill()
         .map_err(|e| (format!("killing the server: {e}"), None))?;
@@ -420,6 +494,10 @@ pub fn run(opts: &RecoveryOptions) -> Result<RecoveryReport, (String, Option<Rec
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let report = RecoveryReport {
         messages: opts.count,
+        queues: opts.queues,
+        nofile: opts.nofile,
+        declare_seconds,
+        server_rss_before_kill_bytes,
         size: opts.size,
         fill_seconds,
         restart_to_ready_file_ms: ms(r.ready_file),
@@ -432,10 +510,10 @@ pub fn run(opts: &RecoveryOptions) -> Result<RecoveryReport, (String, Option<Rec
     drop(dir);
     if report.messages_after_restart != opts.count {
         let why = format!(
-            "{QUEUE} holds {} messages after the restart, {} were confirmed",
+            "the server holds {} messages after the restart, {} were confirmed",
             report.messages_after_restart, opts.count
         );
-        return Err((why, Some(report)));
+        return Err((why, Some(Box::new(report))));
     }
     Ok(report)
 }
@@ -457,26 +535,80 @@ fn wait_ready(setup: &Setup<'_>, server: &mut Server) -> Result<(), String> {
     Ok(())
 }
 
-/// Declares the durable queue and fills it with `count` confirmed persistent messages
-/// from [`FILL_PRODUCERS`] producers.
+/// The name of queue `i` of `queues`: [`QUEUE`] alone, or `QUEUE.i`.
+fn queue_name(queues: usize, i: usize) -> String {
+    if queues == 1 {
+        QUEUE.to_string()
+    } else {
+        format!("{QUEUE}.{i}")
+    }
+}
+
+/// Declares the durable queues from [`DECLARE_CONNECTIONS`] connections, each a
+/// contiguous range in order.
+fn declare(setup: &Setup<'_>, opts: &RecoveryOptions) -> Result<(), String> {
+    let connections = DECLARE_CONNECTIONS.min(opts.queues);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..connections)
+            .map(|c| {
+                let from = opts.queues * c / connections;
+                let to = opts.queues * (c + 1) / connections;
+                scope.spawn(move || -> Result<(), String> {
+                    let conn = setup
+                        .connect(CONFIRM_TIMEOUT)
+                        .map_err(|e| format!("connect: {e}"))?;
+                    let ch = conn.open_channel().map_err(|e| e.to_string())?;
+                    let durable = QueueDeclareOptions {
+                        durable: true,
+                        ..Default::default()
+                    };
+                    for i in from..to {
+                        if i % 1000 == 0 {
+                            stop_if_interrupted()?;
+                        }
+                        let name = queue_name(opts.queues, i);
+                        ch.queue_declare(&name, durable.clone())
+                            .map_err(|e| format!("{name}: {e}"))?;
+                    }
+                    ch.close().map_err(|e| e.to_string())?;
+                    conn.close().map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a declarer panicked".into()))
+            })
+            .collect::<Result<Vec<()>, String>>()
+    })?;
+    Ok(())
+}
+
+/// Messages the server holds (`status`'s `messages`: ready and unacked, all queues).
+fn messages_held(conn: &Connection) -> Result<u64, String> {
+    match conn.status().map_err(|e| e.to_string())?.get("messages") {
+        Some(relaymq::types::FieldValue::I64(n)) => Ok(u64::try_from(*n).unwrap_or(0)),
+        other => Err(format!("status has no message count: {other:?}")),
+    }
+}
+
+/// Fills the queues with `count` confirmed persistent messages from [`FILL_PRODUCERS`]
+/// producers, round-robin over the queues.
 fn fill(setup: &Setup<'_>, opts: &RecoveryOptions) -> Result<(), String> {
     let conn = setup
         .connect(CONFIRM_TIMEOUT)
         .map_err(|e| format!("connect: {e}"))?;
-    let ch = conn.open_channel().map_err(|e| e.to_string())?;
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    ch.queue_declare(QUEUE, durable)
-        .map_err(|e| e.to_string())?;
     let producers = FILL_PRODUCERS.min(opts.count as usize).max(1);
     let result = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..producers)
             .map(|i| {
                 let share = opts.count / producers as u64
                     + u64::from((i as u64) < opts.count % producers as u64);
-                scope.spawn(move || fill_one(setup, opts.size, share))
+                let first = (opts.count / producers as u64) * i as u64
+                    + (i as u64).min(opts.count % producers as u64);
+                scope.spawn(move || fill_one(setup, opts, first, share))
             })
             .collect();
         handles
@@ -489,23 +621,22 @@ fn fill(setup: &Setup<'_>, opts: &RecoveryOptions) -> Result<(), String> {
     });
     result?;
     // The restart must find what the server says it holds now.
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..Default::default()
-    };
-    let held = ch
-        .queue_declare(QUEUE, passive)
-        .map_err(|e| e.to_string())?
-        .message_count;
-    if u64::from(held) != opts.count {
+    let held = messages_held(&conn)?;
+    if held != opts.count {
         return Err(format!("{held} messages queued, {} confirmed", opts.count));
     }
-    ch.close().map_err(|e| e.to_string())?;
     conn.close().map_err(|e| e.to_string())
 }
 
-/// One filling producer: `count` persistent messages of `size` bytes, with confirms.
-fn fill_one(setup: &Setup<'_>, size: usize, count: u64) -> Result<(), String> {
+/// One filling producer: messages `first .. first + count` of `--size` bytes, message
+/// `k` to queue `k % --queues`, with confirms.
+fn fill_one(
+    setup: &Setup<'_>,
+    opts: &RecoveryOptions,
+    first: u64,
+    count: u64,
+) -> Result<(), String> {
+    let size = opts.size;
     let conn = setup
         .connect(CONFIRM_TIMEOUT)
         .map_err(|e| format!("connect: {e}"))?;
@@ -530,12 +661,13 @@ fn fill_one(setup: &Setup<'_>, size: usize, count: u64) -> Result<(), String> {
         batch.clear();
         for k in 0..n {
             let mut body = vec![0u8; size];
-            let seq = (sent + k).to_be_bytes();
+            let number = first + sent + k;
+            let seq = number.to_be_bytes();
             let len = body.len().min(seq.len());
             body[..len].copy_from_slice(&seq[seq.len() - len..]);
             batch.push(PublishMessage {
                 exchange: String::new(),
-                routing_key: QUEUE.into(),
+                routing_key: queue_name(opts.queues, (number % opts.queues as u64) as usize),
                 mandatory: false,
                 properties: props.clone(),
                 body,
@@ -589,10 +721,11 @@ fn serve_again(
             },
             Some((conn, connect)) => {
                 let ch = conn.open_channel().map_err(|e| e.to_string())?;
-                let got = ch.basic_get(QUEUE, false);
+                let got = ch.basic_get(&queue_name(setup.opts.queues, 0), false);
                 let first_get = spawned.elapsed();
                 let messages = match got {
-                    Ok(Some(m)) => u64::from(m.message_count) + 1,
+                    // Ready and unacked, the message just fetched included.
+                    Ok(Some(_)) => messages_held(conn)?,
                     // Recovery is over before the listener opens: an empty queue is lost
                     // messages, not a queue still loading.
                     Ok(None) => 0,
