@@ -194,7 +194,13 @@ impl Limits {
 /// Warns when `--max-connections` (`configured`) does not fit the client sockets of the
 /// file-descriptor budget (`budget`), which then applies instead.
 fn warn_if_clamped(configured: usize, budget: usize) {
-    if configured > budget {
+    if configured > budget && configured == CONNECTIONS_MAX {
+        // The default: not the operator's choice, so not a warning.
+        log::info!(
+            "at most {budget} client connections (sockets) are served: the open-files limit \
+             leaves no more (docs/operations.md, \"Open files\")"
+        );
+    } else if configured > budget {
         log::warn!(
             "max-connections {configured} does not fit the open-files limit: at most {budget} \
              client connections (sockets) are served; raise ulimit -n / LimitNOFILE for more \
