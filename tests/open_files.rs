@@ -199,3 +199,53 @@ fn two_thousand_durable_queues_run_and_recover_under_ulimit_256() {
     );
     assert!(!log_text.contains("Too many open files"), "{log_text}");
 }
+
+/// Client sockets have their part of the limit: under `ulimit -n 128` the split leaves 53
+/// of them (docs/operations.md, "Open files"); the 54th connection is refused (its socket
+/// closed at accept, logged), the 53 open ones keep working, and a connection closed makes
+/// room for a new one. `status` shows the part and its use.
+#[test]
+fn connections_past_the_sockets_part_are_refused_and_the_others_go_on() {
+    const LOW_NOFILE: u64 = 128;
+    const SOCKETS: usize = 53;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("server.log");
+    let server = ServerProcess::start_with_nofile(&dir.path().join("data"), &[], LOW_NOFILE, &log);
+    let mut open: Vec<Connection> = (0..SOCKETS)
+        .map(|i| {
+            Connection::connect(&server.addr_string())
+                .unwrap_or_else(|e| panic!("connection {i}: {e}"))
+        })
+        .collect();
+    assert_eq!(status_i64(&open[0], "sockets_total"), SOCKETS as i64);
+    assert_eq!(status_i64(&open[0], "sockets_used"), SOCKETS as i64);
+    let refused = Connection::connect(&server.addr_string());
+    assert!(refused.is_err(), "connection {} was accepted", SOCKETS + 1);
+    for (i, c) in open.iter().enumerate() {
+        let ch = c
+            .open_channel()
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        ch.queue_declare("still-here", QueueDeclareOptions::default())
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+    }
+    open.pop().unwrap().close().unwrap();
+    let again = Connection::connect(&server.addr_string()).expect("room again");
+    assert!(again.status().is_ok());
+    // The refusal is logged within a second (the I/O thread's tick).
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("closed 1 connections at accept") {
+            assert!(
+                text.contains("within the 53 sockets of the open-files limit"),
+                "{text}"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "refusal not logged: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
