@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the scenarios of issue 6 with relaymq-bench, each against a FRESH relaymq-server
+# Runs the scenarios of the performance targets (docs/benchmarks.md, "Figures against the
+# performance targets") with relaymq-bench, each against a FRESH relaymq-server
 # (temporary data directory, fixed loopback ports), and appends one line per scenario,
 # "NAME<TAB>JSON", to a results file; prints a human-readable summary at the end.
 #
@@ -31,7 +32,7 @@ native_port=5790
 amqp_port=5792
 list=0
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set /{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;

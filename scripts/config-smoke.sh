@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Configuration smoke test, as an operator would do it from a shell (issue 8 parts 2 and
-# 7): precedence flags > RELAYMQ_SERVER_* > --config file > defaults shown by
+# Configuration smoke test, as an operator would do it from a shell: precedence flags > RELAYMQ_SERVER_* > --config file > defaults shown by
 # --print-config, a bad key refused at start-up, then a running server reconfigured with
 # SIGHUP (a limit raised, the log level changed, a restart-only change warned about, a
 # bad file ignored), then SIGTERM.

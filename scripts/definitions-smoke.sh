@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Definitions round trip with the real binaries (issue 8 part 7): start relaymq-server in
+# Definitions round trip with the real binaries: start relaymq-server in
 # a temporary directory on free loopback ports, declare a vhost, a user, permissions,
 # exchanges (one with an alternate exchange), queues with arguments (one transient) and
 # bindings with relaymq-cli, export the definitions, stop the server, wipe the data

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs RelayMQ as a systemd service (issue 8, part 1; docs/operations.md, "Installing
-# as a systemd service"):
+# Installs RelayMQ as a systemd service (docs/operations.md, "Installing as a systemd
+# service"):
 #
 #   /usr/local/bin/relaymq-server, /usr/local/bin/relaymq-cli     0755
 #   /etc/systemd/system/relaymq.service                           0644  (scripts/relaymq.service)

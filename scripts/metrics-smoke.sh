@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Smoke test of the Prometheus endpoint (issue 8, parts 4 and 7): starts relaymq-server
+# Smoke test of the Prometheus endpoint: starts relaymq-server
 # with --metrics-listen 127.0.0.1:0 in a temporary directory, publishes with relaymq-cli
 # (with confirms, and a mandatory message no queue takes), gets and acks one message, then
 # scrapes /metrics (curl when installed, else python3) and checks a few lines: the

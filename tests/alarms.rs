@@ -537,16 +537,12 @@ fn out_of_range_watermarks_are_refused_and_the_cli_sets_and_shows_them() {
     assert!(status.contains("disk_free_alarm: false\n"), "{status}");
 }
 
-/// Optional interop check (skipped when Python's pika is missing): pika's blocked and
-/// unblocked callbacks fire and its confirmed publish completes once the alarm clears.
+/// Interop check with pika (required under `scripts/test.sh`, skipped by a plain `cargo
+/// test` without pika: `common::clients`): pika's blocked and unblocked callbacks fire
+/// and its confirmed publish completes once the alarm clears.
 #[test]
 fn pika_sees_blocked_and_unblocked() {
-    let has_pika = std::process::Command::new("python3")
-        .args(["-c", "import pika"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_pika {
-        eprintln!("skipped: python3 with pika is not available");
+    if !common::clients::pika_available("alarms pika_sees_blocked_and_unblocked") {
         return;
     }
     let server = start_alarmed();

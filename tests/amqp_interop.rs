@@ -4,13 +4,13 @@
 //! crossing between AMQP 0-9-1 and the native protocol with every property and a headers
 //! table intact, both with pika and with a small raw client on the project's own codec.
 //!
-//! The external clients are required, never skipped: a missing one fails its test with
-//! how to install it (`.ci/run` installs both). Every child process is killed after
-//! [`CHILD_TIMEOUT`].
+//! Under `scripts/test.sh` (the README's test command, which installs both clients) a
+//! missing client fails its test; a plain `cargo test` without them skips those tests,
+//! saying so (`common::clients`). Every child process is killed after [`CHILD_TIMEOUT`].
 
 mod common;
 
-use common::TestServer;
+use common::{clients, TestServer};
 use relaymq::amqp::{self, AmqpMethod, FrameType, FRAME_HEADER_BYTES, PROTOCOL_HEADER};
 use relaymq::client::{
     Channel, Connection, ConsumeOptions, ConsumerEvent, Delivery, QueueDeclareOptions,
@@ -97,25 +97,6 @@ fn amqp_port(server: &TestServer) -> u16 {
         .port()
 }
 
-/// Fails the test (never skips it) when Python or pika is missing.
-fn require_pika() {
-    let probe = Command::new("python3")
-        .args(["-c", "import pika"])
-        .stdin(Stdio::null())
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "pika is not installed: pip install pika (.ci/run installs it)\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!(
-            "python3 cannot be run ({e}); pika is not installed: pip install pika (.ci/run \
-             installs it)"
-        ),
-    }
-}
-
 fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/interop")
@@ -123,9 +104,8 @@ fn script(name: &str) -> PathBuf {
 }
 
 /// Runs `tests/interop/<name>.py <port> [args]` and returns its output; panics with it
-/// unless it exits 0.
+/// unless it exits 0. The caller checked [`clients::pika_available`].
 fn pika(server: &TestServer, name: &str, args: &[&str]) -> Output {
-    require_pika();
     let out = run_bounded(
         Command::new("python3")
             // No __pycache__ in the source tree.
@@ -140,8 +120,12 @@ fn pika(server: &TestServer, name: &str, args: &[&str]) -> Output {
     out
 }
 
-/// Runs one pika scenario against a fresh server.
+/// Runs one pika scenario against a fresh server (skipped or failed without pika, as
+/// `common::clients` says).
 fn pika_scenario(name: &str) {
+    if !clients::pika_available(&format!("amqp_interop pika scenario {name}")) {
+        return;
+    }
     let server = TestServer::start();
     pika(&server, name, &[]);
 }
@@ -195,17 +179,10 @@ fn pika_heartbeats_keep_an_idle_connection_open() {
 
 // ---- amqp-tools ------------------------------------------------------------------------
 
-/// Runs an amqp-tools command against the server; fails the test if the tools are
-/// missing.
+/// Runs an amqp-tools command against the server; the caller checked
+/// [`clients::amqp_tools_available`], so a tool that cannot be run fails the test.
 fn amqp_tool(server: &TestServer, tool: &str, args: &[&str]) -> Output {
     let url = format!("amqp://guest:guest@127.0.0.1:{}", amqp_port(server));
-    let spawned = Command::new(tool).arg("--help").output();
-    if spawned.is_err() {
-        panic!(
-            "{tool} cannot be run: amqp-tools is not installed: apt-get install amqp-tools \
-             (.ci/run installs it)"
-        );
-    }
     run_bounded(Command::new(tool).arg("--url").arg(&url).args(args))
 }
 
@@ -217,6 +194,10 @@ fn amqp_tool_ok(server: &TestServer, tool: &str, args: &[&str]) -> String {
 
 #[test]
 fn amqp_tools_declare_publish_get_consume() {
+    let test = "amqp_interop amqp_tools_declare_publish_get_consume";
+    if !clients::amqp_tools_available(test, "amqp-declare-queue") {
+        return;
+    }
     let server = TestServer::start();
 
     // amqp-declare-queue prints the queue's name, server-named when empty.
@@ -697,6 +678,11 @@ fn queue_counts(ch: &Channel, queue: &str) -> (u32, u32) {
 
 #[test]
 fn pika_publish_is_consumed_natively_with_properties_and_headers() {
+    if !clients::pika_available(
+        "amqp_interop pika_publish_is_consumed_natively_with_properties_and_headers",
+    ) {
+        return;
+    }
     let server = TestServer::start();
     pika(&server, "cross_protocol", &["publish"]);
     let conn = native(&server);
@@ -711,6 +697,11 @@ fn pika_publish_is_consumed_natively_with_properties_and_headers() {
 
 #[test]
 fn native_publish_is_read_by_pika_with_properties_and_headers() {
+    if !clients::pika_available(
+        "amqp_interop native_publish_is_read_by_pika_with_properties_and_headers",
+    ) {
+        return;
+    }
     let server = TestServer::start();
     let conn = native(&server);
     let ch = conn.open_channel().unwrap();

@@ -5,6 +5,7 @@
 
 pub mod amqp_raw;
 pub mod bench;
+pub mod clients;
 
 use relaymq::protocol::frame::{self, Payload, FRAME_HEADER_BYTES};
 use relaymq::protocol::{FrameAssembler, Method, PROTOCOL_HEADER};
