@@ -18,7 +18,7 @@
 # Binaries: $RELAYMQ_BIN_SERVER and $RELAYMQ_BIN_BENCH when set (the test suite sets
 # them), else a release build (`cargo build --release`, honouring CARGO_TARGET_DIR).
 # Loopback only. Bounded: every scenario runs under `timeout` (SCENARIO_TIMEOUT_S), every
-# wait has a limit; the whole script takes about 4 minutes, under 10.
+# wait has a limit; the whole script takes about 8 minutes, under 20.
 # A failed scenario is recorded
 # as {"error": ..., "exit_code": N} and the others still run; the exit code is then 1.
 set -uo pipefail
@@ -49,14 +49,16 @@ while [ $# -gt 0 ]; do
 done
 
 # Bounds, seconds.
-SCENARIO_TIMEOUT_S=240       # one scenario, server start to stop
+SCENARIO_TIMEOUT_S=600       # one scenario, server start to stop (many-queues: ~4 min)
 READY_TIMEOUT_S=30           # a server start (fresh directory: near instant)
 STOP_TIMEOUT_S=15            # SIGTERM to exit, then SIGKILL
 
 if [ "$quick" = 1 ]; then
   dur=1; queued=5000; idle_conns=50; idle_s=1; recovery_msgs=2000; topic_bindings=2000
+  many_queues=300; many_msgs=1500
 else
   dur=10; queued=10000000; idle_conns=10000; idle_s=10; recovery_msgs=1000000; topic_bindings=100000
+  many_queues=100000; many_msgs=1000000
 fi
 native=relaymq://127.0.0.1:$native_port
 amqp=amqp://guest:guest@127.0.0.1:$amqp_port/
@@ -76,6 +78,7 @@ scenarios=(
   "queued-10m|yes|--uri $native --consumers 0 --count $queued"
   "idle-connections|yes|idle --uri $native --connections $idle_conns --duration $idle_s"
   "recovery-1m|no|recovery --server @SERVER_BIN@ --count $recovery_msgs"
+  "many-queues|no|recovery --server @SERVER_BIN@ --queues $many_queues --count $many_msgs --nofile 1024"
 )
 if [ -n "$rabbitmq" ]; then
   scenarios+=(
@@ -204,9 +207,14 @@ for name, v in rows.items():
               f"{'-' if per is None else f'{per / 1024:.1f} KiB'} server RSS each "
               f"({mib(v['server_rss_before_bytes'])} -> {mib(v['server_rss_after_bytes'])})")
     elif "restart_to_first_get_ms" in v:
-        print(f"{name:28} {v['messages']} persistent messages: serving again after "
+        queues = v.get("queues", 1)
+        head = (f"{queues} durable queues declared in {v['declare_seconds']:.1f} s, "
+                if queues > 1 else "")
+        print(f"{name:28} {head}{v['messages']} persistent messages: serving again after "
               f"{v['restart_to_first_get_ms']:.0f} ms (connect {v['restart_to_connect_ms']:.0f} ms), "
-              f"{v['messages_after_restart']} recovered")
+              f"{v['messages_after_restart']} recovered, server RSS "
+              f"{mib(v.get('server_rss_before_kill_bytes'))} before the kill, "
+              f"{mib(v.get('server_rss_after_restart_bytes'))} after")
     else:
         lat = v.get("latency_us", {})
         print(f"{name:28} published {v['published_per_s']:>10,.0f}/s  "
