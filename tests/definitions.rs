@@ -557,6 +557,81 @@ fn definitions_are_for_administrators_only() {
     }
 }
 
+/// A RabbitMQ export holding a user without a password (`rabbitmqctl clear_password`:
+/// `"password_hash": ""`) imports, the user logs in with no password, and the export
+/// gives it back the same; and an administrator reaches a vhost the file made, where it
+/// has no permissions, to administer it, over the native protocol only.
+#[test]
+fn a_passwordless_user_imports_and_an_administrator_reaches_an_imported_vhost() {
+    let server = TestServer::start();
+    let conn = admin(&server);
+    let doc = json!({
+        "vhosts": [{"name": "apps"}],
+        "users": [{"name": "x509-app", "password_hash": "",
+                   "hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []}],
+        "permissions": [{"user": "x509-app", "vhost": "apps",
+                         "configure": ".*", "write": ".*", "read": ".*"}],
+        "queues": [{"name": "jobs", "vhost": "apps", "durable": true,
+                    "auto_delete": false, "arguments": {}}]
+    });
+    let summary = import(&conn, &doc.to_string());
+    assert_eq!(summary["created"]["users"], 1, "{summary}");
+    for password in ["", "x", "guest"] {
+        let refused = Connection::connect_with(ConnectOptions {
+            user: "x509-app".into(),
+            password: password.into(),
+            vhost: "apps".into(),
+            ..ConnectOptions::new(server.addr_string())
+        });
+        assert!(
+            refused.is_err(),
+            "a user without a password logged in with '{password}'"
+        );
+    }
+    let exported: Value = serde_json::from_str(&conn.export_definitions().unwrap()).unwrap();
+    let user = exported["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "x509-app")
+        .expect("exported");
+    assert_eq!(user["password_hash"], "", "{user}");
+
+    // guest (administrator) has no permissions in 'apps': it still opens it natively to
+    // administer it, but cannot use its queues until it grants itself permissions.
+    let in_apps = connect_as(&server, "guest", "guest", "apps");
+    let ch = in_apps.open_channel().unwrap();
+    let e = ch.basic_get("jobs", false).unwrap_err();
+    assert_eq!(e.reply_code(), Some(403), "{e}");
+    let e = ch_err(&in_apps, |ch| {
+        ch.queue_declare("more", QueueDeclareOptions::default())
+    });
+    assert_eq!(e, Some(403));
+    in_apps
+        .set_permissions("guest", "apps", ".*", ".*", ".*")
+        .unwrap();
+    let ch = in_apps.open_channel().unwrap();
+    assert!(ch.basic_get("jobs", false).unwrap().is_none());
+    // A user without the administrator tag is still refused a vhost without permissions.
+    conn.add_user("plain", "plain-pw", &[]).unwrap();
+    let refused = Connection::connect_with(ConnectOptions {
+        user: "plain".into(),
+        password: "plain-pw".into(),
+        vhost: "apps".into(),
+        ..ConnectOptions::new(server.addr_string())
+    });
+    assert!(refused.is_err());
+}
+
+/// The reply code a request on a fresh channel of `conn` is refused with, if refused.
+fn ch_err<T>(
+    conn: &Connection,
+    f: impl FnOnce(&relaymq::client::Channel) -> Result<T, ClientError>,
+) -> Option<u16> {
+    let ch = conn.open_channel().unwrap();
+    f(&ch).err().and_then(|e| e.reply_code())
+}
+
 fn connection_ids(conn: &Connection) -> Vec<u64> {
     conn.list(ListKind::Connections)
         .unwrap()

@@ -63,11 +63,20 @@ impl StoredHash {
     }
 
     /// A hash imported as it is (from RabbitMQ's definitions or `user add --password-hash`),
-    /// checked for shape.
+    /// checked for shape. An empty hash is a user without a password, as RabbitMQ exports
+    /// one after `rabbitmqctl clear_password` (`"password_hash": ""`): no password logs it
+    /// in, which suits users who authenticate otherwise (x509, LDAP in RabbitMQ).
     ///
     /// # Errors
     /// 406 PRECONDITION_FAILED for an unknown algorithm or a hash that is not of its shape.
     pub fn import(algorithm: &str, hash: &str) -> Result<StoredHash, BrokerError> {
+        let known = [ARGON2ID, RABBIT_SHA256, RABBIT_SHA512].contains(&algorithm);
+        if hash.is_empty() && known {
+            return Ok(StoredHash {
+                algorithm: algorithm.to_string(),
+                hash: String::new(),
+            });
+        }
         let ok = match algorithm {
             ARGON2ID => {
                 if let Err(e) = argon::check(hash) {
@@ -97,10 +106,11 @@ impl StoredHash {
         })
     }
 
-    /// Whether `password` matches. Unknown algorithms, malformed hashes and empty
-    /// passwords never match (RabbitMQ's internal backend refuses blank passwords).
+    /// Whether `password` matches. Unknown algorithms, malformed hashes, a user without a
+    /// password (empty hash) and empty passwords never match (RabbitMQ's internal backend
+    /// refuses blank passwords).
     pub fn verify(&self, password: &str) -> bool {
-        if password.is_empty() || password.len() > PASSWORD_BYTES_MAX {
+        if self.hash.is_empty() || password.is_empty() || password.len() > PASSWORD_BYTES_MAX {
             return false;
         }
         match self.algorithm.as_str() {
@@ -232,6 +242,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.text.contains("above the accepted"), "{}", e.text);
+    }
+
+    #[test]
+    fn an_empty_hash_is_a_user_without_a_password() {
+        for algorithm in [RABBIT_SHA256, RABBIT_SHA512, ARGON2ID] {
+            let stored = StoredHash::import(algorithm, "").unwrap();
+            assert_eq!(stored.hash, "");
+            assert!(!stored.verify("anything"));
+            assert!(!stored.verify(""));
+        }
+        assert!(StoredHash::import("rabbit_password_hashing_md5", "").is_err());
     }
 
     #[test]

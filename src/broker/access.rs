@@ -283,6 +283,35 @@ impl Broker {
         Ok(vh)
     }
 
+    /// The vhost `vhost` for a native-protocol connection of `user` being opened
+    /// (`relaymq-cli`, the client library): as [`Broker::open_vhost`], except that an
+    /// administrator may open a vhost without permissions there, to administer it (set
+    /// its permissions and policies, list it), as `rabbitmqctl -p VHOST` and the
+    /// management API work on any vhost. Declaring, publishing and consuming there still
+    /// need permissions: without them every such request is refused with 403. AMQP 0-9-1
+    /// connections keep RabbitMQ's rule ([`Broker::open_vhost`]).
+    ///
+    /// # Errors
+    /// As [`Broker::open_vhost`] for a user without the administrator tag.
+    pub fn open_vhost_to_administer(
+        &self,
+        user: &str,
+        vhost: &str,
+    ) -> Result<Arc<VirtualHost>, BrokerError> {
+        let is_admin = self
+            .users
+            .user(user)
+            .is_some_and(|u| u.has_tag(TAG_ADMINISTRATOR));
+        if is_admin && self.users.permissions(user, vhost).is_none() {
+            let vh = self.vhost_for_open(vhost)?;
+            log::info!(
+                "administrator '{user}' opened vhost '{vhost}' without permissions there, to administer it"
+            );
+            return Ok(vh);
+        }
+        self.open_vhost(user, vhost)
+    }
+
     /// Checks that `user` has one of `tags` for the admin operation `what`.
     ///
     /// # Errors

@@ -356,7 +356,7 @@ impl Handler {
             channel_max,
             client_name,
         } = open;
-        let vh = match self.broker.open_vhost(&user, &vhost) {
+        let vh = match self.broker.open_vhost_to_administer(&user, &vhost) {
             Ok(v) => v,
             Err(e) => {
                 self.close_connection(e.code, &e.text, 0x0001, request_id);
