@@ -191,8 +191,12 @@ impl Limits {
     }
 }
 
-/// Warns when `--max-connections` (`configured`) does not fit the client sockets of the
-/// file-descriptor budget (`budget`), which then applies instead.
+/// Part of the client sockets of the file-descriptor budget kept for sockets in their
+/// handshake, as a divisor (1/8; at most [`HANDSHAKES_PENDING_MAX`]).
+pub const SOCKETS_HANDSHAKE_DIVISOR: usize = 8;
+
+/// Warns when `--max-connections` (`configured`) does not fit the connections the
+/// file-descriptor budget allows (`budget`), which then apply instead.
 fn warn_if_clamped(configured: usize, budget: usize) {
     if configured > budget && configured == CONNECTIONS_MAX {
         // The default: not the operator's choice, so not a warning.
@@ -259,11 +263,30 @@ impl LiveLimits {
     }
 
     /// Sets the client sockets the file-descriptor budget allows (once, at start):
-    /// [`LiveLimits::connections_max`] never exceeds it, whatever `--max-connections`
+    /// [`LiveLimits::connections_max`] never exceeds it less a part kept for sockets in
+    /// their handshake ([`LiveLimits::connections_budget`]), whatever `--max-connections`
     /// says, and a warning names a configured value that does not fit.
     pub fn set_sockets_budget(&self, sockets: usize) {
         self.sockets_budget.store(sockets, Ordering::Relaxed);
-        warn_if_clamped(self.connections_max.load(Ordering::Relaxed), sockets);
+        warn_if_clamped(
+            self.connections_max.load(Ordering::Relaxed),
+            self.connections_budget(),
+        );
+    }
+
+    /// Open connections the file-descriptor budget allows, in connections: its client
+    /// sockets less 1/[`SOCKETS_HANDSHAKE_DIVISOR`] of them (between 1 and
+    /// [`HANDSHAKES_PENDING_MAX`]) kept for sockets still in their handshake, so that a
+    /// client past the limit completes its handshake and is told why (530 at
+    /// `connection.open`, RabbitMQ's text) instead of finding its socket closed.
+    /// `usize::MAX` without a budget.
+    pub fn connections_budget(&self) -> usize {
+        let sockets = self.sockets_budget();
+        if sockets == usize::MAX {
+            return usize::MAX;
+        }
+        let handshakes = (sockets / SOCKETS_HANDSHAKE_DIVISOR).clamp(1, HANDSHAKES_PENDING_MAX);
+        sockets.saturating_sub(handshakes).max(1)
     }
 
     /// Client sockets the file-descriptor budget allows, in sockets (`usize::MAX`
@@ -292,7 +315,7 @@ impl LiveLimits {
     pub fn store(&self, limits: &Limits) -> Result<(), LimitsError> {
         limits.validate()?;
         let r = Ordering::Relaxed;
-        warn_if_clamped(limits.connections_max, self.sockets_budget());
+        warn_if_clamped(limits.connections_max, self.connections_budget());
         self.connections_max.store(limits.connections_max, r);
         self.connections_per_user_max
             .store(limits.connections_per_user_max, r);
@@ -332,13 +355,13 @@ impl LiveLimits {
         }
     }
 
-    /// [`Limits::connections_max`], in connections, clamped to the client sockets the
-    /// file-descriptor budget allows.
+    /// [`Limits::connections_max`], in connections, clamped to what the file-descriptor
+    /// budget allows ([`LiveLimits::connections_budget`]).
     #[inline]
     pub fn connections_max(&self) -> usize {
         self.connections_max
             .load(Ordering::Relaxed)
-            .min(self.sockets_budget())
+            .min(self.connections_budget())
     }
 
     /// [`Limits::connections_per_user_max`], in connections.
@@ -476,6 +499,26 @@ mod tests {
         };
         assert!(live.store(&bad).is_err());
         assert_eq!(live.load(), new);
+    }
+
+    #[test]
+    fn the_sockets_budget_caps_connections_and_keeps_room_for_handshakes() {
+        let live = LiveLimits::default();
+        assert_eq!(
+            live.connections_max(),
+            CONNECTIONS_MAX,
+            "no budget, no clamp"
+        );
+        live.set_sockets_budget(53);
+        assert_eq!(live.connections_budget(), 47);
+        assert_eq!(live.connections_max(), 47);
+        assert_eq!(live.sockets_max(), 53);
+        live.set_sockets_budget(196_524);
+        assert_eq!(live.connections_budget(), 196_524 - HANDSHAKES_PENDING_MAX);
+        assert_eq!(live.connections_max(), CONNECTIONS_MAX, "the default fits");
+        assert_eq!(live.sockets_max(), CONNECTIONS_MAX + HANDSHAKES_PENDING_MAX);
+        live.set_sockets_budget(4);
+        assert_eq!((live.connections_budget(), live.sockets_max()), (3, 4));
     }
 
     #[test]

@@ -571,13 +571,21 @@ impl IoLoop {
         }
         if self.refused_at_accept > 0 {
             let limits = self.broker.limits();
-            log::warn!(
-                "closed {} connections at accept: {} sockets open (--max-connections {} plus {HANDSHAKES_PENDING_MAX} in their handshake, within the {} sockets of the open-files limit)",
-                self.refused_at_accept,
-                self.conns.len(),
-                limits.connections_max(),
-                limits.sockets_budget()
-            );
+            if limits.sockets_max() >= limits.sockets_budget() {
+                log::warn!(
+                    "closed {} connections at accept: all {} client sockets the open-files limit leaves are in use ({} for connections, the rest for handshakes; docs/operations.md, \"Open files\")",
+                    self.refused_at_accept,
+                    limits.sockets_budget(),
+                    limits.connections_max()
+                );
+            } else {
+                log::warn!(
+                    "closed {} connections at accept: {} sockets open (--max-connections {} plus {HANDSHAKES_PENDING_MAX} in their handshake)",
+                    self.refused_at_accept,
+                    self.conns.len(),
+                    limits.connections_max()
+                );
+            }
             self.refused_at_accept = 0;
         }
         let now = Instant::now();

@@ -506,8 +506,8 @@ impl QueueStore {
         if rec.dir_changed {
             backend.sync_dir(&dir).map_err(dir_io)?;
         }
-        // The active segment's files are opened at the first write or read, not now: an
-        // idle queue holds no descriptor.
+        // The active segment's files are opened at the first write or read, not now: a
+        // queue nobody uses holds no descriptor.
         let files = HandleCache::new(backend.file_budget().cloned());
         let next_id = match rec.max_id {
             None => 1,
