@@ -202,8 +202,22 @@ fn ttl_zero_delivers_to_a_waiting_consumer_or_expires_at_once() {
     declare(&ch, "dlq", false, &[]);
     declare(&ch, "work", false, &dlx_to("dlq"));
     publish(&ch, "work", "nobody-waits", Some("0"), false);
-    wait_for_count(&ch, "dlq", 1);
+    // Expired on arrival, as RabbitMQ: the very next request sees it gone and
+    // dead-lettered (not at the housekeeper's next pass).
     assert_eq!(count(&ch, "work"), 0);
+    assert_eq!(count(&ch, "dlq"), 1);
+    let death = ch.basic_get("dlq", true).unwrap().expect("dead-lettered");
+    let headers = death.properties.headers.clone().expect("x-death");
+    assert_eq!(
+        first_death(&headers).get("reason"),
+        Some(&FieldValue::string("expired"))
+    );
+    // Without a dead-letter exchange it is simply gone; persistent in a durable queue too.
+    declare(&ch, "plain", true, &[]);
+    publish(&ch, "plain", "gone", Some("0"), true);
+    publish(&ch, "plain", "kept", None, true);
+    assert_eq!(count(&ch, "plain"), 1);
+    assert_eq!(body(&ch, "plain").as_deref(), Some("kept"));
 
     let consumer = ch
         .basic_consume(
@@ -219,7 +233,11 @@ fn ttl_zero_delivers_to_a_waiting_consumer_or_expires_at_once() {
         ConsumerEvent::Delivery(d) => assert_eq!(d.body, b"taken-at-once"),
         other => panic!("{other:?}"),
     }
-    assert_eq!(count(&ch, "dlq"), 1);
+    assert_eq!(
+        count(&ch, "dlq"),
+        0,
+        "the one taken at once was not dead-lettered"
+    );
 }
 
 #[test]

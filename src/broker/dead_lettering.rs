@@ -95,8 +95,11 @@ fn route(
             jobs
         };
         match target.enqueue(Arc::clone(&dead)) {
-            Enqueued::Accepted { dropped, .. } => {
-                work.extend(knock_on(jobs(&target, dropped, "maxlen")))
+            Enqueued::Accepted {
+                dropped, expired, ..
+            } => {
+                work.extend(knock_on(jobs(&target, dropped, "maxlen")));
+                work.extend(knock_on(jobs(&target, expired, "expired")));
             }
             Enqueued::RefusedToDeadLetter(_) => work.extend(knock_on(jobs(
                 &target,

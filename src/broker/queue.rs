@@ -67,6 +67,10 @@ pub enum Enqueued {
         /// Messages a length limit dropped from the head to make room, to dead-letter
         /// (reason `maxlen`; empty when the queue has no dead-letter exchange).
         dropped: Vec<Leaving>,
+        /// The message itself when its TTL is 0 and no consumer took it at once (RabbitMQ
+        /// expires such a message on arrival), with any other message already due, to
+        /// dead-letter (reason `expired`; empty without a dead-letter exchange).
+        expired: Vec<Leaving>,
     },
     /// The queue was deleted meanwhile; the message was not taken.
     Gone,
@@ -410,9 +414,20 @@ impl Queue {
         st.fresh = deadline.map(|d| (seq, d));
         self.dispatch_locked(&mut st);
         st.fresh = None;
+        let mut expired_now = Vec::new();
         if let Some(d) = deadline {
             if st.ready.get_mut(level, seq).is_some() {
                 st.expiry.insert(seq, level, d);
+                // Due already (a TTL of 0) and nobody took it: it expires on arrival, as
+                // in RabbitMQ, rather than at the housekeeper's next pass.
+                if d <= now {
+                    let due = st.expiry.take_due(now);
+                    expired_now = st.ready.remove(due);
+                    for r in &expired_now {
+                        st.stats.remove_ready(r);
+                    }
+                    st.stats.expired += expired_now.len() as u64;
+                }
             }
         }
         let mut dropped = Vec::new();
@@ -432,7 +447,15 @@ impl Queue {
             (Some(storage), Some(w)) => storage.submit(w),
             _ => None,
         };
-        Enqueued::Accepted { sync, dropped }
+        let mut expired = Vec::new();
+        for r in expired_now {
+            self.leave(r, &mut expired);
+        }
+        Enqueued::Accepted {
+            sync,
+            dropped,
+            expired,
+        }
     }
 
     /// Puts the messages recovered from the store in the queue, in order (start-up only).
@@ -1405,11 +1428,13 @@ mod tests {
         let sim = SimBackend::new();
         // Room for two bodies: the later messages are paged out.
         let q = queue_with(&sim, 2, &dlx());
+        // TTL 1 ms, not 0: a message with TTL 0 expires on arrival, in `enqueue`.
         publish_with(&q, 0, None, None);
-        publish_with(&q, 1, Some("0"), None);
+        publish_with(&q, 1, Some("1"), None);
         publish_with(&q, 2, None, None);
-        publish_with(&q, 3, Some("0"), None);
+        publish_with(&q, 3, Some("1"), None);
         publish_with(&q, 4, Some("3600000"), None);
+        std::thread::sleep(std::time::Duration::from_millis(5));
         assert!(q.has_expired(now_ms()));
         let expired = q.expire(now_ms());
         let bodies: Vec<Vec<u8>> = expired.iter().map(|l| l.msg.body.to_vec()).collect();
@@ -1434,8 +1459,9 @@ mod tests {
     fn a_due_head_is_never_handed_out_and_waits_for_the_housekeeper() {
         let sim = SimBackend::new();
         let q = queue_with(&sim, 10, &dlx());
-        publish_with(&q, 0, Some("0"), None);
+        publish_with(&q, 0, Some("1"), None);
         publish_with(&q, 1, None, None);
+        std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(get(&q).unwrap().msg.body, body(1));
         // The expired head was set aside: not ready, but waiting to be dead-lettered.
         let s = check_accounting(&q);
@@ -1445,6 +1471,38 @@ mod tests {
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].msg.body, body(0));
         assert!(!q.has_expired(u64::MAX - 1));
+    }
+
+    #[test]
+    fn a_ttl_of_zero_expires_on_arrival_unless_taken() {
+        let sim = SimBackend::new();
+        let q = queue_with(&sim, 10, &dlx());
+        publish_with(&q, 0, None, None);
+        let m = Arc::new(Message::new(
+            "",
+            "q",
+            BasicProperties {
+                delivery_mode: Some(2),
+                expiration: Some("0".into()),
+                ..BasicProperties::default()
+            },
+            body(1),
+        ));
+        let Enqueued::Accepted { expired, .. } = q.enqueue(m) else {
+            panic!("refused")
+        };
+        let bodies: Vec<Vec<u8>> = expired.iter().map(|l| l.msg.body.to_vec()).collect();
+        assert_eq!(
+            bodies,
+            [body(1)],
+            "expired on arrival, for the dead-letterer"
+        );
+        let s = check_accounting(&q);
+        assert_eq!((s.ready, s.expired), (1, 1));
+        assert!(
+            q.expire(now_ms()).is_empty(),
+            "nothing left for the housekeeper"
+        );
     }
 
     #[test]

@@ -630,11 +630,18 @@ impl Session {
         let mut dead: Vec<DeadLetterJob> = Vec::new();
         for q in queues.iter() {
             match q.enqueue(Arc::clone(&msg)) {
-                Enqueued::Accepted { sync: s, dropped } => {
+                Enqueued::Accepted {
+                    sync: s,
+                    dropped,
+                    expired,
+                } => {
                     routed += 1;
                     sync = sync.max(s);
                     if !dropped.is_empty() {
                         dead.extend(jobs(q, dropped, "maxlen"));
+                    }
+                    if !expired.is_empty() {
+                        dead.extend(jobs(q, expired, "expired"));
                     }
                 }
                 Enqueued::Gone => {}
