@@ -11,9 +11,11 @@
 #   and `cargo clean` removes it; the next run makes it again (a few seconds). It is remade
 #   when tests/requirements.txt changes. Its bin/ goes first on PATH, so every `python3`
 #   the tests and scripts/*.sh run is the venv's.
-# - Debian packages, with apt-get as root or through sudo: python3-venv (the venv module
-#   with ensurepip; Debian and Ubuntu ship it apart from python3), python3 itself if
-#   absent, and amqp-tools. It fails loudly when one cannot be installed.
+# - Debian packages, with apt-get as root or through sudo: build-essential (a C compiler
+#   and make, for jemalloc, SQLite and ring), python3-venv (the venv module with
+#   ensurepip; Debian and Ubuntu ship it apart from python3), python3 itself if absent,
+#   and amqp-tools. It fails loudly when one cannot be installed, and when cargo is older
+#   than Cargo.toml's rust-version (install Rust with rustup).
 #
 # It exports RELAYMQ_TEST_REQUIRE_CLIENTS=1: a test that needs pika or amqp-tools then
 # fails when they are missing instead of skipping itself (as a plain `cargo test` does,
@@ -44,6 +46,20 @@ apt_install() {
 
 command -v cargo >/dev/null || die "cargo is not installed (https://rustup.rs)"
 [ -f "$requirements" ] || die "$requirements is missing"
+
+# ---- the build's needs --------------------------------------------------------------------
+# Cargo.toml's rust-version: a distribution's older cargo (Debian 12 ships 1.63) cannot
+# build it; rustup's stable can.
+rust_min=$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' Cargo.toml)
+rust_now=$(cargo --version | awk '{print $2}')
+if [ -n "$rust_min" ] && [ "$(printf '%s\n%s\n' "$rust_min" "$rust_now" | sort -V | head -n 1)" != "$rust_min" ]; then
+  die "cargo $rust_now is older than this project's rust-version $rust_min: install Rust with rustup (https://rustup.rs)"
+fi
+# A C compiler and make: jemalloc (the server's allocator) is built with configure and
+# make, and SQLite and ring are compiled C. Debian: build-essential.
+if ! command -v cc >/dev/null || ! command -v make >/dev/null; then
+  apt_install build-essential
+fi
 
 # ---- the Python virtual environment -----------------------------------------------------
 venv_current() {

@@ -396,7 +396,7 @@ fn sizes_take_units_and_watermarks_both_forms() {
     );
     assert_eq!(
         line_of(&printed, "max-outbound-bytes"),
-        "max-outbound-bytes = 100000000  # file"
+        "max-outbound-bytes = \"100MB\"  # file"
     );
     assert_eq!(
         line_of(&printed, "memory-high-watermark"),
@@ -408,7 +408,7 @@ fn sizes_take_units_and_watermarks_both_forms() {
     );
     assert_eq!(
         line_of(&printed, "memory-high-watermark"),
-        "memory-high-watermark = \"1953125KiB\"  # file"
+        "memory-high-watermark = \"2GB\"  # file"
     );
     assert_eq!(
         line_of(&printed, "max-message-bytes"),

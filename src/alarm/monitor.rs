@@ -29,8 +29,9 @@ impl AlarmMonitor {
         data_dir: PathBuf,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> io::Result<AlarmMonitor> {
-        alarms.attach(data_dir, wake);
+        alarms.attach(data_dir.clone(), wake);
         alarms.check(true, true);
+        log_limits(&alarms, &data_dir);
         let thread = StoppableThread::spawn("relaymq-alarms", move |rx| run(&alarms, &rx))?;
         Ok(AlarmMonitor { thread })
     }
@@ -39,6 +40,36 @@ impl AlarmMonitor {
     pub fn stop(&mut self) {
         self.thread.stop();
     }
+}
+
+/// Bytes per MiB, for the start-up line.
+const MIB_BYTES: u64 = 1 << 20;
+
+/// Logs the limits in force once the first check ran, as RabbitMQ's start-up log does
+/// (`Memory high watermark set to 14422 MiB (15122663014 bytes) of 24036 MiB …`).
+fn log_limits(alarms: &ResourceAlarms, data_dir: &std::path::Path) {
+    let config = alarms.config();
+    let r = alarms.readings();
+    match (r.mem_limit_bytes, super::probe::memory_available_bytes()) {
+        (Some(limit), Some(available)) => log::info!(
+            "memory high watermark {}: {} MiB ({limit} bytes) of {} MiB ({available} bytes) available",
+            config.memory_high_watermark,
+            limit / MIB_BYTES,
+            available / MIB_BYTES
+        ),
+        _ => log::info!(
+            "memory high watermark {}: the memory available cannot be read here, the memory alarm is off",
+            config.memory_high_watermark
+        ),
+    }
+    let free = r
+        .disk_free_bytes
+        .map_or("unknown".to_string(), |f| format!("{} MiB", f / MIB_BYTES));
+    log::info!(
+        "free disk limit {}: publishers are blocked below it ({free} free now in {})",
+        crate::types::size::format_size(r.disk_free_limit_bytes),
+        data_dir.display()
+    );
 }
 
 fn run(alarms: &ResourceAlarms, stop: &Receiver<()>) {

@@ -11,7 +11,9 @@ use relaymq_cli::args::{self, Invocation};
 use relaymq_cli::{commands, CliError};
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // Errors only by default: what the client library warns about (a blocked connection)
+    // the CLI says itself, in its own words (`note: …`); RUST_LOG=warn shows them too.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("error")).init();
     let code = match run() {
         Ok(()) => 0,
         // The reader of our output went away (`| head`): it has what it wanted.

@@ -85,6 +85,9 @@ fn run(server_config: ServerConfig, layered: Layered, inputs: config::Inputs) ->
         .init();
     log::set_max_level(layered.settings.log_level);
     log::info!("memory allocator: {}", allocator::describe());
+    if let Some(warning) = allocator::missing_settings_warning() {
+        log::warn!("{warning}");
+    }
     let signals = signals::install().context("cannot install signal handlers")?;
     let handle = server::start(server_config).context("cannot start the server")?;
     let status = format!("serving on {} (native protocol)", handle.local_addr());

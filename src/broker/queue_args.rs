@@ -69,9 +69,32 @@ fn integer(
     }
 }
 
-/// A duration argument in ms, `min..=EXPIRY_MS_MAX`.
+/// A duration argument in ms, `min..=EXPIRY_MS_MAX` (`min` is 0 or 1), refused with
+/// RabbitMQ's terms (`rabbit_amqqueue:check_expires_arg`, `rabbit_misc:check_expiry`):
+/// `{value_zero,0}` for an `x-expires` of 0, `{value_negative,N}`,
+/// `{value_too_large,N}`.
 fn ms(arguments: &FieldTable, key: &str, min: i64) -> Result<Option<u64>, BrokerError> {
-    Ok(integer(arguments, key, min, EXPIRY_MS_MAX as i64)?.map(|n| n as u64))
+    let Some(v) = arguments.get(key) else {
+        return Ok(None);
+    };
+    let Some(n) = v.as_i64() else {
+        return Err(BrokerError::precondition(format!(
+            "invalid arg '{key}': {} is not an integer",
+            v.to_json()
+        )));
+    };
+    let term = if n == 0 && min > 0 {
+        "value_zero"
+    } else if n < 0 {
+        "value_negative"
+    } else if n > EXPIRY_MS_MAX as i64 {
+        "value_too_large"
+    } else {
+        return Ok(Some(n as u64));
+    };
+    Err(BrokerError::precondition(format!(
+        "invalid arg '{key}': {{{term},{n}}}"
+    )))
 }
 
 /// The per-message TTL of a published message: its `expiration` property, a decimal
@@ -154,13 +177,13 @@ mod tests {
             text.contains("'x-message-ttl'") && text.contains("not an integer"),
             "{text}"
         );
+        // RabbitMQ's terms (rabbit_misc:check_expiry, check_expires_arg).
         let text = error(&[("x-message-ttl", FieldValue::I64(-1))]);
-        assert!(
-            text.contains("'x-message-ttl'") && text.contains("out of range"),
-            "{text}"
-        );
+        assert_eq!(text, "invalid arg 'x-message-ttl': {value_negative,-1}");
         let text = error(&[("x-expires", FieldValue::I64(0))]);
-        assert!(text.contains("'x-expires'"), "{text}");
+        assert_eq!(text, "invalid arg 'x-expires': {value_zero,0}");
+        let text = error(&[("x-expires", FieldValue::I64(-5))]);
+        assert_eq!(text, "invalid arg 'x-expires': {value_negative,-5}");
         let text = error(&[("x-max-priority", FieldValue::I64(256))]);
         assert!(
             text.contains("'x-max-priority'") && text.contains("0..255"),
@@ -171,7 +194,10 @@ mod tests {
         let text = error(&[("x-consumer-timeout", FieldValue::Bool(true))]);
         assert!(text.contains("'x-consumer-timeout'"), "{text}");
         let text = error(&[("x-message-ttl", FieldValue::I64(EXPIRY_MS_MAX as i64 + 1))]);
-        assert!(text.contains("'x-message-ttl'"), "{text}");
+        assert_eq!(
+            text,
+            "invalid arg 'x-message-ttl': {value_too_large,315360000001}"
+        );
     }
 
     fn with_expiration(e: &str) -> BasicProperties {

@@ -117,7 +117,7 @@ fn in_range<T: PartialOrd + fmt::Display>(
     if value < lo || value > hi {
         return Err(LimitsError {
             flag,
-            text: format!("{value} is out of range; allowed: {lo}..={hi}"),
+            text: format!("{value} is out of range: from {lo} to {hi}"),
         });
     }
     Ok(())

@@ -274,7 +274,10 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         Box::new(move || wake.wake()),
     )?;
     let listener = mio::net::TcpListener::bind(config.listen).map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot listen on {}: {e}", config.listen))
+        io::Error::new(
+            e.kind(),
+            format!("cannot listen on {} (native protocol): {e}", config.listen),
+        )
     })?;
     let addr = listener.local_addr()?;
     let amqp_listener = match config.amqp_listen {

@@ -34,12 +34,16 @@ const DECIMAL_UNITS: [(&str, u64); 8] = [
     ("tb", 1_000_000_000_000),
 ];
 
-/// The units [`format_size`] writes, largest first: it only ever writes binary units.
-const FORMAT_UNITS: [(&str, u64); 4] = [
+/// The units [`format_size`] may write, binary ones first (preferred on a tie).
+const FORMAT_UNITS: [(&str, u64); 8] = [
     ("TiB", 1 << 40),
     ("GiB", 1 << 30),
     ("MiB", 1 << 20),
     ("KiB", 1 << 10),
+    ("TB", 1_000_000_000_000),
+    ("GB", 1_000_000_000),
+    ("MB", 1_000_000),
+    ("kB", 1_000),
 ];
 
 /// A size that does not parse.
@@ -100,15 +104,25 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     n.checked_mul(multiplier).ok_or_else(too_large)
 }
 
-/// A byte count written with the largest binary unit that divides it (`512MiB`, `1000`),
-/// so that it parses back with [`parse_size`] to the same value.
+/// A byte count in its shortest exact form: with the unit that divides it into the
+/// fewest digits, binary before decimal on a tie (`512MiB`, `2GB`, `100kB`, `255`), so
+/// that it parses back with [`parse_size`] to the same value and reads as it was written.
 pub fn format_size(bytes: u64) -> String {
+    let mut best = bytes.to_string();
+    if bytes == 0 {
+        return best;
+    }
     for &(suffix, unit) in FORMAT_UNITS.iter() {
-        if bytes != 0 && bytes.is_multiple_of(unit) {
-            return format!("{}{suffix}", bytes / unit);
+        if bytes.is_multiple_of(unit) {
+            let candidate = format!("{}{suffix}", bytes / unit);
+            // A unit beats plain digits of the same length; among units the first wins.
+            let plain = !best.ends_with('B');
+            if candidate.len() < best.len() || (plain && candidate.len() == best.len()) {
+                best = candidate;
+            }
         }
     }
-    bytes.to_string()
+    best
 }
 
 #[cfg(test)]
@@ -181,7 +195,14 @@ mod tests {
         assert_eq!(format_size(512 << 20), "512MiB");
         assert_eq!(format_size(1 << 30), "1GiB");
         assert_eq!(format_size(2 << 40), "2TiB");
-        assert_eq!(format_size(2_000_000_000), "1953125KiB");
+        assert_eq!(format_size(128 << 10), "128KiB");
+        assert_eq!(format_size(1024), "1KiB");
+        // As written: decimal sizes stay decimal.
+        assert_eq!(format_size(2_000_000_000), "2GB");
+        assert_eq!(format_size(512_000_000), "512MB");
+        assert_eq!(format_size(100_000), "100kB");
         assert_eq!(format_size(1_000_000_001), "1000000001");
+        assert_eq!(format_size(255), "255");
+        assert_eq!(format_size(0), "0");
     }
 }
