@@ -159,39 +159,13 @@ fn idle_usage_errors_exit_2() {
     }
 }
 
-/// Many queues under a low open-files limit: the messages spread over them all come back,
-/// and the declare time and both RSS readings are reported.
-#[test]
-fn recovery_spreads_messages_over_many_queues_under_a_low_nofile() {
-    let out = Command::new(BENCH)
-        .args(["recovery", "--server", SERVER, "--count", "1500"])
-        .args(["--queues", "300", "--nofile", "256", "--json"])
-        .output()
-        .expect("relaymq-bench runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {stdout}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
-    assert_eq!(count(&v, "queues"), 300, "{v}");
-    assert_eq!(count(&v, "nofile"), 256, "{v}");
-    assert_eq!(count(&v, "messages_after_restart"), 1500, "{v}");
-    for key in [
-        "declare_seconds",
-        "server_rss_before_kill_bytes",
-        "server_rss_after_restart_bytes",
-    ] {
-        assert!(v[key].is_number(), "{key} in {v}");
-    }
-}
-
-#[test]
-fn recovery_after_kill_9_finds_every_message() {
+/// Runs `relaymq-bench recovery … --json` with `args`; returns its pid and its JSON, after
+/// checking it exited 0 and that every key of `numbers` is a number.
+fn recovery(args: &[&str], numbers: &[&str]) -> (u32, serde_json::Value) {
     let child = Command::new(BENCH)
-        .args(["recovery", "--server", SERVER, "--count", "2000", "--json"])
+        .args(["recovery", "--server", SERVER])
+        .args(args)
+        .arg("--json")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -206,15 +180,41 @@ fn recovery_after_kill_9_finds_every_message() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    for key in numbers {
+        assert!(v[*key].is_number(), "{key} in {v}");
+    }
+    (pid, v)
+}
+
+/// Many queues under a low open-files limit: the messages spread over them all come back,
+/// and the declare time and both RSS readings are reported.
+#[test]
+fn recovery_spreads_messages_over_many_queues_under_a_low_nofile() {
+    let (_, v) = recovery(
+        &["--count", "1500", "--queues", "300", "--nofile", "256"],
+        &[
+            "declare_seconds",
+            "server_rss_before_kill_bytes",
+            "server_rss_after_restart_bytes",
+        ],
+    );
+    assert_eq!(count(&v, "queues"), 300, "{v}");
+    assert_eq!(count(&v, "nofile"), 256, "{v}");
+    assert_eq!(count(&v, "messages_after_restart"), 1500, "{v}");
+}
+
+#[test]
+fn recovery_after_kill_9_finds_every_message() {
+    let (pid, v) = recovery(
+        &["--count", "2000"],
+        &[
+            "restart_to_first_get_ms",
+            "restart_to_connect_ms",
+            "restart_to_ready_file_ms",
+        ],
+    );
     assert_eq!(count(&v, "messages"), 2000, "{v}");
     assert_eq!(count(&v, "messages_after_restart"), 2000, "{v}");
-    for key in [
-        "restart_to_first_get_ms",
-        "restart_to_connect_ms",
-        "restart_to_ready_file_ms",
-    ] {
-        assert!(v[key].is_number(), "{key} in {v}");
-    }
     assert!(
         v["restart_to_connect_ms"].as_f64() <= v["restart_to_first_get_ms"].as_f64(),
         "connected before the first get: {v}"
