@@ -197,14 +197,6 @@ fn write_global(
     connections: u64,
     channels: u64,
 ) {
-    let gauge = |page: &mut Exposition, name: &str, help: &str, v: u64| {
-        page.family(name, Kind::Gauge, help);
-        page.sample(name, &[], v);
-    };
-    let counter = |page: &mut Exposition, name: &str, help: &str, v: u64| {
-        page.family(name, Kind::Counter, help);
-        page.sample(name, &[], v);
-    };
     page.family(
         "relaymq_build_info",
         Kind::Gauge,
@@ -320,18 +312,22 @@ fn write_global(
     }
 }
 
+/// One unlabelled gauge sample with its family header.
+fn gauge(page: &mut Exposition, name: &str, help: &str, v: u64) {
+    page.family(name, Kind::Gauge, help);
+    page.sample(name, &[], v);
+}
+
+/// One unlabelled counter sample with its family header.
+fn counter(page: &mut Exposition, name: &str, help: &str, v: u64) {
+    page.family(name, Kind::Counter, help);
+    page.sample(name, &[], v);
+}
+
 /// File descriptors: the process's (`rabbitmq_prometheus`'s `process_open_fds`,
 /// `process_max_fds`, `process_open_tcp_sockets`, `process_max_tcp_sockets`) and the
 /// message store's budget (its open files, limit, and what it did to stay within it).
 fn write_fds(page: &mut Exposition, broker: &Broker) {
-    let gauge = |page: &mut Exposition, name: &str, help: &str, v: u64| {
-        page.family(name, Kind::Gauge, help);
-        page.sample(name, &[], v);
-    };
-    let counter = |page: &mut Exposition, name: &str, help: &str, v: u64| {
-        page.family(name, Kind::Counter, help);
-        page.sample(name, &[], v);
-    };
     if let Some(open) = crate::limits::fds::open_fds() {
         gauge(
             page,
