@@ -1,7 +1,7 @@
 //! The broker's timed work, done every [`HOUSEKEEPING_INTERVAL_MS`] by one thread: expiring
 //! messages whose TTL passed (and dead-lettering them, reason `expired`), deleting
 //! queues unused for their `x-expires`, and ending deliveries past their consumer timeout
-//! ([`crate::broker::consumer_timeout`]) (docs/lifecycle.md), and sampling the queues'
+//! ([`crate::broker::channel::timeout`]) (docs/lifecycle.md), and sampling the queues'
 //! totals for message rates ([`crate::broker::rates`], every 5 s).
 //!
 //! Each round reads one atomic per queue and one per open channel to find the ones with
@@ -9,10 +9,10 @@
 //! lock between queues; dead-lettering runs after the source queue's lock is released
 //! (ARCHITECTURE.md §4).
 
-use crate::broker::broker::Broker;
-use crate::broker::consumer_timeout;
-use crate::broker::dead_lettering::{self, jobs};
-use crate::broker::expiry::now_ms;
+use crate::broker::channel::timeout;
+use crate::broker::dead_letter::jobs::{self, jobs};
+use crate::broker::node::Broker;
+use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::Queue;
 use crate::broker::stoppable_thread::StoppableThread;
 use crate::broker::vhost::VirtualHost;
@@ -43,7 +43,7 @@ pub fn run_once(broker: &Broker, now_ms: u64) {
             }
         }
     }
-    consumer_timeout::run_once(broker, now_ms);
+    timeout::run_once(broker, now_ms);
     broker.rates().sample(broker, now_ms);
 }
 
@@ -52,7 +52,7 @@ pub fn run_once(broker: &Broker, now_ms: u64) {
 fn expire_messages(vhost: &VirtualHost, q: &Arc<Queue>, now_ms: u64) {
     let expired = q.expire(now_ms);
     if !expired.is_empty() {
-        dead_lettering::run(vhost, jobs(q, expired, "expired"));
+        jobs::run(vhost, jobs(q, expired, "expired"));
     }
 }
 

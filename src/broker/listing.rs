@@ -2,8 +2,8 @@
 //! (`messages_ready`, `auto_delete`, …) so scripts written for `rabbitmqadmin` read them.
 //! Fields are only ever added.
 
-use crate::broker::broker::{Broker, ConnectionInfo};
-use crate::broker::router::Destination;
+use crate::broker::exchange::Destination;
+use crate::broker::node::{Broker, ConnectionInfo};
 use crate::broker::vhost::VirtualHost;
 use crate::types::{FieldTable, FieldValue};
 use std::time::UNIX_EPOCH;

@@ -3,7 +3,7 @@
 //! ...). The housekeeper samples every queue's totals every [`RATE_SAMPLE_INTERVAL_MS`];
 //! a rate is the difference between the last two samples over the time between them.
 
-use crate::broker::broker::Broker;
+use crate::broker::node::Broker;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -8,20 +8,20 @@
 //! method reference) and RabbitMQ's extensions.
 
 use crate::auth::permission::{Access, Resource};
-use crate::broker::broker::Broker;
+use crate::broker::access::session::SessionAccess;
+use crate::broker::channel::confirm::ConfirmTracker;
+use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::broker::channel::Channel;
-use crate::broker::channel_hasher::BuildChannelHasher;
-use crate::broker::confirm::ConfirmTracker;
 use crate::broker::consumer::Consumer;
-use crate::broker::dead_lettering::{self, group_by_queue, jobs, requeue, DeadLetterJob};
-use crate::broker::header_routes::HeaderRoutes;
+use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue, DeadLetterJob};
+use crate::broker::exchange::header_routes::HeaderRoutes;
+use crate::broker::exchange::Destination;
+use crate::broker::message::body::MessageBody;
 use crate::broker::message::{Message, RouteNames};
-use crate::broker::message_body::MessageBody;
 use crate::broker::names;
+use crate::broker::node::Broker;
 use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
-use crate::broker::router::Destination;
-use crate::broker::session_access::SessionAccess;
 use crate::broker::sink::ClientSink;
 use crate::broker::topology::{self, RouteCache};
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
@@ -249,7 +249,7 @@ impl Session {
             self.detach_consumer(c);
         }
         let dead = requeue(unacked);
-        dead_lettering::run(&self.vhost, dead);
+        jobs::run(&self.vhost, dead);
     }
 
     /// Closes every channel and deletes the connection's exclusive queues (the connection
@@ -580,7 +580,7 @@ impl Session {
             )));
         }
         if let Some(props) = &properties {
-            crate::broker::queue_args::expiration_ms(props)?;
+            crate::broker::queue::args::expiration_ms(props)?;
             if let (Some(claimed), Some(user)) = (&props.user_id, &self.user) {
                 if claimed != user {
                     return Err(BrokerError::precondition(format!(
@@ -652,7 +652,7 @@ impl Session {
                 }
             }
         }
-        dead_lettering::run(&self.vhost, dead);
+        jobs::run(&self.vhost, dead);
         if routed == 0 && refused.is_none() {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
@@ -781,7 +781,7 @@ impl Session {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         if requeue_them {
             let dead = requeue(taken);
-            dead_lettering::run(&self.vhost, dead);
+            jobs::run(&self.vhost, dead);
         } else {
             for (q, entries) in group_by_queue(taken) {
                 if q.dead_letter().is_some() {
@@ -791,7 +791,7 @@ impl Session {
                         .iter()
                         .map(|e| Leaving::unstored(Arc::clone(&e.msg)))
                         .collect();
-                    dead_lettering::run(&self.vhost, jobs(&q, msgs, "rejected"));
+                    jobs::run(&self.vhost, jobs(&q, msgs, "rejected"));
                 }
                 q.settle(&entries, false);
             }
@@ -824,7 +824,7 @@ impl Session {
         }
         let taken = cs.shared.take_all();
         let dead = requeue(taken);
-        dead_lettering::run(&self.vhost, dead);
+        jobs::run(&self.vhost, dead);
         self.dispatch_channel(ch);
         Ok(())
     }

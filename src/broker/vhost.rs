@@ -7,14 +7,14 @@
 
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
+use crate::broker::exchange::{Binding, Destination, ExchangeKind};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
-use crate::broker::length_limit::LengthLimit;
 use crate::broker::message::Message;
 use crate::broker::names;
 use crate::broker::policy::Policy;
+use crate::broker::queue::length_limit::LengthLimit;
+use crate::broker::queue::storage::QueueStorage;
 use crate::broker::queue::Queue;
-use crate::broker::queue_storage::QueueStorage;
-use crate::broker::router::{Binding, Destination, ExchangeKind};
 use crate::broker::sink::CancelReason;
 use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
@@ -255,7 +255,7 @@ pub(crate) fn check_queue_arguments(arguments: &FieldTable) -> Result<(), Broker
     }
     LengthLimit::from_arguments(arguments)?;
     DeadLetter::from_arguments(arguments)?;
-    crate::broker::queue_args::LifecycleArgs::from_arguments(arguments)?;
+    crate::broker::queue::args::LifecycleArgs::from_arguments(arguments)?;
     if let Some(t) = arguments.get("x-queue-type") {
         if t.as_str() != Some("classic") {
             return Err(BrokerError::precondition(format!(
@@ -1162,7 +1162,7 @@ impl VirtualHost {
     /// bindings (each exchange visited once, so binding cycles terminate) and enqueueing
     /// each queue once however many bindings lead to it. Every routing key of the message
     /// is routed: its own and those of its `CC`/`BCC` headers (RabbitMQ's sender-selected
-    /// distribution, [`crate::broker::header_routes`]).
+    /// distribution, [`crate::broker::exchange::header_routes`]).
     pub fn route(&self, exchange: &Exchange, msg: &Message) -> Vec<Arc<Queue>> {
         self.route_keyed(exchange, msg).0
     }

@@ -505,7 +505,7 @@ impl AmqpHandler {
         // Connection limits (total, per user): 530 before open-ok, as RabbitMQ.
         let registered = self.broker.register_connection(ConnectionInfo {
             id: self.id,
-            protocol: crate::broker::broker::PROTOCOL_AMQP,
+            protocol: crate::broker::node::PROTOCOL_AMQP,
             peer: self.peer,
             local: self.local,
             frame_max: self.frame_max,

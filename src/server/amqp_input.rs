@@ -8,7 +8,7 @@
 //! channel is closed with 406 as RabbitMQ does.
 
 use crate::amqp::{parse_content_header, AmqpMethod, FrameType, RawFrameHeader, BASIC_CLASS_ID};
-use crate::broker::channel_hasher::BuildChannelHasher;
+use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::error::ReplyCode;
 use crate::server::conn::{Content, Event};
 use std::collections::HashMap;

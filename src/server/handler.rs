@@ -388,7 +388,7 @@ impl Handler {
         // Connection limits (total, per user): refused with 530 before open-ok.
         let registered = self.broker.register_connection(ConnectionInfo {
             id: self.id,
-            protocol: crate::broker::broker::PROTOCOL_NATIVE,
+            protocol: crate::broker::node::PROTOCOL_NATIVE,
             peer: self.peer,
             local: self.local,
             frame_max,

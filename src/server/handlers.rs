@@ -42,7 +42,7 @@ pub fn defer_login(
     peer: std::net::SocketAddr,
 ) {
     let conn = std::sync::Weak::clone(conn);
-    broker.submit_login(crate::broker::login_checker::LoginJob {
+    broker.submit_login(crate::broker::access::login_checker::LoginJob {
         user: user.to_string(),
         password,
         peer,

@@ -11,10 +11,10 @@
 use super::changes::{exchange_of, Changes, NewBinding};
 use super::plan::QueueItem;
 use crate::auth::users::User;
+use crate::broker::exchange::Destination;
 use crate::broker::policy::Policy;
+use crate::broker::queue::storage::QueueStorage;
 use crate::broker::queue::{Leaving, Queue};
-use crate::broker::queue_storage::QueueStorage;
-use crate::broker::router::Destination;
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::error::BrokerError;

@@ -17,10 +17,10 @@ use super::plan::{
 };
 use super::summary::SectionCount;
 use crate::auth::users::UserRegistry;
+use crate::broker::exchange::{Binding, Destination, ExchangeKind, Router};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::policy::POLICIES_PER_VHOST_MAX;
 use crate::broker::queue::Queue;
-use crate::broker::router::{Binding, Destination, ExchangeKind, Router};
 use crate::broker::vhost::{
     check_exchange_spec, check_name_bytes, default_exchange_refused, exchange_equivalence,
     exchange_limit_reached, queue_equivalence, queue_limit_reached, VirtualHost,

@@ -10,8 +10,8 @@
 //! `rabbit_password_hashing_sha256` hashes as imported).
 
 use super::RABBIT_FORMAT_VERSION;
+use crate::broker::exchange::Destination;
 use crate::broker::names;
-use crate::broker::router::Destination;
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::types::field_table::table_to_json;

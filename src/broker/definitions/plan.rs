@@ -5,8 +5,8 @@
 use super::model::Element;
 use crate::auth::password::StoredHash;
 use crate::auth::permission::PermissionDef;
+use crate::broker::exchange::{Destination, ExchangeKind};
 use crate::broker::policy::Policy;
-use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::{ExchangeSpec, QueueSpec};
 use crate::types::FieldTable;
 use std::collections::{BTreeSet, HashMap};

@@ -18,10 +18,10 @@
 //! the deliveries are first taken out of the channel under its lock alone, and requeued
 //! after it is released.
 
-use crate::broker::broker::Broker;
 use crate::broker::channel::{Channel, TimedOut, Unacked};
 use crate::broker::consumer::Consumer;
-use crate::broker::dead_lettering::{self, requeue};
+use crate::broker::dead_letter::jobs::{self, requeue};
+use crate::broker::node::Broker;
 use crate::broker::queue::ConsumerRemoved;
 use crate::broker::sink::CancelReason;
 use crate::broker::vhost::{notify_cancelled, VirtualHost};
@@ -167,7 +167,7 @@ fn end_timed_out(channel: &Channel, vhost: &Arc<VirtualHost>, timed_out: TimedOu
         );
     }
     let dead = requeue(deliveries);
-    dead_lettering::run(vhost, dead);
+    jobs::run(vhost, dead);
     for q in emptied {
         vhost.remove_queue(&q);
     }

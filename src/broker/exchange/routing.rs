@@ -7,21 +7,15 @@
 //! queues or exchanges beyond their names: the broker core resolves [`Destination`]s,
 //! follows exchange-to-exchange bindings and removes duplicates.
 
+use super::bindings::IndexedBindings;
 use crate::error::{BrokerError, ReplyCode};
 use crate::types::field_table::FieldTable;
-use binding_set::IndexedBindings;
 use std::sync::Arc;
 
-mod binding_set;
-mod direct;
-mod fanout;
-mod headers;
-mod topic;
-
-pub use direct::DirectRouter;
-pub use fanout::FanoutRouter;
-pub use headers::HeadersRouter;
-pub use topic::TopicRouter;
+pub use super::direct::DirectRouter;
+pub use super::fanout::FanoutRouter;
+pub use super::headers::HeadersRouter;
+pub use super::topic::TopicRouter;
 
 /// Where a binding leads: a queue or (exchange-to-exchange binding) another exchange.
 ///

@@ -18,9 +18,9 @@
 //! | `x-consumer-timeout` | — | the argument only |
 
 use crate::broker::dead_letter::DeadLetter;
-use crate::broker::length_limit::LengthLimit;
 use crate::broker::policy::Policy;
-use crate::broker::queue_args::LifecycleArgs;
+use crate::broker::queue::args::LifecycleArgs;
+use crate::broker::queue::length_limit::LengthLimit;
 use crate::types::{FieldTable, FieldValue};
 use std::sync::Arc;
 
@@ -92,8 +92,8 @@ impl QueueSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::length_limit::Overflow;
     use crate::broker::policy::PolicyDef;
+    use crate::broker::queue::length_limit::Overflow;
 
     fn policy(definition: serde_json::Value) -> Option<Arc<Policy>> {
         Some(Arc::new(

@@ -8,10 +8,10 @@
 //! in the map. Messages a lowered length limit drops are dead-lettered after the changes
 //! lock is released, like any other dead letter.
 
-use crate::broker::dead_lettering::{self, jobs};
+use crate::broker::dead_letter::jobs::{self, jobs};
 use crate::broker::policy::{self, Policy, POLICIES_PER_VHOST_MAX};
+use crate::broker::queue::settings::QueueSettings;
 use crate::broker::queue::{Leaving, Queue};
-use crate::broker::queue_settings::QueueSettings;
 use crate::broker::vhost::VirtualHost;
 use crate::error::BrokerError;
 use std::sync::{Arc, MutexGuard};
@@ -151,7 +151,7 @@ impl VirtualHost {
     /// Dead-letters (reason `maxlen`) what a lowered length limit dropped; no lock held.
     pub(crate) fn dead_letter_dropped(&self, dropped: Vec<(Arc<Queue>, Vec<Leaving>)>) {
         for (q, leaving) in dropped {
-            dead_lettering::run(self, jobs(&q, leaving, "maxlen"));
+            jobs::run(self, jobs(&q, leaving, "maxlen"));
             q.dispatch();
         }
     }

@@ -11,8 +11,12 @@
 //! took are remembered (at most [`TIMED_OUT_TAGS_MAX`]) so a late ack of one is ignored
 //! rather than a channel error (docs/lifecycle.md, "Consumer timeout").
 
+pub mod confirm;
+pub mod hasher;
+pub mod timeout;
+
 use crate::broker::consumer::Consumer;
-use crate::broker::expiry::now_ms;
+use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::{Queue, QueuedMessage};
 use crate::broker::sink::ClientSink;
 use crate::error::BrokerError;

@@ -6,11 +6,14 @@
 //! definitions: [`Policy::compile`] checks the name, pattern (RabbitMQ's regular-expression
 //! dialect, lookarounds included, through `fancy-regex`), apply-to, and every key of the
 //! definition. The settings a policy gives a queue, and how they combine with the queue's
-//! own arguments, are in [`crate::broker::queue_settings`]; docs/operations.md "Policies"
+//! own arguments, are in [`crate::broker::queue::settings`]; docs/operations.md "Policies"
 //! is the user's page.
 
+pub mod admin;
+pub mod vhost;
+
 use crate::auth::permission::{REGEX_BACKTRACK_STEPS_MAX, REGEX_COMPILED_BYTES_MAX};
-use crate::broker::length_limit::Overflow;
+use crate::broker::queue::length_limit::Overflow;
 use crate::error::BrokerError;
 use crate::storage::meta_policies::PolicyRow;
 use fancy_regex::Regex;

@@ -1,6 +1,6 @@
 //! Fanout exchanges: a message goes to every bound destination.
 
-use super::binding_set::{BindingSet, IndexedBindings};
+use super::bindings::{BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 
 /// The bindings of a fanout exchange.

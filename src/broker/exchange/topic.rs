@@ -11,7 +11,7 @@
 //! depends on the routing key's length and the trie's shape — at most nodes × (words + 1)
 //! steps, never the number of bindings nor exponential in the number of `#`s.
 
-use super::binding_set::{BindingSet, IndexedBindings};
+use super::bindings::{BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 use std::collections::{BTreeMap, HashMap, HashSet};
 

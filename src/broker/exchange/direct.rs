@@ -1,6 +1,6 @@
 //! Direct exchanges: a message goes to the bindings whose key equals its routing key.
 
-use super::binding_set::{BindingSet, IndexedBindings};
+use super::bindings::{BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 use std::collections::{BTreeMap, HashMap};
 

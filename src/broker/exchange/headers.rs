@@ -15,7 +15,7 @@
 //! two float types by number, everything else by type and value. The routing key is
 //! ignored; a message without headers is matched as if its table were empty.
 
-use super::binding_set::{identical_bindings, BindingSet, IndexedBindings};
+use super::bindings::{identical_bindings, BindingSet, IndexedBindings};
 use super::{Binding, Destination};
 use crate::error::BrokerError;
 use crate::types::field_table::{FieldTable, FieldValue};

@@ -2,14 +2,17 @@
 //! in-memory registry second, so what a client was told survives a crash (RabbitMQ's
 //! access-control model: docs/security.md).
 
+pub mod login_checker;
+pub mod session;
+
 use crate::auth::password::StoredHash;
 use crate::auth::permission::PermissionDef;
 use crate::auth::throttle::Verdict;
 use crate::auth::users::{
     check_user_name, vhost_refused, User, TAG_ADMINISTRATOR, TAG_MANAGEMENT, TAG_MONITORING,
 };
-use crate::broker::broker::{Broker, DEFAULT_VHOST};
-use crate::broker::login_checker::{LoginChecker, LoginJob};
+use crate::broker::access::login_checker::{LoginChecker, LoginJob};
+use crate::broker::node::{Broker, DEFAULT_VHOST};
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::meta_users::{PermissionRow, UserDef};

@@ -7,7 +7,7 @@
 //! outbound buffer is saturated is skipped. Every message carries a queue sequence
 //! number, so a requeued message goes back to its original position, ahead of newer
 //! ones (RabbitMQ's behaviour since 2.7). A priority queue (`x-max-priority`) offers its
-//! highest-priority message first ([`crate::broker::ready`]).
+//! highest-priority message first ([`crate::broker::queue::ready`]).
 //!
 //! Memory budget: a queue keeps the bodies of its ready messages in memory up to
 //! [`Queue::memory_bytes_max`]. Past it, a persistent message of a stored queue keeps only
@@ -20,16 +20,24 @@
 //! the housekeeper ([`crate::broker::housekeeping`]) takes every due message, wherever it
 //! is, with [`Queue::expire`] (docs/lifecycle.md).
 
+pub mod args;
+pub(crate) mod chunked_deque;
+pub mod expiry;
+pub mod length_limit;
+pub mod ready;
+pub mod settings;
+pub mod storage;
+
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
-use crate::broker::expiry::{now_ms, ExpiryIndex};
-use crate::broker::length_limit::{LengthLimit, Overflow};
 use crate::broker::message::Message;
-use crate::broker::queue_args::{effective_ttl_ms, LifecycleArgs};
-use crate::broker::queue_settings::QueueSettings;
-use crate::broker::queue_storage::QueueStorage;
-use crate::broker::ready::{Ready, ReadyList};
+use crate::broker::queue::args::{effective_ttl_ms, LifecycleArgs};
+use crate::broker::queue::expiry::{now_ms, ExpiryIndex};
+use crate::broker::queue::length_limit::{LengthLimit, Overflow};
+use crate::broker::queue::ready::{Ready, ReadyList};
+use crate::broker::queue::settings::QueueSettings;
+use crate::broker::queue::storage::QueueStorage;
 use crate::error::BrokerError;
 use crate::limits::{CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
 use crate::storage::queue_store::Recovered;

@@ -1,8 +1,10 @@
 //! A message as the core holds it: routing information, properties and body, shared by
 //! every queue it was routed to.
 
-use crate::broker::header_routes::HeaderRoutes;
-use crate::broker::message_body::MessageBody;
+pub mod body;
+
+use crate::broker::exchange::header_routes::HeaderRoutes;
+use crate::broker::message::body::MessageBody;
 use crate::types::{BasicProperties, FieldTable};
 use std::sync::Arc;
 
@@ -86,7 +88,7 @@ impl RouteNames {
 /// A published message. Held as `Arc<Message>`: a fanout to N queues shares one body.
 ///
 /// 40 bytes (56 with the `Arc` counts: one 64-byte malloc chunk), a body of up to
-/// [`INLINE_BODY_BYTES_MAX`](crate::broker::message_body::INLINE_BODY_BYTES_MAX) bytes
+/// [`INLINE_BODY_BYTES_MAX`](crate::broker::message::body::INLINE_BODY_BYTES_MAX) bytes
 /// included (a test checks it). Absent properties cost one
 /// null pointer; both names are one shared pointer ([`RouteNames`]).
 #[derive(Debug, PartialEq)]

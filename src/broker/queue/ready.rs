@@ -11,8 +11,8 @@
 //! plus its `Arc<Message>` (one 64-byte malloc chunk when the body is inline): 88 bytes
 //! (docs/benchmarks.md, "Memory per queued message").
 
-use crate::broker::chunked_deque::ChunkedDeque;
 use crate::broker::message::Message;
+use crate::broker::queue::chunked_deque::ChunkedDeque;
 use crate::broker::queue::QueuedMessage;
 use crate::storage::RecordRef;
 use std::sync::Arc;

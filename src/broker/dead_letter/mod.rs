@@ -9,6 +9,8 @@
 //! property is removed, so the dead letter does not expire again where it lands, and kept
 //! as `original-expiration` in the new entry.
 
+pub mod jobs;
+
 use crate::broker::message::{Message, RouteNames};
 use crate::error::BrokerError;
 use crate::types::{BasicProperties, FieldTable, FieldValue};

@@ -1,6 +1,15 @@
 //! An exchange: its declaration and its bindings, indexed by its router.
 
-use crate::broker::router::{ExchangeKind, Router};
+mod bindings;
+mod direct;
+mod fanout;
+pub mod header_routes;
+mod headers;
+mod routing;
+mod topic;
+
+pub use routing::*;
+
 use crate::types::FieldTable;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 

@@ -3,12 +3,12 @@
 
 use crate::alarm::{AlarmConfig, ResourceAlarms};
 use crate::auth::{LoginThrottle, UserRegistry};
-use crate::broker::consumer_timeout::ChannelRegistry;
+use crate::broker::channel::timeout::ChannelRegistry;
 use crate::broker::exchange::Exchange;
+use crate::broker::exchange::{Destination, ExchangeKind};
 use crate::broker::policy::{Policy, PolicyDef};
+use crate::broker::queue::storage::QueueStorage;
 use crate::broker::queue::Queue;
-use crate::broker::queue_storage::QueueStorage;
-use crate::broker::router::{Destination, ExchangeKind};
 use crate::broker::sink::ClientSink;
 use crate::broker::vhost::VirtualHost;
 use crate::error::{BrokerError, ReplyCode};
@@ -163,7 +163,8 @@ pub struct Broker {
     /// Failed logins per source address and user.
     pub(crate) login_throttle: LoginThrottle,
     /// The password-checking thread, once started.
-    pub(crate) login_checker: std::sync::OnceLock<crate::broker::login_checker::LoginChecker>,
+    pub(crate) login_checker:
+        std::sync::OnceLock<crate::broker::access::login_checker::LoginChecker>,
     /// Resource alarm state (read by the I/O thread on every publish).
     alarms: Arc<ResourceAlarms>,
     /// Broker-wide message-event counters (every vhost's events also count here).
