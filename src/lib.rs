@@ -36,7 +36,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod limits;
 pub mod metrics;
-pub mod protocol;
+pub mod native;
 pub mod server;
 pub mod storage;
 pub mod tls;

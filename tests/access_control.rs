@@ -10,7 +10,7 @@ use relaymq::auth::password::{rabbit_sha256, RABBIT_SHA256};
 use relaymq::client::{
     ClientError, ConnectOptions, Connection, ConsumeOptions, ListKind, QueueDeclareOptions,
 };
-use relaymq::protocol::Method;
+use relaymq::native::Method;
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -716,7 +716,7 @@ fn requests_pipelined_behind_connection_open_wait_for_the_password_check() {
     user_with(&server, "piper", "pw", ".*", ".*", ".*");
     let mut raw = Raw::connect_bare(server.addr());
     raw.stream
-        .write_all(&relaymq::protocol::PROTOCOL_HEADER)
+        .write_all(&relaymq::native::PROTOCOL_HEADER)
         .unwrap();
     raw.send(
         0,

@@ -474,23 +474,23 @@ fn out_of_range_watermarks_are_refused_and_the_cli_sets_and_shows_them() {
     let mut raw = common::Raw::connect(server.addr());
     let (_, _, reply) = raw.call(
         0,
-        relaymq::protocol::Method::MemoryHighWatermarkSet {
+        relaymq::native::Method::MemoryHighWatermarkSet {
             watermark: MemoryWatermark::Relative(-1.0),
         },
     );
     match reply {
-        relaymq::protocol::Method::ChannelClose { reply_code, .. } => assert_eq!(reply_code, 406),
+        relaymq::native::Method::ChannelClose { reply_code, .. } => assert_eq!(reply_code, 406),
         other => panic!("expected a 406 refusal, got {other:?}"),
     }
     // An absolute mark that cannot run a broker: refused by the server too.
     let (_, _, reply) = raw.call(
         0,
-        relaymq::protocol::Method::MemoryHighWatermarkSet {
+        relaymq::native::Method::MemoryHighWatermarkSet {
             watermark: MemoryWatermark::Absolute(2),
         },
     );
     match reply {
-        relaymq::protocol::Method::ChannelClose {
+        relaymq::native::Method::ChannelClose {
             reply_code,
             reply_text,
             ..

@@ -10,7 +10,7 @@ mod common;
 use common::{Raw, TestServer};
 use relaymq::client::{Connection, ConsumerEvent, ListKind, PublishMessage, QueueDeclareOptions};
 use relaymq::limits::OUTBOUND_HIGH_WATER_BYTES;
-use relaymq::protocol::Method;
+use relaymq::native::Method;
 use relaymq::types::{BasicProperties, FieldTable};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};

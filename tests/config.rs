@@ -7,7 +7,7 @@
 mod common;
 
 use common::Raw;
-use relaymq::protocol::Method;
+use relaymq::native::Method;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::os::unix::net::UnixDatagram;

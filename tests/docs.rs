@@ -15,8 +15,8 @@
 //!   (a histogram's `_bucket`, `_sum` and `_count` count as served with it).
 //! - **Paths.** Every `src/…`, `tests/…`, `scripts/…`, `fuzz/…` and `docs/…` path exists
 //!   (globs such as `scripts/*smoke*.sh` match at least one file; a `<placeholder>` ends
-//!   the path), as do every module path relative to `src/` (`server/admin.rs`,
-//!   `broker/router/`), every relative Markdown link and every `NAME.md` named alone (a
+//!   the path), as do every module path relative to `src/` (`server/native/admin.rs`,
+//!   `broker/exchange/`), every relative Markdown link and every `NAME.md` named alone (a
 //!   doc of docs/ or a file at the root: nothing outside the repository), unless
 //!   [`PATHS_MADE_AT_RUN_TIME`] lists it.
 //! - **Work items.** No doc (nor a shipped script in `scripts/`) refers to an internal
@@ -581,7 +581,7 @@ fn every_path_the_docs_name_exists() {
     let md_name = Regex::new(r"(?<![A-Za-z0-9_./-])([A-Za-z0-9_-]+\.md)\b").expect("regex");
     // An absolute path to a Markdown file: outside the repository, whatever it is.
     let md_outside = Regex::new(r"(?<![A-Za-z0-9_.-])(/[A-Za-z0-9_./-]+\.md)\b").expect("regex");
-    // Module paths relative to src/, as code spans: `server/admin.rs`, `broker/router/`.
+    // Module paths relative to src/, as code spans: `server/native/admin.rs`, `broker/exchange/`.
     let module_path = Regex::new(r"^([a-z_]+(?:/[a-z_0-9]+)*(?:\.rs|/))$").expect("regex");
     // Relative Markdown links.
     let link = Regex::new(r"\]\(([^)#\s]+)(?:#[^)]*)?\)").expect("regex");

@@ -20,7 +20,7 @@ mod common;
 use common::amqp_raw;
 use common::Raw;
 use relaymq::amqp::{self, AmqpMethod, FrameType};
-use relaymq::protocol::{Method, PublishMessage, PROTOCOL_HEADER};
+use relaymq::native::{Method, PublishMessage, PROTOCOL_HEADER};
 use relaymq::types::{BasicProperties, FieldTable};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -315,7 +315,7 @@ fn amqp_publish_bytes(ch: u16, queue: &str, body: &[u8]) -> Vec<u8> {
 /// A native method frame, as bytes.
 fn native_frame(ch: u16, request_id: u32, m: &Method) -> Vec<u8> {
     let mut out = Vec::new();
-    relaymq::protocol::frame::write_method(&mut out, ch, 128 * 1024, |b| m.encode(request_id, b));
+    relaymq::native::frame::write_method(&mut out, ch, 128 * 1024, |b| m.encode(request_id, b));
     out
 }
 

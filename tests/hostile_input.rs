@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Raw, TestServer};
-use relaymq::protocol::{Method, PublishMessage, PROTOCOL_HEADER};
+use relaymq::native::{Method, PublishMessage, PROTOCOL_HEADER};
 use relaymq::types::{BasicProperties, FieldTable};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -313,7 +313,7 @@ fn a_client_that_never_reads_is_disconnected_and_others_keep_working() {
     let mut disconnected = false;
     for _ in 0..400 {
         let mut out = Vec::new();
-        relaymq::protocol::frame::write_method(&mut out, 1, raw.frame_max, |b| {
+        relaymq::native::frame::write_method(&mut out, 1, raw.frame_max, |b| {
             Method::Publish {
                 messages: vec![PublishMessage {
                     exchange: String::new(),
@@ -337,7 +337,7 @@ fn a_client_that_never_reads_is_disconnected_and_others_keep_working() {
             .unwrap();
         std::thread::sleep(Duration::from_millis(500));
         let mut probe = Vec::new();
-        relaymq::protocol::frame::write_method(&mut probe, 1, raw.frame_max, |b| {
+        relaymq::native::frame::write_method(&mut probe, 1, raw.frame_max, |b| {
             Method::ChannelOpen.encode(9, b)
         });
         for _ in 0..50 {
@@ -367,11 +367,11 @@ fn a_client_that_sends_garbage_and_hangs_up_still_gets_the_frame_error_close() {
     s.shutdown(std::net::Shutdown::Write).unwrap();
     let mut got = Vec::new();
     s.read_to_end(&mut got).unwrap();
-    let (header, n) = relaymq::protocol::frame::check(&got, 1 << 20)
+    let (header, n) = relaymq::native::frame::check(&got, 1 << 20)
         .unwrap()
         .expect("a whole close frame before the socket closed");
     assert_eq!(header.channel, 0);
-    let (_, m) = Method::decode(&got[relaymq::protocol::FRAME_HEADER_BYTES..n]).unwrap();
+    let (_, m) = Method::decode(&got[relaymq::native::FRAME_HEADER_BYTES..n]).unwrap();
     assert!(
         matches!(
             m,

@@ -13,7 +13,7 @@ use common::amqp_raw;
 use common::{Raw, TestServer};
 use relaymq::amqp::{self, AmqpMethod};
 use relaymq::limits::Limits;
-use relaymq::protocol::{Method, PublishMessage, PROTOCOL_HEADER};
+use relaymq::native::{Method, PublishMessage, PROTOCOL_HEADER};
 use relaymq::server::ServerConfig;
 use relaymq::types::{BasicProperties, FieldTable};
 use std::io::{ErrorKind, Read, Write};
@@ -547,9 +547,9 @@ fn a_frame_over_the_offered_frame_size_is_501_on_both_listeners() {
     let mut raw = native_open(server.addr()).expect("opens");
     assert_eq!(raw.frame_max, 8192, "open-ok carries the limit");
     // One frame of 8192 + 1 bytes in total: over the negotiated size.
-    let payload_bytes = 8192 + 1 - relaymq::protocol::FRAME_HEADER_BYTES;
+    let payload_bytes = 8192 + 1 - relaymq::native::FRAME_HEADER_BYTES;
     let mut frame = Vec::new();
-    relaymq::protocol::frame::write_method(&mut frame, 1, 1 << 20, |b| {
+    relaymq::native::frame::write_method(&mut frame, 1, 1 << 20, |b| {
         Method::ChannelOpen.encode(1, b);
         b.resize(b.len() + payload_bytes - 6, 0);
     });
@@ -628,7 +628,7 @@ fn a_slowloris_handshake_is_closed_at_the_deadline_however_it_trickles() {
     let server = server_with(|l| l.handshake_timeout_ms = 1000);
     // Valid handshakes, one byte every 100 ms: over 10 s if they were let through.
     let mut native_bytes = PROTOCOL_HEADER.to_vec();
-    relaymq::protocol::frame::write_method(&mut native_bytes, 0, 1 << 16, |b| {
+    relaymq::native::frame::write_method(&mut native_bytes, 0, 1 << 16, |b| {
         Method::Open {
             user: "guest".into(),
             password: "guest".into(),
@@ -681,7 +681,7 @@ fn a_client_over_the_outbound_limit_is_disconnected_and_the_server_serves() {
     let mut disconnected = false;
     for _ in 0..512 {
         let mut out = Vec::new();
-        relaymq::protocol::frame::write_method(&mut out, 1, raw.frame_max, |b| {
+        relaymq::native::frame::write_method(&mut out, 1, raw.frame_max, |b| {
             Method::Publish {
                 messages: vec![PublishMessage {
                     exchange: String::new(),
@@ -693,7 +693,7 @@ fn a_client_over_the_outbound_limit_is_disconnected_and_the_server_serves() {
             }
             .encode(0, b)
         });
-        relaymq::protocol::frame::write_method(&mut out, 1, raw.frame_max, |b| {
+        relaymq::native::frame::write_method(&mut out, 1, raw.frame_max, |b| {
             Method::BasicGet {
                 queue: "big".into(),
                 no_ack: true,

@@ -91,8 +91,7 @@ fn the_log_tells_an_operator_what_happened() {
 
     // A client that drops its socket without connection.close.
     let mut raw = common::Raw::connect_bare(server.addr);
-    let relaymq::protocol::Method::OpenOk { connection_id, .. } =
-        raw.open_as("guest", "guest", "/")
+    let relaymq::native::Method::OpenOk { connection_id, .. } = raw.open_as("guest", "guest", "/")
     else {
         panic!("guest could not open")
     };

@@ -559,7 +559,7 @@ fn idle_and_slow_connections_do_not_hold_a_scrape_back() {
 
 #[test]
 fn more_idle_connections_than_the_bound_close_the_oldest_and_a_scrape_still_gets_in() {
-    use relaymq::server::metrics_http::METRICS_CONNECTIONS_MAX;
+    use relaymq::server::http::listener::METRICS_CONNECTIONS_MAX;
     let dir = tempfile::tempdir().unwrap();
     let (server, m) = start(&dir);
     let extra = 8;
@@ -719,7 +719,8 @@ fn a_scrape_of_10000_queues_is_timed() {
     // Clients that ask for the (7 MiB) page and never read it hold at most
     // METRICS_PAGES_IN_FLIGHT_MAX pages: another GET is answered 503 with Retry-After until
     // one of them goes away.
-    let hoarders: Vec<TcpStream> = (0..relaymq::server::metrics_http::METRICS_PAGES_IN_FLIGHT_MAX)
+    let hoarders: Vec<TcpStream> = (0
+        ..relaymq::server::http::listener::METRICS_PAGES_IN_FLIGHT_MAX)
         .map(|_| {
             let mut s = TcpStream::connect(m).unwrap();
             s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")

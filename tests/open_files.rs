@@ -10,7 +10,7 @@ mod common;
 
 use common::ServerProcess;
 use relaymq::client::{Connection, QueueDeclareOptions};
-use relaymq::protocol::PublishMessage;
+use relaymq::native::PublishMessage;
 use relaymq::types::{BasicProperties, FieldValue};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use common::{Raw, TestServer};
 use relaymq::client::{
     Channel, ClientError, Connection, ExchangeDeclareOptions, PublishMessage, QueueDeclareOptions,
 };
-use relaymq::protocol::Method;
+use relaymq::native::Method;
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use relaymq::client::{
     Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent, ListKind,
     QueueDeclareOk, QueueDeclareOptions,
 };
-use relaymq::protocol::Method;
+use relaymq::native::Method;
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::fmt::Debug;
 use std::time::{Duration, Instant};

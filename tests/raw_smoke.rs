@@ -3,7 +3,7 @@
 mod common;
 
 use common::{Raw, TestServer};
-use relaymq::protocol::{Method, PublishMessage};
+use relaymq::native::{Method, PublishMessage};
 use relaymq::types::{BasicProperties, FieldTable};
 
 #[test]

@@ -433,7 +433,7 @@ fn plaintext_client_on_the_tls_port_is_closed() {
     assert!(err.to_string().contains("TLS alert"), "{err:?}");
     // Raw plaintext protocol headers on both TLS ports: an alert, then the close.
     for (addr, header) in [
-        (tls_addr(&server), &relaymq::protocol::PROTOCOL_HEADER[..]),
+        (tls_addr(&server), &relaymq::native::PROTOCOL_HEADER[..]),
         (amqp_tls_addr(&server), &relaymq::amqp::PROTOCOL_HEADER[..]),
     ] {
         let mut sock = TcpStream::connect(addr).unwrap();
@@ -640,9 +640,9 @@ fn unusable_files_stop_start_up_naming_the_file() {
 fn recv_native(
     stream: &mut impl Read,
     buf: &mut Vec<u8>,
-    asm: &mut relaymq::protocol::FrameAssembler,
-) -> Option<(u16, relaymq::protocol::Method)> {
-    use relaymq::protocol::frame::{self, Payload, FRAME_HEADER_BYTES};
+    asm: &mut relaymq::native::FrameAssembler,
+) -> Option<(u16, relaymq::native::Method)> {
+    use relaymq::native::frame::{self, Payload, FRAME_HEADER_BYTES};
     loop {
         if let Some((h, n)) = frame::check(buf, 64 << 20).expect("valid frame") {
             let payload = buf[FRAME_HEADER_BYTES..n].to_vec();
@@ -652,8 +652,8 @@ fn recv_native(
             }
             let decoded = match asm.push(&h, &payload).expect("assemble") {
                 None => continue,
-                Some(Payload::Whole(ch, p)) => (ch, relaymq::protocol::Method::decode(p)),
-                Some(Payload::Joined(ch, p)) => (ch, relaymq::protocol::Method::decode(&p)),
+                Some(Payload::Whole(ch, p)) => (ch, relaymq::native::Method::decode(p)),
+                Some(Payload::Joined(ch, p)) => (ch, relaymq::native::Method::decode(&p)),
                 Some(Payload::Oversized { .. }) => panic!("oversized"),
             };
             return Some((decoded.0, decoded.1.expect("decode").1));
@@ -668,7 +668,7 @@ fn recv_native(
 
 #[test]
 fn a_tls_consumer_that_stops_reading_leaves_messages_in_the_queue() {
-    use relaymq::protocol::{frame, Method, PROTOCOL_HEADER};
+    use relaymq::native::{frame, Method, PROTOCOL_HEADER};
     use relaymq::types::FieldTable;
     const BODY: usize = 64 * 1024;
     const TOTAL: u64 = 1_200; // 75 MiB of bodies
@@ -722,7 +722,7 @@ fn a_tls_consumer_that_stops_reading_leaves_messages_in_the_queue() {
         frame::write_method(&mut out, *ch, 64 * 1024, |b| m.encode(i as u32 + 1, b));
     }
     tls.write_all(&out).unwrap();
-    let (mut buf, mut asm) = (Vec::new(), relaymq::protocol::FrameAssembler::new(64 << 20));
+    let (mut buf, mut asm) = (Vec::new(), relaymq::native::FrameAssembler::new(64 << 20));
     loop {
         match recv_native(&mut tls, &mut buf, &mut asm) {
             Some((_, Method::BasicConsumeOk { .. })) => break,

@@ -4,8 +4,8 @@
 use crate::client::connection::{expect_ok, unexpected, Connection};
 use crate::client::error::ClientError;
 use crate::client::validate;
-use crate::protocol::method::PermissionSpec;
-use crate::protocol::Method;
+use crate::native::method::PermissionSpec;
+use crate::native::Method;
 
 impl Connection {
     /// Creates a user with a password (hashed by the server with argon2id) and tags

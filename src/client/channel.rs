@@ -10,8 +10,8 @@ use super::shared::{Hook, Shared};
 use super::validate;
 use crate::error::ReplyCode;
 use crate::limits::BATCH_ITEMS_MAX;
-use crate::protocol::method::encode_publish;
-use crate::protocol::{Method, PublishMessage};
+use crate::native::method::encode_publish;
+use crate::native::{Method, PublishMessage};
 use crate::types::codec::{put_u16, put_u32};
 use crate::types::{BasicProperties, FieldTable};
 use crossbeam_channel::Receiver;
@@ -25,7 +25,7 @@ use std::time::Duration;
 /// per-payload cost, small enough to keep the write lock and the server's mailbox short.
 pub const PUBLISH_BATCH_BYTES_MAX: usize = 64 * 1024;
 
-/// Method id of `basic.publish` in the native protocol ([`crate::protocol::method`]).
+/// Method id of `basic.publish` in the native protocol ([`crate::native::method`]).
 const PUBLISH_ID: u16 = 0x0054;
 
 /// The answer to `queue.declare` (AMQP 0-9-1 `queue.declare-ok`).

@@ -13,7 +13,7 @@ use super::validate;
 use crate::alarm::MemoryWatermark;
 use crate::error::ReplyCode;
 use crate::limits::{FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MIN};
-use crate::protocol::{ListKind, Method, PROTOCOL_HEADER};
+use crate::native::{ListKind, Method, PROTOCOL_HEADER};
 use crate::types::FieldTable;
 use crossbeam_channel::Sender;
 use std::io;

@@ -2,7 +2,7 @@
 
 use super::error::ClientError;
 use super::shared::{lock, Hook, Shared};
-use crate::protocol::{Delivery, Method};
+use crate::native::{Delivery, Method};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -54,7 +54,7 @@ mod tls;
 mod validate;
 
 pub use crate::alarm::MemoryWatermark;
-pub use crate::protocol::{Delivery, ListKind, PublishMessage};
+pub use crate::native::{Delivery, ListKind, PublishMessage};
 pub use blocked::BlockedStatus;
 pub use channel::{Channel, QueueDeclareOk, PUBLISH_BATCH_BYTES_MAX};
 pub use connection::Connection;

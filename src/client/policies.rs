@@ -5,7 +5,7 @@
 use crate::client::connection::{expect_ok, Connection};
 use crate::client::error::ClientError;
 use crate::client::validate;
-use crate::protocol::{ListKind, Method, PolicySpec};
+use crate::native::{ListKind, Method, PolicySpec};
 use crate::types::FieldTable;
 
 impl Connection {

@@ -14,14 +14,14 @@ use super::consumer::ConsumerItem;
 use super::error::ClientError;
 use super::io::Writer;
 use super::message::ReturnedMessage;
-use crate::protocol::{Delivery, Method};
+use crate::native::{Delivery, Method};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Method id of `connection.close` (see [`crate::protocol::method`]).
+/// Method id of `connection.close` (see [`crate::native::method`]).
 const CONNECTION_CLOSE_ID: u16 = 0x0003;
 /// Method id of `channel.close`.
 const CHANNEL_CLOSE_ID: u16 = 0x0021;

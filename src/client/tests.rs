@@ -3,7 +3,7 @@
 
 use super::io::{FrameReader, Incoming, Writer};
 use super::*;
-use crate::protocol::{Method, PROTOCOL_HEADER};
+use crate::native::{Method, PROTOCOL_HEADER};
 use crate::types::BasicProperties;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};

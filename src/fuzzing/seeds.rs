@@ -8,8 +8,8 @@
 //! them with the committed corpus.
 
 use crate::amqp::{self, write_content, AmqpMethod, BASIC_CLASS_ID};
-use crate::protocol::frame;
-use crate::protocol::{Delivery, ListKind, Method, PublishMessage};
+use crate::native::frame;
+use crate::native::{Delivery, ListKind, Method, PublishMessage};
 use crate::storage::ack_log::{self, AckEntry, AckKind};
 use crate::storage::record;
 use crate::storage::MessageData;

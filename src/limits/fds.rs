@@ -31,7 +31,7 @@ pub const FD_HTTP_DIVISOR: usize = 8;
 pub const FD_HTTP_MIN: usize = 4;
 
 /// Most HTTP connections served at once, in connections (the metrics listener's slot
-/// table, `server::metrics_http::METRICS_CONNECTIONS_MAX`).
+/// table, `server::http::listener::METRICS_CONNECTIONS_MAX`).
 pub const FD_HTTP_MAX: usize = 64;
 
 /// Part of what is left after the reserve and HTTP that the message store's files get,

@@ -4,8 +4,8 @@
 //!
 //! Layout: `counters` (message events per vhost and broker-wide), `histogram` (fixed
 //! buckets, the fsync latency), `text` (the exposition format: HELP/TYPE lines, label
-//! escaping). The page itself is built by `server::metrics_page` and served by
-//! `server::metrics_http`.
+//! escaping). The page itself is built by `server::http::metrics` and served by
+//! `server::http::listener`.
 
 pub mod counters;
 pub mod histogram;

@@ -4,24 +4,16 @@
 //! [`start`] binds the listener and runs the I/O thread in the background; the returned
 //! [`ServerHandle`] gives the bound address and a graceful [`ServerHandle::shutdown`].
 
-pub mod admin;
-pub mod amqp_handler;
-pub mod amqp_input;
-pub mod amqp_sink;
-pub mod amqp_tx;
+pub mod amqp;
 pub mod config;
 pub mod conn;
 pub mod conn_log;
-pub mod handler;
-pub mod handlers;
-pub mod io_loop;
-mod metrics_conn;
-pub mod metrics_http;
-pub mod metrics_page;
+pub mod event_loop;
+pub mod http;
+pub mod native;
 pub mod notifier;
 pub mod outbound;
 pub mod publish_gate;
-pub mod sink;
 pub mod tls;
 pub mod worker;
 
@@ -34,7 +26,7 @@ use crate::limits::FdBudget;
 use crate::limits::{CONNECTIONS_MAX, HANDSHAKES_PENDING_MAX};
 use crate::storage::durability::Durability;
 use crate::storage::{BudgetedBackend, FileBudget, OsBackend, StorageError, StoreConfig};
-use io_loop::{IoLoop, WAKER};
+use event_loop::{EventLoop, WAKER};
 use notifier::Notifier;
 use std::io;
 use std::net::SocketAddr;
@@ -57,7 +49,7 @@ pub struct ServerHandle {
     housekeeper: Housekeeper,
     alarm_monitor: AlarmMonitor,
     /// The Prometheus endpoint, when `metrics_listen` is on.
-    metrics: Option<metrics_http::MetricsServer>,
+    metrics: Option<http::listener::MetricsServer>,
     /// The ready file written at start (`--ready-file`), removed once a graceful
     /// shutdown is done.
     ready_file: Option<std::path::PathBuf>,
@@ -299,7 +291,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         None => (None, None),
     };
     let metrics = match config.metrics_listen {
-        Some(a) => Some(metrics_http::MetricsServer::start(
+        Some(a) => Some(http::listener::MetricsServer::start(
             a,
             Arc::clone(&broker),
             fd_budget.http,
@@ -313,7 +305,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
     let workers = worker::start(config.workers, rx, Arc::clone(&notifier))?;
     let shutdown = Arc::new(AtomicBool::new(false));
     let config = Arc::new(config);
-    let io_loop = IoLoop::new(
+    let event_loop = EventLoop::new(
         poll,
         listener,
         amqp_listener,
@@ -326,7 +318,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
     )?;
     let io_thread = std::thread::Builder::new()
         .name("relaymq-io".into())
-        .spawn(move || io_loop.run())?;
+        .spawn(move || event_loop.run())?;
     log::info!(
         "listening on {addr} (native protocol), {} workers",
         config.workers
@@ -343,7 +335,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
     if let Some(a) = metrics_addr {
         log::info!(
             "listening on {a} (Prometheus metrics, {})",
-            metrics_http::METRICS_PATH
+            http::listener::METRICS_PATH
         );
     }
     if let Some(path) = &config.ready_file {
@@ -395,7 +387,7 @@ fn recovery_notes_suffix(restored: &crate::broker::RecoveredMessages) -> String 
 fn bind_tls(
     t: &tls::TlsConfig,
     server_config: Arc<rustls::ServerConfig>,
-) -> io::Result<io_loop::TlsListeners> {
+) -> io::Result<event_loop::TlsListeners> {
     let bind = |addr: Option<SocketAddr>, what: &str| -> io::Result<_> {
         match addr {
             Some(a) => Some(mio::net::TcpListener::bind(a).map_err(|e| {
@@ -408,7 +400,7 @@ fn bind_tls(
             None => Ok(None),
         }
     };
-    Ok(io_loop::TlsListeners {
+    Ok(event_loop::TlsListeners {
         config: server_config,
         native: bind(t.listen, "native protocol")?,
         amqp: bind(t.amqp_listen, "AMQP 0-9-1")?,

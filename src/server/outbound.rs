@@ -10,7 +10,7 @@
 
 use crate::limits::BATCH_ITEMS_MAX;
 use crate::limits::{OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};
-use crate::protocol::frame::{write_method, FRAME_HEADER_BYTES};
+use crate::native::frame::{write_method, FRAME_HEADER_BYTES};
 use crate::server::notifier::Notifier;
 use crate::types::codec::put_u32;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -237,8 +237,8 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::frame;
-    use crate::protocol::Method;
+    use crate::native::frame;
+    use crate::native::Method;
 
     const FRAME_MAX: u32 = 4096;
     const HEAD: [u8; 6] = [0x00, 0x56, 0, 0, 0, 0];
@@ -254,7 +254,7 @@ mod tests {
 
     fn delivery(out: &Outbound, channel: u16, tag: u64, body: &[u8]) {
         out.write_batch_item(channel, FRAME_MAX, &HEAD, |b| {
-            crate::protocol::method::encode_delivery(
+            crate::native::method::encode_delivery(
                 b,
                 "ctag",
                 tag,

@@ -19,8 +19,8 @@
 
 use crate::alarm::{blocked_reason, ResourceAlarms};
 use crate::amqp::{self, AmqpMethod};
-use crate::protocol::frame;
-use crate::protocol::Method;
+use crate::native::frame;
+use crate::native::Method;
 use crate::server::conn::{Conn, Event, Protocol};
 use crate::types::{FieldTable, FieldValue};
 use std::sync::atomic::Ordering;

@@ -36,10 +36,11 @@ pub mod types;
 
 pub use backend::{Backend, OsBackend, SimBackend, StorageFile};
 pub use budgeted_backend::BudgetedBackend;
+pub use check::{check_dir, CheckReport};
 pub use error::StorageError;
 pub use file_budget::{FileBudget, FileBudgetStats};
 pub use handle_cache::HandleCache;
-pub use queue_store::{check_dir, CheckReport, QueueStore};
+pub use queue_store::QueueStore;
 pub use types::{
     MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,
 };

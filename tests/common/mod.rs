@@ -7,8 +7,8 @@ pub mod amqp_raw;
 pub mod bench;
 pub mod clients;
 
-use relaymq::protocol::frame::{self, Payload, FRAME_HEADER_BYTES};
-use relaymq::protocol::{FrameAssembler, Method, PROTOCOL_HEADER};
+use relaymq::native::frame::{self, Payload, FRAME_HEADER_BYTES};
+use relaymq::native::{FrameAssembler, Method, PROTOCOL_HEADER};
 use relaymq::server::{self, ServerConfig, ServerHandle};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

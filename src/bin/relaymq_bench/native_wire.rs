@@ -15,8 +15,8 @@
 
 use super::args::Options;
 use super::session::{sent_ns_of, Batch, ConsumerSession, DeliveryInfo, ProducerSession, Route};
-use relaymq::protocol::frame::{self, Payload};
-use relaymq::protocol::{FrameAssembler, FrameType, Method, FRAME_HEADER_BYTES, PROTOCOL_HEADER};
+use relaymq::native::frame::{self, Payload};
+use relaymq::native::{FrameAssembler, FrameType, Method, FRAME_HEADER_BYTES, PROTOCOL_HEADER};
 use relaymq::types::codec::{put_short_str, put_u16, put_u32, Reader};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;

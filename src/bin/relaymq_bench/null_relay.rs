@@ -4,7 +4,7 @@
 //!
 //! The relay listens on `127.0.0.1` (an ephemeral port) and runs one blocking thread per
 //! connection. It decodes every frame fully with the reference codec
-//! ([`relaymq::protocol`]): the same `Method::decode` the server uses, so its figures are a
+//! ([`relaymq::native`]): the same `Method::decode` the server uses, so its figures are a
 //! baseline for "parse and forward", not a memcpy. It keeps no queue, no storage and no
 //! routing table; its only state is a map from queue name to the consumers subscribed to
 //! it, and the kind of each declared exchange.
@@ -40,9 +40,9 @@ use relaymq::limits::{
     BATCH_ITEMS_MAX, CHANNEL_MAX, FRAME_BYTES_DEFAULT, FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MIN,
     PAYLOAD_BYTES_MAX,
 };
-use relaymq::protocol::frame::{self, FrameType, Payload};
-use relaymq::protocol::method::encode_delivery;
-use relaymq::protocol::{FrameAssembler, Method, PublishMessage, PROTOCOL_HEADER};
+use relaymq::native::frame::{self, FrameType, Payload};
+use relaymq::native::method::encode_delivery;
+use relaymq::native::{FrameAssembler, Method, PublishMessage, PROTOCOL_HEADER};
 use relaymq::types::codec::{put_u16, put_u32};
 use relaymq::types::FieldTable;
 use std::collections::HashMap;

@@ -368,7 +368,7 @@ fn one_of_each() -> Vec<Method> {
             name: "bob".into(),
             tags: String::new(),
         },
-        PermissionSet(Box::new(crate::protocol::method::PermissionSpec {
+        PermissionSet(Box::new(crate::native::method::PermissionSpec {
             user: "bob".into(),
             vhost: "/".into(),
             configure: "^(?!amq\\.).*".into(),
@@ -387,7 +387,7 @@ fn one_of_each() -> Vec<Method> {
             watermark: MemoryWatermark::Relative(0.4),
         },
         DiskFreeLimitSet { bytes: u64::MAX },
-        PolicySet(Box::new(crate::protocol::method::PolicySpec {
+        PolicySet(Box::new(crate::native::method::PolicySpec {
             vhost: "/".into(),
             name: "ttl".into(),
             pattern: "^(?!amq\\.)".into(),

@@ -137,6 +137,6 @@ impl ClientSink for AmqpSink {
     }
 
     fn force_close(&self, code: ReplyCode, text: &str) {
-        crate::server::sink::force_close(&self.conn, code, text);
+        crate::server::native::sink::force_close(&self.conn, code, text);
     }
 }

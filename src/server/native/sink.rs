@@ -4,9 +4,9 @@
 use crate::broker::channel::Channel;
 use crate::broker::{CancelReason, ClientSink, Message};
 use crate::error::ReplyCode;
-use crate::protocol::frame::write_method;
-use crate::protocol::method::encode_delivery;
-use crate::protocol::Method;
+use crate::native::frame::write_method;
+use crate::native::method::encode_delivery;
+use crate::native::Method;
 use crate::server::conn::{Conn, Event};
 use crate::server::outbound::Outbound;
 use std::sync::{Arc, Weak};

@@ -1,4 +1,4 @@
-//! One connection of the metrics listener ([`super::metrics_http`], issue 8 part 4): a
+//! One connection of the metrics listener ([`super::listener`], issue 8 part 4): a
 //! non-blocking state machine driven by the listener's `mio` readiness events. It reads
 //! the request head as it arrives (at most [`REQUEST_HEAD_BYTES_MAX`] bytes, parsed with
 //! `httparse`), answers it, writes the answer as the socket takes it, then half-closes and
@@ -6,11 +6,11 @@
 //! its timer, so a silent or slow client costs one slot and never delays another's scrape
 //! (the operator test of issue 8 where idle sockets held every scrape back 5 s each).
 
-use super::metrics_http::{
+use super::listener::{
     METRICS_PAGES_IN_FLIGHT_MAX, METRICS_PATH, METRICS_READ_TIMEOUT_MS, METRICS_WRITE_TIMEOUT_MS,
     REQUEST_DRAIN_BYTES_MAX, REQUEST_DRAIN_TIMEOUT_MS, REQUEST_HEADERS_MAX, REQUEST_HEAD_BYTES_MAX,
 };
-use super::metrics_page;
+use super::metrics;
 use crate::broker::Broker;
 use crate::metrics::text::CONTENT_TYPE;
 use std::io::{self, Read, Write};
@@ -297,7 +297,7 @@ fn answer(method: &str, path: &str, broker: &Broker, pages_in_flight: usize) -> 
     match method {
         "GET" | "HEAD" => Answer {
             status: "200 OK",
-            body: metrics_page::render(broker),
+            body: metrics::render(broker),
             content_type: CONTENT_TYPE,
             allow: false,
             head_only: method == "HEAD",

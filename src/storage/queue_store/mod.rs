@@ -30,7 +30,6 @@ use crate::storage::types::{
     MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,12 +67,12 @@ pub const WRITE_BUFFER_BYTES_MAX: usize = 1024 * 1024;
 pub const ACK_BUFFER_BYTES_MAX: usize = 64 * 1024;
 
 /// Damaged spans or entries listed one by one in a report before they are summarised.
-const FINDINGS_LISTED_MAX: usize = 20;
+pub(crate) const FINDINGS_LISTED_MAX: usize = 20;
 
 /// Record state bit: settled.
-const SETTLED: u32 = 1 << 31;
+pub(crate) const SETTLED: u32 = 1 << 31;
 /// Record state bits: delivery count (saturating).
-const COUNT_MASK: u32 = SETTLED - 1;
+pub(crate) const COUNT_MASK: u32 = SETTLED - 1;
 
 /// What a name in a queue directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,27 +120,34 @@ fn classify(name: &Path) -> FileName {
     FileName::Unknown
 }
 
-fn data_name(n: u64) -> String {
+pub(crate) fn data_name(n: u64) -> String {
     format!("{DATA_FILE_PREFIX}{n}")
 }
 
-fn acks_name(n: u64) -> String {
+pub(crate) fn acks_name(n: u64) -> String {
     format!("{ACK_FILE_PREFIX}{n}")
 }
 
-/// The files found in a queue directory.
+/// The files found in a queue directory (read by the store and by the check).
 #[derive(Debug, Default)]
-struct Listing {
-    data: BTreeSet<u64>,
-    acks: BTreeSet<u64>,
-    compact: Vec<PathBuf>,
-    stat: bool,
-    stat_tmp: bool,
-    unknown: Vec<PathBuf>,
+pub(crate) struct Listing {
+    /// Segment numbers with a `queue_data.N`.
+    pub(crate) data: BTreeSet<u64>,
+    /// Segment numbers with a `queue_acks.N`.
+    pub(crate) acks: BTreeSet<u64>,
+    /// Leftover `*.compact` files.
+    pub(crate) compact: Vec<PathBuf>,
+    /// Whether `queue_stat` is there.
+    pub(crate) stat: bool,
+    /// Whether a leftover `queue_stat.tmp` is there.
+    pub(crate) stat_tmp: bool,
+    /// Names that are none of the above.
+    pub(crate) unknown: Vec<PathBuf>,
 }
 
 impl Listing {
-    fn read(backend: &dyn Backend, dir: &Path) -> io::Result<Listing> {
+    /// Lists and classifies `dir`.
+    pub(crate) fn read(backend: &dyn Backend, dir: &Path) -> io::Result<Listing> {
         let mut l = Listing::default();
         for name in backend.list_dir(dir)? {
             match classify(&name) {
@@ -160,7 +166,8 @@ impl Listing {
         Ok(l)
     }
 
-    fn orphan_acks(&self) -> impl Iterator<Item = u64> + '_ {
+    /// Ack logs whose segment is gone.
+    pub(crate) fn orphan_acks(&self) -> impl Iterator<Item = u64> + '_ {
         self.acks.iter().copied().filter(|n| !self.data.contains(n))
     }
 }
@@ -213,7 +220,7 @@ impl Segment {
 }
 
 /// The compaction rule on a sealed segment's counts.
-fn needs_compaction(c: SegmentCounts) -> bool {
+pub(crate) fn needs_compaction(c: SegmentCounts) -> bool {
     c.total > COMPACT_RECORDS_MIN && c.valid * 100 < c.total * COMPACT_VALID_PERCENT_MAX
 }
 
@@ -305,274 +312,10 @@ const _: fn() = || {
     assert_send::<QueueStore>();
 };
 
-/// Where the counts of recovery go while segments are scanned.
-#[derive(Debug)]
-struct Recovery {
-    report: RecoveryReport,
-    recovered: Vec<RecoveredMessage>,
-    /// Valid records returned without their message ([`QueueStore::open_with_budget`]).
-    paged: Vec<PagedRecord>,
-    /// Body bytes that may still be returned in memory (`u64::MAX`: no budget).
-    budget_left: u64,
-    /// A body did not fit: every later valid record is returned paged, so the ones in
-    /// memory are the oldest.
-    budget_spent: bool,
-    max_id: Option<u64>,
-    dir_changed: bool,
-}
-
-impl Recovery {
-    fn new(budget_bytes: u64) -> Recovery {
-        Recovery {
-            report: RecoveryReport::default(),
-            recovered: Vec::new(),
-            paged: Vec::new(),
-            budget_left: budget_bytes,
-            budget_spent: false,
-            max_id: None,
-            dir_changed: false,
-        }
-    }
-
-    fn saw_id(&mut self, id: Option<u64>) {
-        if let Some(id) = id {
-            self.max_id = Some(self.max_id.map_or(id, |m| m.max(id)));
-        }
-    }
-
-    /// Records a repair of damaged data (the broker logs it, naming the queue).
-    fn warn(&mut self, line: String) {
-        self.report.warnings.push(line);
-    }
-
-    /// Records normal housekeeping found at start (the broker logs it as information).
-    fn note(&mut self, line: String) {
-        self.report.notes.push(line);
-    }
-}
+mod compaction;
+pub(crate) mod recovery;
 
 impl QueueStore {
-    /// Opens (creating if missing) the store in `dir`: scans every segment in order with its
-    /// ack log, truncates torn tails, skips damaged middle records, recounts a stale or
-    /// missing `queue_stat` (without rewriting it: the next seal, compaction or
-    /// [`QueueStore::write_stat`] does), deletes fully settled sealed segments, and returns
-    /// the valid messages in record-id order with their delivery counts (recovery steps in
-    /// `docs/storage.md`).
-    /// Leftover `*.compact` and `queue_stat.tmp` files and ack logs without a segment are
-    /// removed. Never panics on any disk content.
-    ///
-    /// # Errors
-    /// [`StorageError::Io`] when a file cannot be listed, read, repaired or created;
-    /// [`StorageError::Corrupt`] when a segment holds a valid record of an unknown format
-    /// version or kind (written by a newer RelayMQ: nothing is repaired then).
-    pub fn open(
-        backend: Arc<dyn Backend>,
-        dir: PathBuf,
-        config: StoreConfig,
-    ) -> Result<(QueueStore, Vec<RecoveredMessage>, RecoveryReport), StorageError> {
-        let (store, recovered, _, report) = Self::open_inner(backend, dir, config, u64::MAX)?;
-        Ok((store, recovered, report))
-    }
-
-    /// As [`QueueStore::open`], but returns the valid messages whole only while their
-    /// bodies fit in `budget_bytes` together, oldest first: from the first one that does
-    /// not fit on, each valid record comes back as a [`PagedRecord`] (its place, body size
-    /// and delivery count; the body stays on disk and [`QueueStore::read`] fetches it). So a
-    /// backlog larger than memory is never loaded at start. Entries are in record-id order.
-    ///
-    /// # Errors
-    /// As [`QueueStore::open`].
-    pub fn open_with_budget(
-        backend: Arc<dyn Backend>,
-        dir: PathBuf,
-        config: StoreConfig,
-        budget_bytes: u64,
-    ) -> Result<(QueueStore, Vec<Recovered>, RecoveryReport), StorageError> {
-        let (store, loaded, paged, report) = Self::open_inner(backend, dir, config, budget_bytes)?;
-        let mut entries = Vec::with_capacity(loaded.len() + paged.len());
-        let mut paged = paged.into_iter().peekable();
-        for m in loaded {
-            while let Some(p) = paged.next_if(|p| p.record.id < m.record.id) {
-                entries.push(Recovered::Paged(p));
-            }
-            entries.push(Recovered::Loaded(Box::new(m)));
-        }
-        entries.extend(paged.map(Recovered::Paged));
-        Ok((store, entries, report))
-    }
-
-    /// Opens the store; valid messages whose bodies exceed `budget_bytes` come back paged.
-    #[allow(clippy::type_complexity)]
-    fn open_inner(
-        backend: Arc<dyn Backend>,
-        dir: PathBuf,
-        config: StoreConfig,
-        budget_bytes: u64,
-    ) -> Result<
-        (
-            QueueStore,
-            Vec<RecoveredMessage>,
-            Vec<PagedRecord>,
-            RecoveryReport,
-        ),
-        StorageError,
-    > {
-        let dir_io = |e| StorageError::io(&dir, e);
-        if !backend.exists(&dir) {
-            backend.create_dir_all(&dir).map_err(dir_io)?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                backend
-                    .sync_dir(parent)
-                    .map_err(|e| StorageError::io(parent, e))?;
-            }
-        }
-        let listing = Listing::read(&*backend, &dir).map_err(dir_io)?;
-        let mut rec = Recovery::new(budget_bytes);
-
-        let mut leftovers = listing.compact.clone();
-        if listing.stat_tmp {
-            leftovers.push(tmp_path(Path::new(STAT_FILE_NAME)));
-        }
-        for name in &leftovers {
-            let path = dir.join(name);
-            backend
-                .remove_file(&path)
-                .map_err(|e| StorageError::io(&path, e))?;
-            rec.dir_changed = true;
-            rec.warn(format!(
-                "{}: leftover of an interrupted write, removed",
-                path.display()
-            ));
-        }
-        for name in &listing.unknown {
-            rec.warn(format!(
-                "{}: unknown file in a queue directory, left alone",
-                dir.join(name).display()
-            ));
-        }
-        for n in listing.orphan_acks() {
-            let path = dir.join(acks_name(n));
-            let file = backend
-                .open(&path, false)
-                .map_err(|e| StorageError::io(&path, e))?;
-            let scan =
-                ack_log::read_file(&*file, &mut |_| {}).map_err(|e| StorageError::io(&path, e))?;
-            rec.saw_id(scan.max_id);
-            backend
-                .remove_file(&path)
-                .map_err(|e| StorageError::io(&path, e))?;
-            rec.dir_changed = true;
-            rec.warn(format!(
-                "{}: ack log without a segment, removed",
-                path.display()
-            ));
-        }
-
-        let mut segments = BTreeMap::new();
-        for &n in &listing.data {
-            let has_acks = listing.acks.contains(&n);
-            let segment = recover_segment(&*backend, &dir, n, has_acks, &mut rec)?;
-            segments.insert(n, segment);
-        }
-
-        // Sealed segments with nothing valid left go (LavinMQ does the same at start).
-        let active = listing.data.last().copied();
-        let empty_sealed: Vec<u64> = segments
-            .iter()
-            .filter(|(&n, s)| Some(n) != active && s.valid == 0)
-            .map(|(&n, _)| n)
-            .collect();
-        for n in empty_sealed {
-            for path in [dir.join(data_name(n)), dir.join(acks_name(n))] {
-                backend
-                    .remove_file(&path)
-                    .map_err(|e| StorageError::io(&path, e))?;
-            }
-            segments.remove(&n);
-            rec.dir_changed = true;
-            let line = format!(
-                "{}: sealed segment fully settled, deleted",
-                dir.join(data_name(n)).display()
-            );
-            rec.note(line);
-        }
-
-        // A store that never held a record has no segment yet: segment 1's files are
-        // made at its first write (`ensure_active_files`), so declaring a durable queue
-        // and recovering an idle one write nothing.
-        let active_on_disk = active.is_some();
-        let active = active.unwrap_or(FIRST_SEGMENT);
-        segments.entry(active).or_default();
-        if rec.dir_changed {
-            backend.sync_dir(&dir).map_err(dir_io)?;
-        }
-        // The active segment's files are opened at the first write or read, not now: a
-        // queue nobody uses holds no descriptor.
-        let files = HandleCache::new(backend.file_budget().cloned());
-        let next_id = match rec.max_id {
-            None => 1,
-            Some(m) => m
-                .checked_add(1)
-                .ok_or_else(|| StorageError::Failed("record ids exhausted".into()))?,
-        };
-
-        let mut store = QueueStore {
-            active_on_disk,
-            stat_current: false,
-            backend: Arc::clone(&backend),
-            dir: dir.clone(),
-            config,
-            segments,
-            active,
-            files,
-            next_id,
-            stat_bytes: 0,
-            encode_buf: Vec::new(),
-            buffering: false,
-            pending_data: Vec::new(),
-            data_since_round: false,
-            pending_acks: BTreeMap::new(),
-            failed: None,
-        };
-        let stat_state = read_stat(&*backend, &dir);
-        let actual = store.stat_table();
-        match stat_state {
-            Ok(Some((table, len))) if table == actual => {
-                store.stat_bytes = len;
-                store.stat_current = true;
-            }
-            // Nothing stored, nothing to count: no file is needed until a segment is.
-            Ok(None) if actual.is_empty() => store.stat_current = true,
-            found => {
-                // Recounted from the segments (the scan above), and NOT rewritten here:
-                // after a crash every queue that held messages has a stale one, and
-                // writing thousands of files (a create, a rename and two fsyncs each) was
-                // most of the recovery time (issue 8). It is a hint only `--check` and
-                // the next open read; the next seal, compaction, segment deletion or
-                // clean shutdown rewrites it.
-                store.stat_bytes = match &found {
-                    Ok(Some((_, len))) => *len,
-                    _ => file_len(&*backend, &dir.join(STAT_FILE_NAME)),
-                };
-                rec.report.stat_rebuilt = true;
-                let why = match found {
-                    Ok(None) => "missing".to_string(),
-                    Ok(Some(_)) => "stale".to_string(),
-                    Err(e) => e,
-                };
-                rec.note(format!(
-                    "{}: {why}, recounted from the segments (rewritten at the next seal, compaction or clean shutdown)",
-                    dir.join(STAT_FILE_NAME).display()
-                ));
-            }
-        }
-        let mut recovered = rec.recovered;
-        recovered.sort_by_key(|m| m.record.id);
-        let mut paged = rec.paged;
-        paged.sort_by_key(|p| p.record.id);
-        Ok((store, recovered, paged, rec.report))
-    }
-
     /// Appends one record to the active segment and returns where it is. When the active
     /// segment already holds `config.segment_bytes` or more, it is sealed first and a new
     /// one started (one directory sync and a `queue_stat` rewrite, once per segment).
@@ -932,163 +675,6 @@ impl QueueStore {
         self.files.take_dirty().map_err(StorageError::Failed)
     }
 
-    /// Whether a sealed segment has more than [`COMPACT_RECORDS_MIN`] records and under
-    /// [`COMPACT_VALID_PERCENT_MAX`]% valid (ARCHITECTURE.md §5).
-    pub fn needs_compaction(&self) -> bool {
-        self.segments
-            .iter()
-            .any(|(&n, s)| n != self.active && s.needs_compaction())
-    }
-
-    /// Compacts every segment [`QueueStore::needs_compaction`] describes: copies its valid
-    /// records (same ids, checksums verified) into `queue_data.N.compact`, fsyncs it,
-    /// renames it over `queue_data.N` and fsyncs the directory, so at no moment is a valid
-    /// record only in a file about to be deleted (crash analysis in `docs/storage.md`).
-    /// The ack log is kept as it is: its entries for records dropped by the compaction
-    /// match no record any more and are ignored. Returns the bytes reclaimed.
-    ///
-    /// Runs under the caller's lock and fsyncs; call it from housekeeping, not per message.
-    ///
-    /// # Errors
-    /// An I/O error, or [`StorageError::Corrupt`] when a record to copy no longer verifies;
-    /// the store is out of service afterwards (the original segment is intact unless the
-    /// rename happened).
-    pub fn compact(&mut self) -> Result<u64, StorageError> {
-        self.check_ok()?;
-        let r = self.compact_inner();
-        self.poison_on_err(r)
-    }
-
-    fn compact_inner(&mut self) -> Result<u64, StorageError> {
-        // The copy reads the files and the rewritten ack logs replace them: nothing may
-        // still wait in memory.
-        self.write_pending_inner()?;
-        let candidates: Vec<u64> = self
-            .segments
-            .iter()
-            .filter(|(&n, s)| n != self.active && s.needs_compaction())
-            .map(|(&n, _)| n)
-            .collect();
-        let mut reclaimed = 0;
-        for &n in &candidates {
-            reclaimed += self.compact_segment(n)?;
-        }
-        if !candidates.is_empty() {
-            self.write_stat_inner()?;
-        }
-        Ok(reclaimed)
-    }
-
-    fn compact_segment(&mut self, n: u64) -> Result<u64, StorageError> {
-        let data_path = self.dir.join(data_name(n));
-        let compact_path = self.dir.join(format!("{}{COMPACT_SUFFIX}", data_name(n)));
-        let cio = |e| StorageError::io(&compact_path, e);
-        let old = self.file(n, FilePart::Data)?;
-        if self.backend.exists(&compact_path) {
-            self.backend.remove_file(&compact_path).map_err(cio)?;
-        }
-        let new = self.backend.open(&compact_path, true).map_err(cio)?;
-        let segment = self.segments.get(&n).ok_or_else(|| StorageError::Corrupt {
-            path: data_path.clone(),
-            reason: "segment vanished from the index".into(),
-        })?;
-        let mut kept = Segment::default();
-        let mut header = [0u8; HEADER_BYTES];
-        let mut buf = Vec::new();
-        for i in 0..segment.ids.len() {
-            if segment.state[i] & SETTLED != 0 {
-                continue;
-            }
-            let (id, offset) = (segment.ids[i], segment.offsets[i]);
-            let corrupt = |reason: String| StorageError::Corrupt {
-                path: data_path.clone(),
-                reason: format!("record {id} at offset {offset}: {reason}"),
-            };
-            old.read_at(offset, &mut header)
-                .map_err(|e| StorageError::io(&data_path, e))?;
-            let h = record::decode_header(&header).map_err(|e| corrupt(e.to_string()))?;
-            buf.resize(h.record_len(), 0);
-            old.read_at(offset, &mut buf)
-                .map_err(|e| StorageError::io(&data_path, e))?;
-            let view = record::decode(&buf).map_err(|e| corrupt(e.to_string()))?;
-            if view.id != id {
-                return Err(corrupt(format!("holds id {}", view.id)));
-            }
-            let at = new.append(&buf).map_err(cio)?;
-            kept.push(id, at, segment.state[i]);
-        }
-        new.sync().map_err(cio)?;
-        let new_len = new.len().map_err(cio)?;
-        let old_len = segment.data_bytes;
-        // Only now, with every valid record durable in the new file, replace the old one.
-        self.backend
-            .rename(&compact_path, &data_path)
-            .map_err(|e| StorageError::io(&data_path, e))?;
-        kept.data_bytes = new_len;
-        let old_acks = segment.ack_bytes;
-        kept.ack_bytes = old_acks;
-        // The index follows the file at once: whatever fails later, reads use the new
-        // offsets (the old ack log still holds for the kept records).
-        self.segments.insert(n, kept);
-        // The cached handle is the replaced file's.
-        self.files.forget(FileKey {
-            segment: n,
-            part: FilePart::Data,
-        });
-        self.backend
-            .sync_dir(&self.dir)
-            .map_err(|e| StorageError::io(&self.dir, e))?;
-        let new_acks = self.rewrite_acks(n)?;
-        if let Some(s) = self.segments.get_mut(&n) {
-            s.ack_bytes = new_acks;
-        }
-        Ok(old_len.saturating_sub(new_len) + old_acks.saturating_sub(new_acks))
-    }
-
-    /// Rewrites a compacted segment's ack log with only what its kept records need: their
-    /// delivered entries (the delivery counts). Written to `queue_acks.N.compact`, fsynced,
-    /// renamed over the log, directory fsynced. A crash before the rename leaves the old
-    /// log, which is still right (its entries for dropped records match no record).
-    /// Returns the new log's length in bytes.
-    fn rewrite_acks(&mut self, n: u64) -> Result<u64, StorageError> {
-        let acks_path = self.dir.join(acks_name(n));
-        let compact_path = self.dir.join(format!("{}{COMPACT_SUFFIX}", acks_name(n)));
-        let cio = |e| StorageError::io(&compact_path, e);
-        let kept = self.segments.get(&n).ok_or_else(|| StorageError::Corrupt {
-            path: acks_path.clone(),
-            reason: "segment vanished from the index".into(),
-        })?;
-        let mut bytes = Vec::new();
-        for (i, &id) in kept.ids.iter().enumerate() {
-            let deliveries = kept.state[i] & !SETTLED;
-            for _ in 0..deliveries {
-                bytes.extend_from_slice(&ack_log::encode(ack_log::AckEntry {
-                    kind: ack_log::AckKind::Delivered,
-                    id,
-                }));
-            }
-        }
-        if self.backend.exists(&compact_path) {
-            self.backend.remove_file(&compact_path).map_err(cio)?;
-        }
-        let new = self.backend.open(&compact_path, true).map_err(cio)?;
-        if !bytes.is_empty() {
-            new.append(&bytes).map_err(cio)?;
-        }
-        new.sync().map_err(cio)?;
-        self.backend
-            .rename(&compact_path, &acks_path)
-            .map_err(|e| StorageError::io(&acks_path, e))?;
-        self.files.forget(FileKey {
-            segment: n,
-            part: FilePart::Acks,
-        });
-        self.backend
-            .sync_dir(&self.dir)
-            .map_err(|e| StorageError::io(&self.dir, e))?;
-        Ok(bytes.len() as u64)
-    }
-
     /// Reads one stored, not settled message back (for bodies kept out of memory),
     /// verifying its checksums. Its `delivery_count` is the store's count.
     ///
@@ -1309,432 +895,6 @@ impl QueueStore {
     pub fn open_files(&self) -> usize {
         self.files.len()
     }
-}
-
-/// Recovers segment `n`: reads its ack log (creating a missing one), scans its records,
-/// truncates torn tails, and indexes the records, collecting the valid ones.
-fn recover_segment(
-    backend: &dyn Backend,
-    dir: &Path,
-    n: u64,
-    has_acks: bool,
-    rec: &mut Recovery,
-) -> Result<Segment, StorageError> {
-    let data_path = dir.join(data_name(n));
-    let acks_path = dir.join(acks_name(n));
-    let aio = |e| StorageError::io(&acks_path, e);
-    let dio = |e| StorageError::io(&data_path, e);
-
-    let acks = backend.open(&acks_path, !has_acks).map_err(aio)?;
-    if !has_acks {
-        rec.dir_changed = true;
-        rec.warn(format!("{}: missing, created empty", acks_path.display()));
-    }
-    let mut states: HashMap<u64, u32> = HashMap::new();
-    let scan = ack_log::read_file(&*acks, &mut |e| {
-        let s = states.entry(e.id).or_insert(0);
-        match e.kind {
-            AckKind::Delivered if *s & COUNT_MASK < COUNT_MASK => *s += 1,
-            AckKind::Delivered => {}
-            AckKind::Settled => *s |= SETTLED,
-        }
-    })
-    .map_err(aio)?;
-    rec.saw_id(scan.max_id);
-    if scan.bad_entries > 0 {
-        rec.warn(format!(
-            "{}: {} damaged entries skipped (first at offset {})",
-            acks_path.display(),
-            scan.bad_entries,
-            scan.first_bad_offset.unwrap_or(0)
-        ));
-    }
-    if scan.tail_bytes() > 0 {
-        acks.truncate(scan.valid_len).map_err(aio)?;
-        acks.sync().map_err(aio)?;
-        rec.report
-            .truncated_tails
-            .push((acks_path.clone(), scan.tail_bytes()));
-        rec.warn(format!(
-            "{}: torn tail of {} bytes at offset {} truncated",
-            acks_path.display(),
-            scan.tail_bytes(),
-            scan.valid_len
-        ));
-    }
-
-    let data = backend.open(&data_path, false).map_err(dio)?;
-    let mut segment = Segment::default();
-    let recovered = &mut rec.recovered;
-    let paged = &mut rec.paged;
-    let budget_left = &mut rec.budget_left;
-    let budget_spent = &mut rec.budget_spent;
-    let fscan = record::scan_file(&*data, &mut |offset, r| {
-        let state = states.get(&r.id).copied().unwrap_or(0);
-        segment.push(r.id, offset, state);
-        if state & SETTLED == 0 {
-            let record = RecordRef {
-                segment: n,
-                id: r.id,
-            };
-            let body_bytes = r.body.len() as u64;
-            if *budget_spent || body_bytes > *budget_left {
-                *budget_spent = true;
-                paged.push(PagedRecord {
-                    record,
-                    body_bytes,
-                    delivery_count: state & COUNT_MASK,
-                    timestamp_ms: r.timestamp_ms,
-                    priority: r.properties.priority,
-                    expiration_ms: r.properties.expiration_ms().ok().flatten(),
-                });
-                return;
-            }
-            *budget_left -= body_bytes;
-            recovered.push(RecoveredMessage {
-                record,
-                timestamp_ms: r.timestamp_ms,
-                exchange: r.exchange.to_owned(),
-                routing_key: r.routing_key.to_owned(),
-                properties: r.properties.clone(),
-                body: r.body.to_vec(),
-                delivery_count: state & COUNT_MASK,
-            });
-        }
-    })
-    .map_err(dio)?;
-    if let Some((offset, reason)) = &fscan.unsupported {
-        return Err(StorageError::Corrupt {
-            path: data_path,
-            reason: format!(
-                "record at offset {offset}: {reason}; written by a newer RelayMQ? \
-                 nothing was repaired"
-            ),
-        });
-    }
-    let middle = fscan.middle();
-    rec.report.skipped_records += middle.len() as u64;
-    for span in middle.iter().take(FINDINGS_LISTED_MAX) {
-        rec.warn(format!(
-            "{}: damaged bytes {}..{} skipped: {}",
-            data_path.display(),
-            span.start,
-            span.end,
-            span.reason
-        ));
-    }
-    segment.data_bytes = fscan.len;
-    if let Some(tail) = fscan.tail() {
-        data.truncate(tail.start).map_err(dio)?;
-        data.sync().map_err(dio)?;
-        let dropped = tail.end - tail.start;
-        rec.report
-            .truncated_tails
-            .push((data_path.clone(), dropped));
-        rec.warn(format!(
-            "{}: torn tail of {dropped} bytes at offset {} truncated ({})",
-            data_path.display(),
-            tail.start,
-            tail.reason
-        ));
-        segment.data_bytes = tail.start;
-    }
-    segment.ack_bytes = scan.valid_len;
-    rec.saw_id(segment.ids.last().copied());
-    Ok(segment)
-}
-
-/// Length of the file at `path` in bytes; 0 when it cannot be opened (for the on-disk
-/// size of a `queue_stat` left as it was).
-fn file_len(backend: &dyn Backend, path: &Path) -> u64 {
-    backend.open(path, false).and_then(|f| f.len()).unwrap_or(0)
-}
-
-/// Reads and parses `queue_stat`: `Ok(None)` when missing, `Err` saying why it is
-/// unusable, else the table and the file's length in bytes.
-fn read_stat(backend: &dyn Backend, dir: &Path) -> Result<Option<(StatTable, u64)>, String> {
-    let path = dir.join(STAT_FILE_NAME);
-    if !backend.exists(&path) {
-        return Ok(None);
-    }
-    let file = backend.open(&path, false).map_err(|e| e.to_string())?;
-    let len = file.len().map_err(|e| e.to_string())?;
-    if len > STAT_BYTES_MAX {
-        return Err(format!("{len} bytes, over the {STAT_BYTES_MAX}-byte limit"));
-    }
-    let mut buf = vec![0u8; len as usize];
-    file.read_at(0, &mut buf).map_err(|e| e.to_string())?;
-    stat::parse(&buf).map(|t| Some((t, len)))
-}
-
-/// What [`check_dir`] found in a queue directory.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckReport {
-    /// Damage that recovery would have to skip or that means lost data: damaged records
-    /// or ack entries in the middle of a file, unreadable files, records of an unknown
-    /// format version.
-    pub problems: Vec<String>,
-    /// Findings that recovery repairs as a matter of course: torn tails (normal after a
-    /// crash), a missing, corrupt or lagging `queue_stat`, leftover files, fully settled
-    /// sealed segments, segments due for compaction.
-    pub info: Vec<String>,
-    /// Segment files.
-    pub segments: u64,
-    /// Valid records found (checksums verified).
-    pub records_total: u64,
-    /// Records among them not settled.
-    pub records_valid: u64,
-    /// Valid ack log entries.
-    pub ack_entries: u64,
-    /// Bytes of all files of the directory.
-    pub bytes_on_disk: u64,
-}
-
-impl CheckReport {
-    /// Whether no problem was found (info lines do not count).
-    pub fn is_ok(&self) -> bool {
-        self.problems.is_empty()
-    }
-}
-
-impl fmt::Display for CheckReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for p in &self.problems {
-            writeln!(f, "problem: {p}")?;
-        }
-        for i in &self.info {
-            writeln!(f, "info: {i}")?;
-        }
-        write!(
-            f,
-            "{} segments, {} records ({} valid), {} ack entries, {} bytes: {}",
-            self.segments,
-            self.records_total,
-            self.records_valid,
-            self.ack_entries,
-            self.bytes_on_disk,
-            if self.is_ok() { "ok" } else { "PROBLEMS" }
-        )
-    }
-}
-
-/// Verifies a queue directory without changing anything (for `relaymq-server --check`):
-/// the checksums of every record and ack entry, `queue_stat` against the actual counts,
-/// and leftover or unexpected files. What each finding means is in [`CheckReport`] and
-/// `docs/storage.md`.
-pub fn check_dir(backend: &dyn Backend, dir: &Path) -> CheckReport {
-    let mut r = CheckReport::default();
-    let listing = match Listing::read(backend, dir) {
-        Ok(l) => l,
-        Err(e) => {
-            r.problems
-                .push(format!("{}: cannot list: {e}", dir.display()));
-            return r;
-        }
-    };
-    for name in &listing.compact {
-        r.info.push(format!(
-            "{}: leftover of an interrupted compaction (removed on open; the segment is \
-             complete)",
-            dir.join(name).display()
-        ));
-    }
-    if listing.stat_tmp {
-        r.info.push(format!(
-            "{}: leftover of an interrupted write (removed on open)",
-            dir.join(tmp_path(Path::new(STAT_FILE_NAME))).display()
-        ));
-    }
-    for name in &listing.unknown {
-        r.info.push(format!(
-            "{}: unknown file (left alone)",
-            dir.join(name).display()
-        ));
-    }
-    for n in listing.orphan_acks() {
-        let path = dir.join(acks_name(n));
-        r.info.push(format!(
-            "{}: ack log without a segment (removed on open)",
-            path.display()
-        ));
-        if let Ok(len) = backend.open(&path, false).and_then(|f| f.len()) {
-            r.bytes_on_disk += len;
-        }
-    }
-    let active = listing.data.last().copied();
-    let mut actual = StatTable::new();
-    for &n in &listing.data {
-        if let Some(counts) = check_segment(backend, dir, n, listing.acks.contains(&n), &mut r) {
-            if Some(n) != active {
-                if counts.valid == 0 {
-                    r.info.push(format!(
-                        "{}: sealed and fully settled (deleted on open)",
-                        dir.join(data_name(n)).display()
-                    ));
-                } else if needs_compaction(counts) {
-                    r.info.push(format!(
-                        "{}: due for compaction ({} of {} records valid)",
-                        dir.join(data_name(n)).display(),
-                        counts.valid,
-                        counts.total
-                    ));
-                }
-            }
-            actual.insert(n, counts);
-        }
-    }
-    r.segments = listing.data.len() as u64;
-    let stat_path = dir.join(STAT_FILE_NAME);
-    match read_stat(backend, dir) {
-        // A store that never held a record has neither segments nor `queue_stat`.
-        Ok(None) if actual.is_empty() => {}
-        Ok(None) => r.info.push(format!(
-            "{}: missing (recounted on open, rewritten at the next clean shutdown)",
-            stat_path.display()
-        )),
-        Err(e) => r.info.push(format!(
-            "{}: unusable: {e} (recounted on open, rewritten at the next clean shutdown)",
-            stat_path.display()
-        )),
-        Ok(Some((table, len))) => {
-            r.bytes_on_disk += len;
-            if table != actual {
-                let differences: Vec<String> = actual
-                    .keys()
-                    .chain(table.keys())
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .filter(|n| table.get(n) != actual.get(n))
-                    .take(FINDINGS_LISTED_MAX)
-                    .map(|n| {
-                        let show = |c: Option<&SegmentCounts>| {
-                            c.map_or("-".to_string(), |c| format!("{}/{}", c.total, c.valid))
-                        };
-                        format!(
-                            "segment {n}: says {}, is {}",
-                            show(table.get(n)),
-                            show(actual.get(n))
-                        )
-                    })
-                    .collect();
-                r.info.push(format!(
-                    "{}: lags behind the segments (normal after a crash, or follows from a damaged record reported above; recounted on open, rewritten at the next clean shutdown): \
-                     total/valid {}",
-                    stat_path.display(),
-                    differences.join("; ")
-                ));
-            }
-        }
-    }
-    r
-}
-
-/// Checks one segment and its ack log for [`check_dir`]; returns its counts unless the
-/// segment could not be read.
-fn check_segment(
-    backend: &dyn Backend,
-    dir: &Path,
-    n: u64,
-    has_acks: bool,
-    r: &mut CheckReport,
-) -> Option<SegmentCounts> {
-    let data_path = dir.join(data_name(n));
-    let acks_path = dir.join(acks_name(n));
-    let mut settled: BTreeSet<u64> = BTreeSet::new();
-    if has_acks {
-        let scan = backend.open(&acks_path, false).and_then(|f| {
-            ack_log::read_file(&*f, &mut |e| {
-                if e.kind == AckKind::Settled {
-                    settled.insert(e.id);
-                }
-            })
-        });
-        match scan {
-            Err(e) => r
-                .problems
-                .push(format!("{}: cannot read: {e}", acks_path.display())),
-            Ok(scan) => {
-                r.ack_entries += scan.entries;
-                r.bytes_on_disk += scan.len;
-                if scan.bad_entries > 0 {
-                    r.problems.push(format!(
-                        "{}: {} damaged entries (first at offset {}); their acks or \
-                         deliveries are lost",
-                        acks_path.display(),
-                        scan.bad_entries,
-                        scan.first_bad_offset.unwrap_or(0)
-                    ));
-                }
-                if scan.tail_bytes() > 0 {
-                    r.info.push(format!(
-                        "{}: torn tail of {} bytes at offset {} (truncated on open)",
-                        acks_path.display(),
-                        scan.tail_bytes(),
-                        scan.valid_len
-                    ));
-                }
-            }
-        }
-    } else {
-        r.info.push(format!(
-            "{}: missing (created empty on open)",
-            acks_path.display()
-        ));
-    }
-    let mut counts = SegmentCounts::default();
-    let scan = backend.open(&data_path, false).and_then(|f| {
-        record::scan_file(&*f, &mut |_, rec| {
-            counts.total += 1;
-            if !settled.contains(&rec.id) {
-                counts.valid += 1;
-            }
-        })
-    });
-    let scan = match scan {
-        Ok(s) => s,
-        Err(e) => {
-            r.problems
-                .push(format!("{}: cannot read: {e}", data_path.display()));
-            return None;
-        }
-    };
-    r.bytes_on_disk += scan.len;
-    r.records_total += counts.total;
-    r.records_valid += counts.valid;
-    if let Some((offset, reason)) = &scan.unsupported {
-        r.problems.push(format!(
-            "{}: record at offset {offset}: {reason} (written by a newer RelayMQ?)",
-            data_path.display()
-        ));
-    }
-    let middle = scan.middle();
-    for span in middle.iter().take(FINDINGS_LISTED_MAX) {
-        r.problems.push(format!(
-            "{}: damaged bytes {}..{} ({}); the records there are lost",
-            data_path.display(),
-            span.start,
-            span.end,
-            span.reason
-        ));
-    }
-    if middle.len() > FINDINGS_LISTED_MAX {
-        r.problems.push(format!(
-            "{}: {} more damaged spans",
-            data_path.display(),
-            middle.len() - FINDINGS_LISTED_MAX
-        ));
-    }
-    if let Some(tail) = scan.tail() {
-        r.info.push(format!(
-            "{}: torn tail of {} bytes at offset {} ({}; normal after a crash, truncated on \
-             open)",
-            data_path.display(),
-            tail.end - tail.start,
-            tail.start,
-            tail.reason
-        ));
-    }
-    Some(counts)
 }
 
 #[cfg(test)]

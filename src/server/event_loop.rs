@@ -10,16 +10,16 @@ use crate::limits::{
     BUFFER_IDLE_BYTES, HANDSHAKES_PENDING_MAX, MAILBOX_BYTES_MAX, OUTBOUND_LOW_WATER_BYTES,
     PROPERTIES_BYTES_MAX, READ_BYTES_PER_EVENT,
 };
-use crate::protocol::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
-use crate::protocol::method::method_name;
-use crate::protocol::publish_batch::PUBLISH_METHOD_ID;
-use crate::protocol::{FrameAssembler, Method, PublishBatch, PROTOCOL_HEADER};
-use crate::server::amqp_handler::AmqpHandler;
-use crate::server::amqp_input::AmqpInput;
+use crate::native::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
+use crate::native::method::method_name;
+use crate::native::publish_batch::PUBLISH_METHOD_ID;
+use crate::native::{FrameAssembler, Method, PublishBatch, PROTOCOL_HEADER};
+use crate::server::amqp::handler::AmqpHandler;
+use crate::server::amqp::input::AmqpInput;
 use crate::server::config::ServerConfig;
 use crate::server::conn::{Conn, Event, Protocol};
-use crate::server::handler::Handler;
-use crate::server::handlers::ConnHandler;
+use crate::server::native::handler::Handler;
+use crate::server::native::methods::ConnHandler;
 use crate::server::notifier::Notifier;
 use crate::server::outbound::Outbound;
 use crate::server::publish_gate::PublishGate;
@@ -173,7 +173,7 @@ enum Input {
 }
 
 /// The I/O thread's state.
-pub struct IoLoop {
+pub struct EventLoop {
     poll: Poll,
     listener: Option<TcpListener>,
     amqp_listener: Option<TcpListener>,
@@ -205,7 +205,7 @@ enum ReadEnd {
     Closed(String),
 }
 
-impl IoLoop {
+impl EventLoop {
     /// A loop over `listener` (and the AMQP and TLS listeners that are on), feeding `pool`.
     ///
     /// # Errors
@@ -221,7 +221,7 @@ impl IoLoop {
         config: Arc<ServerConfig>,
         pool: Sender<Arc<Conn>>,
         shutdown: Arc<AtomicBool>,
-    ) -> io::Result<IoLoop> {
+    ) -> io::Result<EventLoop> {
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(l) = &mut amqp_listener {
@@ -240,7 +240,7 @@ impl IoLoop {
             poll.registry()
                 .register(l, AMQP_TLS_LISTENER, Interest::READABLE)?;
         }
-        Ok(IoLoop {
+        Ok(EventLoop {
             poll,
             listener: Some(listener),
             amqp_listener,
@@ -732,7 +732,7 @@ impl IoLoop {
         events: &mut Events,
         marked: &mut Vec<u64>,
         deadline: Instant,
-        done: impl Fn(&IoLoop) -> bool,
+        done: impl Fn(&EventLoop) -> bool,
     ) {
         while !done(self) && Instant::now() < deadline {
             let wait = if self.deferred.is_empty() {

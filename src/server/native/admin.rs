@@ -11,7 +11,7 @@ use crate::broker::definitions::{self, DEFINITIONS_JSON_BYTES_MAX};
 use crate::broker::policy::{PolicyDef, POLICY_DEFINITION_BYTES_MAX};
 use crate::broker::Broker;
 use crate::error::{BrokerError, ReplyCode};
-use crate::protocol::{Method, PolicySpec};
+use crate::native::{Method, PolicySpec};
 
 /// Reason given to a connection closed without one (`close connection ID` without
 /// `--reason`), after `CONNECTION_FORCED - `; RabbitMQ's management plugin says "Closed

@@ -1,9 +1,9 @@
 //! The protocol handler of a connection: native or AMQP 0-9-1, chosen by the listener
 //! that accepted it.
 
-use crate::server::amqp_handler::AmqpHandler;
+use crate::server::amqp::handler::AmqpHandler;
 use crate::server::conn::Event;
-use crate::server::handler::Handler;
+use crate::server::native::handler::Handler;
 
 /// One connection's protocol state; run by one worker at a time.
 pub enum ConnHandler {

@@ -30,14 +30,16 @@
 //! record of it is acked, or compacted. A torn tail, by contrast, is truncated by the
 //! start and no longer reported.
 
+mod queue_dir;
+
 use crate::storage::backend::{Backend, StorageFile};
 use crate::storage::durability::{META_DB, QUEUES_DIR};
 use crate::storage::error::StorageError;
 use crate::storage::lock::LOCK_FILE_NAME;
 use crate::storage::meta::{is_valid_queue_id, read_schema_version, SCHEMA_VERSION};
-use crate::storage::queue_store::{check_dir, CheckReport};
 use crate::types::codec::Reader;
 use crate::types::field_table::decode_table;
+pub use queue_dir::{check_dir, CheckReport};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashSet;
 use std::fmt;

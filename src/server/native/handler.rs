@@ -10,16 +10,16 @@ use crate::broker::access::LoginStep;
 use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
-use crate::protocol::frame::write_method;
-use crate::protocol::publish_batch::PUBLISH_METHOD_ID;
-use crate::protocol::{ListKind, Method, PublishBatch};
-use crate::server::admin;
+use crate::native::frame::write_method;
+use crate::native::publish_batch::PUBLISH_METHOD_ID;
+use crate::native::{ListKind, Method, PublishBatch};
 use crate::server::config::negotiate;
 use crate::server::conn::{Conn, Event};
 use crate::server::conn_log::{self, Who};
-use crate::server::handlers::defer_login;
+use crate::server::native::admin;
+use crate::server::native::methods::defer_login;
+use crate::server::native::sink::NativeSink;
 use crate::server::outbound::Outbound;
-use crate::server::sink::NativeSink;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -264,7 +264,7 @@ impl Handler {
             peer: self.peer,
             session: self.session(),
         };
-        let method = crate::protocol::method::method_name(method_id);
+        let method = crate::native::method::method_name(method_id);
         conn_log::channel_error(self.id, &who, channel, method, err.code, &err.text);
         if let State::Open(session) = &mut self.state {
             session.close_channel(channel);

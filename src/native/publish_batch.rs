@@ -9,7 +9,7 @@
 
 use crate::error::DecodeError;
 use crate::limits::BATCH_ITEMS_MAX;
-use crate::protocol::method::Method;
+use crate::native::method::Method;
 use crate::types::codec::Reader;
 use crate::types::BasicProperties;
 
@@ -123,7 +123,7 @@ fn read_message<'a>(r: &mut Reader<'a>) -> Result<PublishRef<'a>, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::method::PublishMessage;
+    use crate::native::method::PublishMessage;
 
     fn payload(messages: Vec<PublishMessage>) -> Vec<u8> {
         let mut out = Vec::new();

@@ -4,7 +4,7 @@
 //!
 //! One request per connection (`Connection: close`). The thread waits on its own `mio`
 //! `Poll` and serves up to [`METRICS_CONNECTIONS_MAX`] connections at once, all
-//! non-blocking (`server/metrics_conn.rs`): a request head of at most
+//! non-blocking (`server/http/conn.rs`): a request head of at most
 //! [`REQUEST_HEAD_BYTES_MAX`] bytes is read as it arrives, within
 //! [`METRICS_READ_TIMEOUT_MS`] of the accept, and parsed with `httparse`; the whole answer
 //! is written within [`METRICS_WRITE_TIMEOUT_MS`]. `GET`/`HEAD /metrics` → 200; another
@@ -17,7 +17,7 @@
 //! [`METRICS_STOP_CHECK_MS`]; so is the stop channel, and stopping closes every open
 //! connection (issue 8: idle sockets held a SIGTERM back past systemd's `TimeoutStopSec`).
 
-use super::metrics_conn::{MetricsConn, Progress};
+use super::conn::{MetricsConn, Progress};
 use crate::broker::stoppable_thread::StoppableThread;
 use crate::broker::Broker;
 use crossbeam_channel::{Receiver, TryRecvError};
