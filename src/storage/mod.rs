@@ -31,16 +31,20 @@ pub mod meta_policies;
 pub mod meta_users;
 pub mod queue_store;
 pub mod record;
+#[cfg(any(test, feature = "test-support"))]
+pub mod sim_backend;
 pub mod stat;
 pub mod types;
 
-pub use backend::{Backend, OsBackend, SimBackend, StorageFile};
+pub use backend::{Backend, OsBackend, StorageFile};
 pub use budgeted_backend::BudgetedBackend;
 pub use check::{check_dir, CheckReport};
 pub use error::StorageError;
 pub use file_budget::{FileBudget, FileBudgetStats};
 pub use handle_cache::HandleCache;
 pub use queue_store::QueueStore;
+#[cfg(any(test, feature = "test-support"))]
+pub use sim_backend::SimBackend;
 pub use types::{
     MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,
 };

@@ -861,7 +861,8 @@ mod tests {
 
     #[test]
     fn scanning_a_file_in_windows_finds_what_a_whole_scan_finds() {
-        use crate::storage::backend::{Backend, SimBackend};
+        use crate::storage::backend::Backend;
+        use crate::storage::SimBackend;
         use std::path::Path;
         let mut data = Vec::new();
         for id in 1..=12u64 {

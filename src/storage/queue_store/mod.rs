@@ -900,7 +900,7 @@ impl QueueStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::backend::SimBackend;
+    use crate::storage::SimBackend;
     use crate::types::BasicProperties;
 
     fn message(body: &[u8]) -> MessageData<'_> {
