@@ -222,13 +222,15 @@ impl Channel {
     }
 
     /// Offers `entry` from `queue` to `consumer`: if the channel is open and the consumer has
-    /// room, assigns the next delivery tag, records it as unacked (manual ack) and pushes
-    /// it to the sink, all under the channel lock.
+    /// room, assigns the next delivery tag, records it as unacked (manual ack), calls
+    /// `taken` with whether an ack is awaited (the queue stores the delivery there, before
+    /// the client can have it) and pushes it to the sink, all under the channel lock.
     pub fn offer(
         &self,
         consumer: &Arc<Consumer>,
         queue: &Arc<Queue>,
         entry: &QueuedMessage,
+        taken: impl FnOnce(bool),
     ) -> Offer {
         let mut st = self.lock();
         if st.closed || consumer.is_cancelled() {
@@ -260,6 +262,7 @@ impl Channel {
             };
             self.track(&mut st, unacked);
         }
+        taken(!consumer.no_ack);
         self.sink.deliver(
             self.number,
             &consumer.tag,
@@ -544,7 +547,7 @@ mod tests {
             FieldTable::new(),
         ));
         for seq in 1..=2 {
-            let offered = ch.offer(&consumer, &q, &entry(seq));
+            let offered = ch.offer(&consumer, &q, &entry(seq), |_| {});
             assert_eq!(offered, Offer::Delivered { tracked: true });
         }
         let got = get(&ch, &queue(0), 3);
@@ -553,7 +556,7 @@ mod tests {
         assert_eq!(timed_out.consumers.len(), 1);
         assert!(consumer.is_cancelled());
         assert_eq!(consumer.unacked(), 0);
-        assert_eq!(ch.offer(&consumer, &q, &entry(4)), Offer::Closed);
+        assert_eq!(ch.offer(&consumer, &q, &entry(4), |_| {}), Offer::Closed);
         assert_eq!(
             tags(&ch.take(got, false).unwrap()),
             vec![got],

@@ -727,8 +727,15 @@ impl Queue {
             for i in 0..n {
                 let idx = (st.round_robin + i) % n;
                 let consumer = &st.consumers[idx];
-                if let Offer::Delivered { tracked } = consumer.channel.offer(consumer, self, &front)
-                {
+                // A delivery awaiting its ack is stored before the channel writes it to the
+                // client: a crash right after the client has it brings it back redelivered.
+                let record = front.record;
+                let offered = consumer.channel.offer(consumer, self, &front, |tracked| {
+                    if tracked {
+                        self.store_delivered(record, true);
+                    }
+                });
+                if let Offer::Delivered { tracked } = offered {
                     taken = Some((idx, tracked));
                     break;
                 }
@@ -743,13 +750,15 @@ impl Queue {
                 break;
             };
             st.round_robin = (idx + 1) % n;
-            let delivered_record = Self::pop_head(st).and_then(|e| e.record());
+            Self::pop_head(st);
             st.stats.delivered += 1;
             st.stats.redelivered += u64::from(front.redelivered);
             if tracked {
                 st.stats.unacked += 1;
+            } else {
+                // Without an ack the record is settled once the delivery is written.
+                self.store_delivered(front.record, false);
             }
-            self.store_delivered(delivered_record, tracked);
         }
     }
 
@@ -976,6 +985,14 @@ impl Queue {
         let mut entry = st.ready.front().and_then(Ready::to_delivery)?;
         entry.delivery_count = entry.delivery_count.saturating_add(1);
         entry.deadline_ms = st.expiry.remove(entry.seq);
+        // A delivery awaiting its ack is stored before `record` writes the get-ok: a crash
+        // right after the client has it brings the message back redelivered. (Should the
+        // channel be closing and the message stay, a later crash brings it back marked
+        // redelivered: allowed, the flag means "may have been delivered before".) Without
+        // an ack the record is settled only once the get-ok is written, below.
+        if tracked {
+            self.store_delivered(entry.record, true);
+        }
         let Some(tag) = record(&entry, left) else {
             if let Some(d) = entry.deadline_ms {
                 let level = st.ready.level_of_message(&entry.msg);
@@ -990,7 +1007,9 @@ impl Queue {
             st.stats.unacked += 1;
         }
         let left = st.ready.len();
-        self.store_delivered(entry.record, tracked);
+        if !tracked {
+            self.store_delivered(entry.record, false);
+        }
         Some((tag, entry, left))
     }
 
@@ -1183,6 +1202,76 @@ mod tests {
             false,
         )
         .map(|(_, e, _)| e)
+    }
+
+    /// Bytes in `/q/queue_acks.1` of `sim` now (0 when the file does not exist yet).
+    fn ack_log_bytes(sim: &SimBackend) -> u64 {
+        use crate::storage::Backend;
+        sim.open(std::path::Path::new("/q/queue_acks.1"), false)
+            .map_or(0, |f| f.len().unwrap())
+    }
+
+    /// A sink that notes how many bytes the ack log held when each delivery was written.
+    struct AckLogAtDelivery {
+        sim: SimBackend,
+        seen: Mutex<Vec<u64>>,
+    }
+
+    impl ClientSink for AckLogAtDelivery {
+        fn deliver(&self, _: u16, _: &str, _: u64, _: bool, _: &Message) {
+            self.seen.lock().unwrap().push(ack_log_bytes(&self.sim));
+        }
+        fn cancel(&self, _: &Arc<Channel>, _: &str, _: CancelReason) {}
+        fn basic_return(&self, _: u16, _: ReplyCode, _: &str, _: &Message) {}
+        fn confirm(&self, _: u16, _: u64, _: bool, _: bool) {}
+        fn is_saturated(&self) -> bool {
+            false
+        }
+        fn force_close(&self, _: ReplyCode, _: &str) {}
+    }
+
+    /// A delivery awaiting its ack is in the ack log before the client can have it (pushed
+    /// or got), so a process crash right after brings the message back redelivered.
+    #[test]
+    fn a_delivery_is_stored_before_the_client_gets_it() {
+        let sim = SimBackend::new();
+        let q = stored_queue(&sim, 10);
+        publish(&q, 1, true);
+        publish(&q, 2, true);
+        let entry = crate::storage::ack_log::ENTRY_BYTES as u64;
+
+        let mut at_get_ok = None;
+        let got = q.get(
+            |_, _| {
+                at_get_ok = Some(ack_log_bytes(&sim));
+                Some(1)
+            },
+            true,
+        );
+        assert!(got.is_some());
+        assert_eq!(at_get_ok, Some(entry), "basic.get: get-ok before the entry");
+
+        let sink = Arc::new(AckLogAtDelivery {
+            sim: sim.clone(),
+            seen: Mutex::new(Vec::new()),
+        });
+        let channel = Arc::new(Channel::new(1, 1, Arc::clone(&sink) as Arc<dyn ClientSink>));
+        let c = Arc::new(Consumer::new(
+            "c".into(),
+            Arc::clone(&q.name),
+            Arc::clone(&channel),
+            false,
+            false,
+            0,
+            FieldTable::new(),
+        ));
+        q.add_consumer(c, "/", || {}).unwrap();
+        q.dispatch();
+        assert_eq!(
+            *sink.seen.lock().unwrap(),
+            vec![2 * entry],
+            "basic.deliver before the entry"
+        );
     }
 
     #[test]
