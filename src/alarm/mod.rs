@@ -12,7 +12,8 @@
 //! (`relaymq-cli set memory-high-watermark` / `set disk-free-limit`, like `rabbitmqctl
 //! set_vm_memory_high_watermark` / `set_disk_free_limit`); the change is checked at once.
 //!
-//! Layout: `watermark` (the memory mark's two forms), `probe` (reading `/proc`,
+//! Layout: `watermark` (the memory mark's default, parsing and range; its value type,
+//! [`MemoryWatermark`], is [`crate::types::watermark`]'s), `probe` (reading `/proc`,
 //! `/sys/fs/cgroup` and `statvfs`), `monitor` (the thread).
 
 pub mod monitor;

@@ -1,6 +1,11 @@
 //! The memory high-water mark as RabbitMQ writes it: a fraction of the memory available
 //! (`vm_memory_high_watermark.relative = 0.6`) or an absolute size
 //! (`vm_memory_high_watermark.absolute = 2GiB`), RabbitMQ's memory.html.
+//!
+//! The value type, [`MemoryWatermark`], is [`crate::types::watermark`]'s (the native
+//! protocol carries it); its default, parsing, range check and limit are here.
+
+pub use crate::types::MemoryWatermark;
 
 use crate::types::size::{format_size, has_unit, parse_size};
 use std::fmt;
@@ -24,18 +29,6 @@ pub const MEMORY_HIGH_WATERMARK_ABSOLUTE_MIN_BYTES: u64 = 64 << 20;
 /// What every watermark error ends with: the two forms, with an example of each.
 const BOTH_FORMS: &str =
     "write a fraction of the memory available like 0.4, or an absolute size like 1GiB";
-
-/// Where the memory alarm goes off.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum MemoryWatermark {
-    /// A fraction of the memory available, `0.0..=1.0` (0 sets the alarm at once and so
-    /// blocks every publisher, as in RabbitMQ).
-    Relative(f64),
-    /// An absolute number of bytes of resident memory, at least
-    /// [`MEMORY_HIGH_WATERMARK_ABSOLUTE_MIN_BYTES`]; above the memory available it is the
-    /// memory available (RabbitMQ's `interpret_limit`).
-    Absolute(u64),
-}
 
 impl Default for MemoryWatermark {
     fn default() -> MemoryWatermark {

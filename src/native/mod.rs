@@ -5,17 +5,24 @@
 //! - The client opens with the 8-byte [`PROTOCOL_HEADER`] (`"RMQP"`, version `u16`, `u16` 0).
 //! - Every later byte is a frame: `u32` payload size, `u8` type, `u8` flags, `u16` channel,
 //!   payload (see [`frame`]). All integers are big-endian.
-//! - A method payload is `u16` method id, `u32` request id, fields (see [`method`]). A
-//!   payload larger than the negotiated frame size is split into consecutive frames with the
-//!   MORE flag set on all but the last.
+//! - A method payload is `u16` method id, `u32` request id, fields (see [`method`], the
+//!   table every method is listed in once; `define.rs` generates the enum and its codec
+//!   from it, `wire.rs` holds the field encodings). A payload larger than the negotiated
+//!   frame size is split into consecutive frames with the MORE flag set on all but the
+//!   last.
 //! - Requests carry a client-chosen request id; the reply carries the same id. Server
 //!   pushes (deliveries, confirms, returns, cancels) carry request id 0.
 
+#[macro_use]
+mod define;
 pub mod frame;
 pub mod method;
 #[cfg(test)]
 mod method_tests;
 pub mod publish_batch;
+#[cfg(test)]
+mod table_tests;
+mod wire;
 
 pub use frame::{FrameAssembler, FrameHeader, FrameType, FRAME_HEADER_BYTES};
 pub use method::{Delivery, ListKind, Method, PolicySpec, PublishMessage};

@@ -9,7 +9,8 @@
 
 use crate::error::DecodeError;
 use crate::limits::BATCH_ITEMS_MAX;
-use crate::native::method::Method;
+use crate::native::method::{Method, PublishMessage};
+use crate::native::wire::{Record, Wire};
 use crate::types::codec::Reader;
 use crate::types::BasicProperties;
 
@@ -19,8 +20,9 @@ pub const PUBLISH_METHOD_ID: u16 = 0x0054;
 /// Offset of the first message in a publish payload: method id, request id, count.
 const MESSAGES_AT: usize = 2 + 4 + 4;
 
-/// Smallest encoded message, bytes: three lengths (1 + 1 + 4), mandatory, property flags.
-const MESSAGE_BYTES_MIN: usize = 9;
+/// Smallest encoded message, bytes: three lengths (1 + 1 + 4), mandatory, property flags
+/// (9, the bound `Method::decode` uses too).
+const MESSAGE_BYTES_MIN: usize = <Record as Wire<PublishMessage>>::BYTES_MIN;
 
 /// A checked `basic.publish` payload.
 #[derive(Debug, Clone, PartialEq)]
