@@ -7,7 +7,7 @@
 # the real-system parts (user creation, daemon-reload, systemctl start) are skipped with a
 # note.
 #
-# Binaries: $RELAYMQ_BIN_SERVER and $RELAYMQ_BIN_CLI when set (tests/shell_scripts.rs sets
+# Binaries: $RELAYMQ_BIN_SERVER and $RELAYMQ_BIN_CLI when set (tests/heavy/shell_scripts.rs sets
 # them), else target/release (built by install.sh when missing). Only 127.0.0.1; every wait
 # is bounded; the temporary directory and the server are removed on exit.
 set -euo pipefail

@@ -18,7 +18,7 @@
 //!   and their monitor thread; publishers are blocked while one is set.
 //! - [`server`]: the event loop, connections, worker pool and shutdown.
 //! - [`client`]: a blocking client library over the native protocol.
-//! - `fuzzing`: fuzz target bodies (`fuzz/`, replayed by `tests/fuzz_corpus.rs`); only with
+//! - `fuzzing`: fuzz target bodies (`fuzz/`, replayed by `tests/it/fuzz_corpus.rs`); only with
 //!   the `test-support` feature, which the tests and the fuzz crate enable.
 //! - [`tls`]: PEM files and the crypto provider shared by the server's and the client's
 //!   TLS (rustls with *ring*).

@@ -2,7 +2,7 @@
 //! store use them, with the properties every decode must keep.
 //!
 //! The cargo-fuzz targets in `fuzz/fuzz_targets/` are one-liners calling these functions,
-//! and `tests/fuzz_corpus.rs` replays the committed corpus through them on stable Rust, so
+//! and `tests/it/fuzz_corpus.rs` replays the committed corpus through them on stable Rust, so
 //! a crash found once stays fixed. `docs/security.md §7.2` says how to run them.
 //!
 //! Every target reads its first input byte as a *configuration* (frame size, byte bounds,

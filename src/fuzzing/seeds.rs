@@ -3,8 +3,8 @@
 //! decoder.
 //!
 //! Each seed is the configuration byte the targets read first (see [`super`]) followed by
-//! the bytes under test. `tests/fuzz_corpus.rs` writes them to `fuzz/corpus/<target>/`
-//! (`cargo test --release --test fuzz_corpus -- --ignored write_seed_corpus`) and replays
+//! the bytes under test. `tests/it/fuzz_corpus.rs` writes them to `fuzz/corpus/<target>/`
+//! (`cargo test --release --test it -- --ignored fuzz_corpus::write_seed_corpus`) and replays
 //! them with the committed corpus.
 
 use crate::amqp::{self, write_content, AmqpMethod, BASIC_CLASS_ID};

@@ -3,7 +3,7 @@
 //! It keeps everything in memory and models what a power cut does to a POSIX file system:
 //! bytes written since a file's last `sync` may be lost or torn, and directory entries
 //! (create, rename, remove) become durable only when their directory is synced. The store's
-//! crash tests (`tests/store_power_loss.rs`) run against it; the rules it encodes are the
+//! crash tests (`tests/heavy/store_power_loss.rs`) run against it; the rules it encodes are the
 //! ones the store's protocols in `docs/storage.md` rely on. Built only for tests (the
 //! `test-support` feature), never into the release binaries.
 

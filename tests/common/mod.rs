@@ -432,3 +432,85 @@ pub fn queue_dir(data_dir: &std::path::Path, name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("queue {name:?} not in meta.db"));
     data_dir.join("queues").join(&q.id)
 }
+
+/// How long [`connect`] waits for the server to answer each step of the handshake.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A native client connection to `server` as `guest` on vhost `/`.
+pub fn connect(server: &TestServer) -> relaymq::client::Connection {
+    let mut options = relaymq::client::ConnectOptions::new(server.addr_string());
+    options.timeout = CONNECT_TIMEOUT;
+    relaymq::client::Connection::connect_with(options).expect("connect")
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, and returns that; panics naming `what`
+/// when `limit` passes first.
+pub fn eventually<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `done` every 20 ms until it is true; panics naming `what` when `limit` passes
+/// first.
+pub fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    eventually(limit, what, || done().then_some(()))
+}
+
+/// The first line of the log file `log` that contains every one of `parts`, waiting up to
+/// `limit` for it to be written; panics with the whole log when it is not.
+pub fn wait_for_line(log: &std::path::Path, parts: &[&str], limit: Duration) -> String {
+    let started = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| parts.iter().all(|p| l.contains(p))) {
+            return line.to_string();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "no log line with {parts:?} in:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Declares the queue `name` on `ch` (`durable` or not) with the given `x-…` arguments.
+pub fn declare_queue(
+    ch: &relaymq::client::Channel,
+    name: &str,
+    durable: bool,
+    args: &[(&str, relaymq::types::FieldValue)],
+) {
+    let options = relaymq::client::QueueDeclareOptions {
+        durable,
+        arguments: args
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        ..relaymq::client::QueueDeclareOptions::default()
+    };
+    ch.queue_declare(name, options).expect("declare");
+}
+
+/// Opens channel `ch` on a raw native connection and declares the transient queue
+/// `queue` on it, asserting both succeed.
+pub fn raw_channel_with_queue(raw: &mut Raw, ch: u16, queue: &str) {
+    assert_eq!(raw.call(ch, Method::ChannelOpen).2, Method::Ok);
+    let (_, _, m) = raw.call(
+        ch,
+        Method::QueueDeclare {
+            queue: queue.into(),
+            passive: false,
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            arguments: relaymq::types::FieldTable::new(),
+        },
+    );
+    assert!(matches!(m, Method::QueueDeclareOk { .. }), "{m:?}");
+}

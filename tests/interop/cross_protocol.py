@@ -1,4 +1,4 @@
-"""The pika side of the cross-protocol tests in tests/amqp_interop.rs.
+"""The pika side of the cross-protocol tests in tests/it/amqp_interop.rs.
 
 `cross_protocol.py <port> publish`: publishes one message with every property and a
 headers table to the queue `from_pika` (declared here), for the native client to check.

@@ -1,4 +1,4 @@
-"""Shared helpers for the pika interop scenarios (tests/amqp_interop.rs runs them).
+"""Shared helpers for the pika interop scenarios (tests/it/amqp_interop.rs runs them).
 
 Each scenario is `python3 tests/interop/<name>.py <amqp-port>`. It exits 0 when every
 check holds, and otherwise prints `FAIL: ...` to stderr and exits 1. A watchdog ends a

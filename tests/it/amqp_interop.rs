@@ -1,0 +1,713 @@
+//! Interop tests of the AMQP 0-9-1 listener with clients nobody here wrote (issue 5):
+//! Python pika running the six RabbitMQ tutorials, publisher confirms and a consumer
+//! cancelled by queue deletion (`tests/interop/*.py`); Debian's amqp-tools; and messages
+//! crossing between AMQP 0-9-1 and the native protocol with every property and a headers
+//! table intact, both with pika and with a small raw client on the project's own codec.
+//!
+//! Under `scripts/test.sh` (the README's test command, which installs both clients) a
+//! missing client fails its test; a plain `cargo test` without them skips those tests,
+//! saying so (`common::clients`). Every child process is killed after [`CHILD_TIMEOUT`].
+
+use crate::common;
+
+use common::{clients, TestServer};
+use relaymq::amqp::{self, AmqpMethod, FrameType, FRAME_HEADER_BYTES, PROTOCOL_HEADER};
+use relaymq::client::{
+    Channel, Connection, ConsumeOptions, ConsumerEvent, Delivery, QueueDeclareOptions,
+};
+use relaymq::types::{BasicProperties, FieldTable, FieldValue};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a pika scenario or an amqp-tools command may run before it is killed.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest wait for something that must arrive.
+const WAIT: Duration = Duration::from_secs(10);
+
+// ---- running external clients --------------------------------------------------------
+
+/// What a finished child printed.
+struct Output {
+    success: bool,
+    status: String,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}\n--- stdout\n{}--- stderr\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` with no stdin, capturing its output, killing it after [`CHILD_TIMEOUT`].
+fn run_bounded(cmd: &mut Command) -> Output {
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let (success, status) = loop {
+        if let Some(status) = child.try_wait().expect("wait for child") {
+            break (status.success(), format!("{what}: {status}"));
+        }
+        if started.elapsed() > CHILD_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            let text = format!("{what}: killed after {} s", CHILD_TIMEOUT.as_secs());
+            break (false, text);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        success,
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+fn amqp_port(server: &TestServer) -> u16 {
+    server
+        .handle
+        .amqp_addr()
+        .expect("the test server listens for AMQP 0-9-1")
+        .port()
+}
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(format!("{name}.py"))
+}
+
+/// Runs `tests/interop/<name>.py <port> [args]` and returns its output; panics with it
+/// unless it exits 0. The caller checked [`clients::pika_available`].
+fn pika(server: &TestServer, name: &str, args: &[&str]) -> Output {
+    let out = run_bounded(
+        Command::new("python3")
+            // No __pycache__ in the source tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .arg("-u")
+            .arg(script(name))
+            .arg(amqp_port(server).to_string())
+            .args(args),
+    );
+    assert!(out.success, "pika scenario {name} failed: {out}");
+    print!("{}", out.stdout);
+    out
+}
+
+/// Runs one pika scenario against a fresh server (skipped or failed without pika, as
+/// `common::clients` says).
+fn pika_scenario(name: &str) {
+    if !clients::pika_available(&format!("amqp_interop pika scenario {name}")) {
+        return;
+    }
+    let server = TestServer::start();
+    pika(&server, name, &[]);
+}
+
+// ---- the pika scenarios ----------------------------------------------------------------
+
+#[test]
+fn pika_tutorial_1_hello_world() {
+    pika_scenario("hello_world");
+}
+
+#[test]
+fn pika_tutorial_2_work_queues_manual_ack_and_prefetch() {
+    pika_scenario("work_queues");
+}
+
+#[test]
+fn pika_tutorial_3_publish_subscribe() {
+    pika_scenario("publish_subscribe");
+}
+
+#[test]
+fn pika_tutorial_4_routing() {
+    pika_scenario("routing");
+}
+
+#[test]
+fn pika_tutorial_5_topics() {
+    pika_scenario("topics");
+}
+
+#[test]
+fn pika_tutorial_6_rpc_reply_to_and_correlation_id() {
+    pika_scenario("rpc");
+}
+
+#[test]
+fn pika_consumer_keeps_up_with_1000_confirmed_publishes() {
+    pika_scenario("confirms");
+}
+
+#[test]
+fn pika_consumer_cancelled_by_queue_deletion() {
+    pika_scenario("cancel_on_delete");
+}
+
+#[test]
+fn pika_heartbeats_keep_an_idle_connection_open() {
+    pika_scenario("heartbeats");
+}
+
+// ---- amqp-tools ------------------------------------------------------------------------
+
+/// Runs an amqp-tools command against the server; the caller checked
+/// [`clients::amqp_tools_available`], so a tool that cannot be run fails the test.
+fn amqp_tool(server: &TestServer, tool: &str, args: &[&str]) -> Output {
+    let url = format!("amqp://guest:guest@127.0.0.1:{}", amqp_port(server));
+    run_bounded(Command::new(tool).arg("--url").arg(&url).args(args))
+}
+
+fn amqp_tool_ok(server: &TestServer, tool: &str, args: &[&str]) -> String {
+    let out = amqp_tool(server, tool, args);
+    assert!(out.success, "{tool} failed: {out}");
+    out.stdout
+}
+
+#[test]
+fn amqp_tools_declare_publish_get_consume() {
+    let test = "amqp_interop amqp_tools_declare_publish_get_consume";
+    if !clients::amqp_tools_available(test, "amqp-declare-queue") {
+        return;
+    }
+    let server = TestServer::start();
+
+    // amqp-declare-queue prints the queue's name, server-named when empty.
+    let out = amqp_tool_ok(&server, "amqp-declare-queue", &["-q", "tools", "-d"]);
+    assert_eq!(out.trim(), "tools");
+    let out = amqp_tool_ok(&server, "amqp-declare-queue", &["-q", ""]);
+    assert!(out.trim().starts_with("amq.gen-"), "server-named: {out:?}");
+
+    for i in 1..=4 {
+        let body = format!("hello {i}");
+        amqp_tool_ok(
+            &server,
+            "amqp-publish",
+            &[
+                "-r",
+                "tools",
+                "-b",
+                &body,
+                "-p",
+                "-C",
+                "text/plain",
+                "-H",
+                "x-origin: amqp-tools",
+            ],
+        );
+    }
+
+    // amqp-get takes one message and prints its body.
+    assert_eq!(
+        amqp_tool_ok(&server, "amqp-get", &["-q", "tools"]),
+        "hello 1"
+    );
+
+    // amqp-consume runs the command once per message, the body on its stdin; -c bounds it.
+    let out = amqp_tool_ok(&server, "amqp-consume", &["-q", "tools", "-c", "2", "cat"]);
+    assert_eq!(out, "hello 2hello 3");
+
+    // What amqp-publish sent, as the native protocol sees it.
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    let got = ch
+        .basic_get("tools", true)
+        .unwrap()
+        .expect("hello 4 left in the queue");
+    assert_eq!(got.body, b"hello 4");
+    assert_eq!(got.properties.content_type.as_deref(), Some("text/plain"));
+    assert_eq!(got.properties.delivery_mode, Some(2));
+    let mut headers = FieldTable::new();
+    headers.insert("x-origin".into(), FieldValue::string("amqp-tools"));
+    assert_eq!(got.properties.headers, Some(headers));
+
+    // An empty queue: amqp-get fails.
+    let out = amqp_tool(&server, "amqp-get", &["-q", "tools"]);
+    assert!(!out.success, "amqp-get on an empty queue succeeded: {out}");
+
+    // Native → amqp-get, and a line-per-message publish read back by amqp-consume.
+    ch.basic_publish(
+        "",
+        "tools",
+        false,
+        &BasicProperties::default(),
+        b"from native",
+    )
+    .unwrap();
+    assert_eq!(
+        amqp_tool_ok(&server, "amqp-get", &["-q", "tools"]),
+        "from native"
+    );
+    amqp_tool_ok(&server, "amqp-delete-queue", &["-q", "tools"]);
+    let err = ch
+        .queue_declare(
+            "tools",
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+        )
+        .expect_err("the queue is deleted");
+    assert_eq!(err.reply_code(), Some(404), "{err}");
+}
+
+// ---- cross-protocol: a raw AMQP 0-9-1 client on the project's codec ----------------------
+
+/// A minimal blocking AMQP 0-9-1 client: handshake, methods, content, one frame at a time.
+struct AmqpRaw {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    frame_max: u32,
+}
+
+impl AmqpRaw {
+    /// Connects as guest to vhost `/` and opens channel 1.
+    fn connect(addr: SocketAddr) -> AmqpRaw {
+        let stream = TcpStream::connect(addr).expect("connect to the AMQP listener");
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        let mut c = AmqpRaw {
+            stream,
+            buf: Vec::new(),
+            frame_max: 1 << 20,
+        };
+        c.stream.write_all(&PROTOCOL_HEADER).unwrap();
+        match c.recv_method(0) {
+            AmqpMethod::ConnectionStart { mechanisms, .. } => {
+                assert!(mechanisms.split(|b| *b == b' ').any(|m| m == b"PLAIN"))
+            }
+            other => panic!("expected connection.start, got {other:?}"),
+        }
+        c.send(
+            0,
+            &AmqpMethod::ConnectionStartOk {
+                client_properties: FieldTable::new(),
+                mechanism: "PLAIN".into(),
+                response: b"\0guest\0guest".to_vec(),
+                locale: "en_US".into(),
+            },
+        );
+        let (channel_max, frame_max) = match c.recv_method(0) {
+            AmqpMethod::ConnectionTune {
+                channel_max,
+                frame_max,
+                ..
+            } => (channel_max, frame_max),
+            other => panic!("expected connection.tune, got {other:?}"),
+        };
+        c.send(
+            0,
+            &AmqpMethod::ConnectionTuneOk {
+                channel_max,
+                frame_max,
+                heartbeat: 0,
+            },
+        );
+        c.frame_max = frame_max;
+        c.send(
+            0,
+            &AmqpMethod::ConnectionOpen {
+                virtual_host: "/".into(),
+            },
+        );
+        c.expect(0, |m| matches!(m, AmqpMethod::ConnectionOpenOk {}));
+        c.send(1, &AmqpMethod::ChannelOpen {});
+        c.expect(1, |m| matches!(m, AmqpMethod::ChannelOpenOk {}));
+        c
+    }
+
+    fn send(&mut self, channel: u16, m: &AmqpMethod) {
+        let mut out = Vec::new();
+        amqp::write_method(&mut out, channel, m);
+        self.stream.write_all(&out).expect("send");
+    }
+
+    fn publish(
+        &mut self,
+        channel: u16,
+        exchange: &str,
+        routing_key: &str,
+        props: &BasicProperties,
+        body: &[u8],
+    ) {
+        let mut out = Vec::new();
+        let m = AmqpMethod::BasicPublish {
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+            mandatory: true,
+            immediate: false,
+        };
+        amqp::write_method(&mut out, channel, &m);
+        amqp::write_content(
+            &mut out,
+            channel,
+            amqp::BASIC_CLASS_ID,
+            props,
+            body,
+            self.frame_max,
+        );
+        self.stream.write_all(&out).expect("send");
+    }
+
+    /// The next frame other than a heartbeat: type, channel, payload.
+    fn recv_frame(&mut self) -> (FrameType, u16, Vec<u8>) {
+        loop {
+            if let Some((h, n)) = amqp::check(&self.buf, self.frame_max).expect("valid frame") {
+                let payload = self.buf[FRAME_HEADER_BYTES..n - 1].to_vec();
+                self.buf.drain(..n);
+                if h.frame_type == FrameType::Heartbeat {
+                    continue;
+                }
+                return (h.frame_type, h.channel, payload);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("the server closed the AMQP connection"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!("read from the AMQP connection: {e}"),
+            }
+        }
+    }
+
+    /// The next method frame, which must be on `channel`.
+    fn recv_method(&mut self, channel: u16) -> AmqpMethod {
+        let (t, ch, payload) = self.recv_frame();
+        assert_eq!(t, FrameType::Method, "expected a method frame");
+        let m = AmqpMethod::decode(&payload).expect("decode method");
+        assert_eq!(ch, channel, "{m:?} on channel {ch}");
+        m
+    }
+
+    fn expect(&mut self, channel: u16, ok: impl Fn(&AmqpMethod) -> bool) -> AmqpMethod {
+        let m = self.recv_method(channel);
+        assert!(ok(&m), "unexpected {m:?}");
+        m
+    }
+
+    /// The content that follows a `basic.deliver` or `basic.get-ok` on `channel`.
+    fn recv_content(&mut self, channel: u16) -> (BasicProperties, Vec<u8>) {
+        let (t, ch, payload) = self.recv_frame();
+        assert_eq!((t, ch), (FrameType::Header, channel), "content header");
+        let header = amqp::parse_content_header(&payload).expect("content header");
+        assert_eq!(header.class_id, amqp::BASIC_CLASS_ID);
+        let mut body = Vec::new();
+        while (body.len() as u64) < header.body_size {
+            let (t, ch, payload) = self.recv_frame();
+            assert_eq!((t, ch), (FrameType::Body, channel), "body frame");
+            assert!(payload.len() + 8 <= self.frame_max as usize);
+            body.extend_from_slice(&payload);
+        }
+        assert_eq!(body.len() as u64, header.body_size);
+        (header.properties, body)
+    }
+}
+
+fn native(server: &TestServer) -> Connection {
+    Connection::connect(&server.addr_string()).expect("native connect")
+}
+
+fn declare(ch: &Channel, queue: &str) {
+    ch.queue_declare(queue, QueueDeclareOptions::default())
+        .expect("queue.declare");
+}
+
+fn next_delivery(c: &relaymq::client::Consumer) -> Delivery {
+    match c.recv_timeout(WAIT) {
+        Ok(ConsumerEvent::Delivery(d)) => d,
+        other => panic!("expected a delivery, got {other:?}"),
+    }
+}
+
+/// A headers table with a nested table, an array, integers, strings and booleans.
+fn rich_headers() -> FieldTable {
+    let mut inner = FieldTable::new();
+    inner.insert("inner".into(), FieldValue::string("value"));
+    inner.insert("n".into(), FieldValue::I32(1));
+    let mut deeper = FieldTable::new();
+    deeper.insert("flag".into(), FieldValue::Bool(true));
+    inner.insert("deeper".into(), FieldValue::Table(deeper));
+    let mut k = FieldTable::new();
+    k.insert("k".into(), FieldValue::string("v"));
+    let mut h = FieldTable::new();
+    h.insert("string".into(), FieldValue::string("text"));
+    h.insert("int".into(), FieldValue::I32(42));
+    h.insert("negative".into(), FieldValue::I32(-7));
+    h.insert("big".into(), FieldValue::I64(1 << 40));
+    h.insert("yes".into(), FieldValue::Bool(true));
+    h.insert("no".into(), FieldValue::Bool(false));
+    h.insert("nested".into(), FieldValue::Table(inner));
+    h.insert(
+        "array".into(),
+        FieldValue::Array(vec![
+            FieldValue::I32(1),
+            FieldValue::string("two"),
+            FieldValue::Bool(true),
+            FieldValue::Table(k),
+            FieldValue::Array(vec![FieldValue::I32(3)]),
+        ]),
+    );
+    h
+}
+
+/// Every property set (the same as `tests/interop/cross_protocol.py`'s).
+fn rich_properties() -> BasicProperties {
+    BasicProperties {
+        content_type: Some("application/json".into()),
+        content_encoding: Some("identity".into()),
+        headers: Some(rich_headers()),
+        delivery_mode: Some(2),
+        priority: Some(7),
+        correlation_id: Some("corr-1".into()),
+        reply_to: Some("replies".into()),
+        expiration: Some("60000".into()),
+        message_id: Some("msg-1".into()),
+        timestamp: Some(1_700_000_000),
+        kind: Some("example.event".into()),
+        user_id: Some("guest".into()),
+        app_id: Some("interop".into()),
+        cluster_id: None,
+    }
+}
+
+const RICH_BODY: &[u8] = br#"{"hello": "native"}"#;
+
+/// Checks every property the acceptance names one by one (clearer failures), then all.
+fn assert_same_properties(got: &BasicProperties, want: &BasicProperties) {
+    assert_eq!(got.content_type, want.content_type, "content_type");
+    assert_eq!(got.correlation_id, want.correlation_id, "correlation_id");
+    assert_eq!(got.reply_to, want.reply_to, "reply_to");
+    assert_eq!(got.message_id, want.message_id, "message_id");
+    assert_eq!(got.timestamp, want.timestamp, "timestamp");
+    assert_eq!(got.delivery_mode, want.delivery_mode, "delivery_mode");
+    assert_eq!(got.priority, want.priority, "priority");
+    assert_eq!(got.expiration, want.expiration, "expiration");
+    assert_eq!(got.headers, want.headers, "headers");
+    assert_eq!(got, want, "all properties");
+}
+
+#[test]
+fn amqp_publish_is_consumed_natively_with_properties_and_headers() {
+    let server = TestServer::start();
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "from_amqp");
+    let consumer = ch
+        .basic_consume("from_amqp", ConsumeOptions::default())
+        .unwrap();
+
+    let mut amqp = AmqpRaw::connect(server.handle.amqp_addr().unwrap());
+    amqp.send(1, &AmqpMethod::ConfirmSelect { nowait: false });
+    amqp.expect(1, |m| matches!(m, AmqpMethod::ConfirmSelectOk {}));
+    let props = rich_properties();
+    // A body over several body frames too.
+    let big: Vec<u8> = (0..3 * amqp.frame_max as usize + 17)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    amqp.publish(1, "", "from_amqp", &props, RICH_BODY);
+    amqp.publish(1, "", "from_amqp", &props, &big);
+    amqp.publish(1, "", "from_amqp", &BasicProperties::default(), b"");
+    for tag in 1..=3 {
+        match amqp.recv_method(1) {
+            AmqpMethod::BasicAck {
+                delivery_tag,
+                multiple: false,
+            } if delivery_tag == tag => {}
+            AmqpMethod::BasicAck {
+                delivery_tag,
+                multiple: true,
+            } if delivery_tag >= tag => break,
+            other => panic!("expected the confirm of publish {tag}, got {other:?}"),
+        }
+    }
+
+    for body in [RICH_BODY, &big[..]] {
+        let d = next_delivery(&consumer);
+        assert_eq!(
+            (d.exchange.as_str(), d.routing_key.as_str()),
+            ("", "from_amqp")
+        );
+        assert_eq!(d.body, body);
+        assert_same_properties(&d.properties, &props);
+        ch.basic_ack(d.delivery_tag, false).unwrap();
+    }
+    let d = next_delivery(&consumer);
+    assert!(d.body.is_empty());
+    assert_eq!(d.properties, BasicProperties::default());
+}
+
+#[test]
+fn native_publish_is_consumed_over_amqp_with_properties_and_headers() {
+    let server = TestServer::start();
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "to_amqp");
+    let props = rich_properties();
+    let big: Vec<u8> = (0..300_000).map(|i| (i % 253) as u8).collect();
+    ch.basic_publish("", "to_amqp", false, &props, RICH_BODY)
+        .unwrap();
+    ch.basic_publish("", "to_amqp", false, &props, &big)
+        .unwrap();
+    ch.basic_publish("", "to_amqp", false, &props, b"by get")
+        .unwrap();
+    round_trip(&conn);
+
+    let mut amqp = AmqpRaw::connect(server.handle.amqp_addr().unwrap());
+    // basic.get first: the head of the queue.
+    amqp.send(
+        1,
+        &AmqpMethod::BasicGet {
+            queue: "to_amqp".into(),
+            no_ack: false,
+        },
+    );
+    match amqp.recv_method(1) {
+        AmqpMethod::BasicGetOk {
+            delivery_tag,
+            redelivered: false,
+            exchange,
+            routing_key,
+            message_count: 2,
+        } => {
+            assert_eq!((exchange.as_str(), routing_key.as_str()), ("", "to_amqp"));
+            let (got, body) = amqp.recv_content(1);
+            assert_eq!(body, RICH_BODY);
+            assert_same_properties(&got, &props);
+            amqp.send(
+                1,
+                &AmqpMethod::BasicAck {
+                    delivery_tag,
+                    multiple: false,
+                },
+            );
+        }
+        other => panic!("expected basic.get-ok, got {other:?}"),
+    }
+    // Then a consumer for the rest.
+    amqp.send(
+        1,
+        &AmqpMethod::BasicConsume {
+            queue: "to_amqp".into(),
+            consumer_tag: "ctag".into(),
+            no_local: false,
+            no_ack: false,
+            exclusive: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    amqp.expect(
+        1,
+        |m| matches!(m, AmqpMethod::BasicConsumeOk { consumer_tag } if consumer_tag == "ctag"),
+    );
+    for want in [&big[..], b"by get"] {
+        match amqp.recv_method(1) {
+            AmqpMethod::BasicDeliver {
+                consumer_tag,
+                delivery_tag,
+                redelivered: false,
+                exchange,
+                routing_key,
+            } => {
+                assert_eq!(consumer_tag, "ctag");
+                assert_eq!((exchange.as_str(), routing_key.as_str()), ("", "to_amqp"));
+                let (got, body) = amqp.recv_content(1);
+                assert_eq!(body, want);
+                assert_same_properties(&got, &props);
+                amqp.send(
+                    1,
+                    &AmqpMethod::BasicAck {
+                        delivery_tag,
+                        multiple: false,
+                    },
+                );
+            }
+            other => panic!("expected basic.deliver, got {other:?}"),
+        }
+    }
+    // All acked: nothing left.
+    let (_, count) = queue_counts(&ch, "to_amqp");
+    assert_eq!(count, 0);
+}
+
+fn round_trip(conn: &Connection) {
+    conn.status().expect("status");
+}
+
+/// (consumers, ready messages) of `queue`, by a passive declare.
+fn queue_counts(ch: &Channel, queue: &str) -> (u32, u32) {
+    let d = ch
+        .queue_declare(
+            queue,
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+        )
+        .expect("passive queue.declare");
+    (d.consumer_count, d.message_count)
+}
+
+// ---- cross-protocol with pika ----------------------------------------------------------
+
+#[test]
+fn pika_publish_is_consumed_natively_with_properties_and_headers() {
+    if !clients::pika_available(
+        "amqp_interop pika_publish_is_consumed_natively_with_properties_and_headers",
+    ) {
+        return;
+    }
+    let server = TestServer::start();
+    pika(&server, "cross_protocol", &["publish"]);
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    let got = ch
+        .basic_get("from_pika", true)
+        .unwrap()
+        .expect("the message pika published");
+    assert_eq!(got.body, RICH_BODY);
+    assert_same_properties(&got.properties, &rich_properties());
+}
+
+#[test]
+fn native_publish_is_read_by_pika_with_properties_and_headers() {
+    if !clients::pika_available(
+        "amqp_interop native_publish_is_read_by_pika_with_properties_and_headers",
+    ) {
+        return;
+    }
+    let server = TestServer::start();
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "to_pika");
+    ch.basic_publish("", "to_pika", false, &rich_properties(), RICH_BODY)
+        .unwrap();
+    round_trip(&conn);
+    pika(&server, "cross_protocol", &["get"]);
+}
