@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian or Ubuntu machine that has only the
-# distribution's Python: installs what the tests need, then runs `cargo test --release`.
+# distribution's Python: installs what the tests need, then runs `cargo test --profile ci`
+# (Cargo.toml: release optimisation with debug assertions and overflow checks on, so the
+# core's invariant checks run; its build goes to target/ci/).
 # The tests start their own servers on 127.0.0.1 only.
 #
 # What it installs, when missing:
@@ -100,4 +102,4 @@ done
 # ---- the suite ---------------------------------------------------------------------------
 export RELAYMQ_TEST_REQUIRE_CLIENTS=1
 cargo --version
-cargo test --release
+cargo test --profile ci

@@ -40,6 +40,7 @@ pub mod limits;
 pub mod metrics;
 pub mod native;
 pub mod server;
+pub mod stoppable_thread;
 pub mod storage;
 pub mod tls;
 pub mod types;

@@ -4,7 +4,7 @@
 //! `rabbit_disk_monitor`.
 
 use super::{ResourceAlarms, DISK_CHECK_INTERVAL_MS, MEMORY_CHECK_INTERVAL_MS};
-use crate::broker::stoppable_thread::StoppableThread;
+use crate::stoppable_thread::StoppableThread;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::io;
 use std::path::PathBuf;

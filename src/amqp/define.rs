@@ -91,7 +91,7 @@ macro_rules! amqp_methods {
                 let mut e = Encoder::new(out);
                 match self {
                     $(
-                        #[allow(unused_variables)]
+                        #[allow(unused_variables, reason = "a method without fields binds none")]
                         AmqpMethod::$variant { $($field),* } => {
                             $( amqp_wire_put!(e, $w); )*
                         }
@@ -134,7 +134,7 @@ macro_rules! amqp_methods {
                 match (class_id, method_id) {
                     $(
                         ($class, $method) => Some((|| -> Result<AmqpMethod, DecodeError> {
-                            #[allow(unused_mut)]
+                            #[allow(unused_mut, reason = "a method without fields reads none")]
                             let mut d = Decoder::new(args);
                             $( amqp_wire_get!(d, $w); )*
                             d.finish()?;

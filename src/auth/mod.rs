@@ -1,4 +1,4 @@
-//! Users, passwords, permissions and login throttling (issue 7; RabbitMQ's access-control
+//! Users, passwords, permissions and login throttling (RabbitMQ's access-control
 //! model: docs/security.md).
 
 pub mod argon;

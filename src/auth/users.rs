@@ -34,8 +34,7 @@ pub const TAG_MANAGEMENT: &str = "management";
 /// The tag that allows listing everything (RabbitMQ's).
 pub const TAG_MONITORING: &str = "monitoring";
 
-/// The tag that allows managing policies of the vhosts the user may access (RabbitMQ's;
-/// issue 8 part 6).
+/// The tag that allows managing policies of the vhosts the user may access (RabbitMQ's).
 pub const TAG_POLICYMAKER: &str = "policymaker";
 
 /// One user.
@@ -147,9 +146,9 @@ impl UserRegistry {
     }
 
     fn changed(&self) {
+        // Sessions' cached routes were checked against the old permissions: they compare
+        // this version too (`broker::topology::RouteCache`).
         self.version.fetch_add(1, Ordering::AcqRel);
-        // Cached routes were checked against the old permissions.
-        crate::broker::topology::bump();
     }
 
     /// The user named `name`.

@@ -20,7 +20,6 @@ pub mod queue;
 pub mod rates;
 pub mod session;
 pub mod sink;
-pub mod stoppable_thread;
 pub mod topology;
 pub mod vhost;
 

@@ -26,8 +26,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime};
 
-/// Name of the virtual host every broker starts with.
-pub const DEFAULT_VHOST: &str = "/";
+pub use crate::types::DEFAULT_VHOST;
 
 /// Broker settings fixed at start-up.
 #[derive(Debug, Clone)]
@@ -113,8 +112,8 @@ pub struct ConnectionInfo {
     pub sink: Arc<dyn ClientSink>,
 }
 
-/// What recovery restored from the queues' stores, for the start-up report (issue 8 part
-/// 3: one summary line rather than one per queue).
+/// What recovery restored from the queues' stores, for the start-up report (one
+/// summary line rather than one per queue).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecoveredMessages {
     /// Persistent messages restored, over every durable queue.
@@ -123,14 +122,14 @@ pub struct RecoveredMessages {
     pub queues: u64,
     /// Durable queues whose `queue_stat` hint was missing, unreadable or stale (normal
     /// after a crash) and was recounted from the segments; each is a debug line, the count
-    /// goes in the summary (issue 8 part 3).
+    /// goes in the summary.
     pub stats_rebuilt: u64,
     /// Other housekeeping notes logged at debug (e.g. a fully settled sealed segment
     /// deleted), counted for the summary.
     pub other_notes: u64,
 }
 
-/// What a deleted vhost took with it, for the log line (issue 8 part 3).
+/// What a deleted vhost took with it, for the log line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct VhostDeleted {
     /// Queues deleted with it.
@@ -673,7 +672,7 @@ impl Broker {
 
 /// Opens a stored queue's message store at recovery (step 3 in docs/architecture.md):
 /// logs what was repaired (warnings per queue; housekeeping notes such as a recounted
-/// `queue_stat` at debug, counted in `counts` for the summary line, issue 8 part 3); on
+/// `queue_stat` at debug, counted in `counts` for the summary line); on
 /// failure the queue is reported and left without a store (it refuses persistent
 /// publishes) while the others serve. Bodies beyond `memory_bytes` stay on disk
 /// (docs/storage.md, "Memory budget").

@@ -487,7 +487,10 @@ impl Session {
     /// than `name_bytes_max`, or when the channel has `consumers_per_channel_max`
     /// consumers (RabbitMQ's `consumer_max_per_channel` wording, but a channel error: the
     /// connection's other channels keep serving).
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "basic.consume's own fields, as AMQP lists them"
+    )]
     pub fn basic_consume(
         &mut self,
         ch: u16,
@@ -598,17 +601,18 @@ impl Session {
         };
         // A message with header routes is routed by more than its exchange and routing
         // key: the route cache neither answers nor remembers it.
+        // Read before routing: a change made meanwhile makes the entry stale. A route
+        // depends on the topology and on the user's write permission: both versions only
+        // grow, so their sum moves whenever either does.
+        let version = topology::version().wrapping_add(self.broker.users().version());
         let cached = match header_routes {
-            None => self.routes.get(exchange, routing_key),
+            None => self.routes.get(version, exchange, routing_key),
             Some(_) => None,
         };
         let (msg, queues) = if let Some(route) = cached {
             let msg = Message::with_names(Arc::clone(&route.names), properties, body);
             (Arc::new(msg), Arc::clone(&route.queues))
         } else {
-            // Read before routing: a change made meanwhile makes the entry stale. A
-            // permission change moves the version too, so a cached route was permitted.
-            let version = topology::version();
             self.permit(Access::Write, Resource::Exchange, exchange)?;
             let ex = self.vhost.exchange_for_publish(exchange)?;
             let names = Arc::new(RouteNames::with_header_routes(

@@ -57,9 +57,9 @@ pub struct RouteCache {
 }
 
 impl RouteCache {
-    /// The route for `exchange` / `routing_key`, if remembered and still current.
-    pub fn get(&self, exchange: &str, routing_key: &str) -> Option<&CachedRoute> {
-        let now = version();
+    /// The route for `exchange` / `routing_key`, if remembered at version `now` (the
+    /// caller's [`version`] combined with what else a route depends on).
+    pub fn get(&self, now: u64, exchange: &str, routing_key: &str) -> Option<&CachedRoute> {
         self.entries.iter().find(|e| {
             e.version == now
                 && e.names.routing_key() == routing_key
@@ -67,7 +67,7 @@ impl RouteCache {
         })
     }
 
-    /// Remembers a route computed at topology version `version`.
+    /// Remembers a route computed at version `version` (as given to [`RouteCache::get`]).
     pub fn insert(
         &mut self,
         version: u64,

@@ -88,7 +88,7 @@ pub struct VirtualHost {
     /// `meta.db` and applied in memory as one step, without holding the maps that publishes
     /// read while the commit's fsync runs. Taken before any map lock.
     changes: Mutex<()>,
-    /// The vhost's policies (issue 8 part 6), in no particular order; the winner for a
+    /// The vhost's policies, in no particular order; the winner for a
     /// name is chosen by [`crate::broker::policy::for_queue`]. Changed only under
     /// `changes`; a leaf lock.
     pub(crate) policies: Mutex<Vec<Arc<Policy>>>,

@@ -19,7 +19,10 @@ pub(crate) enum ConsumerItem {
 }
 
 /// What [`Consumer::recv`] returns.
-#[allow(clippy::large_enum_variant)] // moved once to the caller, not stored
+#[allow(
+    clippy::large_enum_variant,
+    reason = "moved once to the caller, not stored"
+)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConsumerEvent {
     /// A message for the consumer. Unless the consumer was started with `no_ack`, it must

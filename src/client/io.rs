@@ -162,7 +162,10 @@ impl Writer {
 }
 
 /// What one read of the stream yields.
-#[allow(clippy::large_enum_variant)] // returned and matched at once, never stored
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned and matched at once, never stored"
+)]
 #[derive(Debug)]
 pub(crate) enum Incoming {
     /// A whole method: channel, request id, method.

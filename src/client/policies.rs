@@ -1,5 +1,5 @@
 //! Policies over a connection (channel-0 `policy.set` / `policy.clear` and `list
-//! policies` of the native protocol; issue 8 part 6). The connection's user needs the
+//! policies` of the native protocol). The connection's user needs the
 //! `policymaker` or `administrator` tag.
 
 use crate::client::connection::{expect_ok, Connection};

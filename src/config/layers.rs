@@ -1,5 +1,5 @@
 //! Merging the sources of configuration: defaults, then the `--config` file, then
-//! `RELAYMQ_SERVER_*` variables, then flags, each later one winning (issue 8 part 2), with
+//! `RELAYMQ_SERVER_*` variables, then flags, each later one winning, with
 //! where each value came from kept for `--print-config` and error messages.
 
 use crate::config::settings::Settings;

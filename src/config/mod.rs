@@ -1,4 +1,4 @@
-//! Server configuration (issue 8 part 2): every `relaymq-server` setting in one table
+//! Server configuration: every `relaymq-server` setting in one table
 //! ([`table::SETTINGS`]), merged from defaults, a TOML file (`--config`), `RELAYMQ_SERVER_*`
 //! environment variables and flags, in that order of precedence (flags win), shown by
 //! `--print-config` and partly reloaded on SIGHUP. docs/operations.md, "Configuration".

@@ -1,8 +1,7 @@
 //! `relaymq-server --print-config`: the effective value of every setting as TOML that can
 //! be pasted into a `--config` file, each line ending with its source (`# default`,
 //! `# file`, `# env RELAYMQ_SERVER_…`, `# flag --…`). Secrets show as `"<hidden>"` on a
-//! commented-out line, so pasting the output never sets a password to that text (issue 8
-//! part 2).
+//! commented-out line, so pasting the output never sets a password to that text.
 
 use crate::config::layers::{Layered, Origin};
 use crate::config::table::{Setting, ValueKind, SETTINGS};

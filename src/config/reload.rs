@@ -1,5 +1,5 @@
 //! SIGHUP: read the file and the environment again (flags still win), apply what can change
-//! while the server runs, warn about the rest (issue 8 part 2).
+//! while the server runs, warn about the rest.
 //!
 //! Live: `log-level` (`log::set_max_level`), `memory-high-watermark` and
 //! `disk-free-limit` (checked at once), and every limit through

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// Accepted values of `log-level`, least to most verbose (env_logger's level names).
 pub const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
-/// Default `log-level` (issue 8 part 3: start-up, listeners, connections at info).
+/// Default `log-level` (start-up, listeners, connections at info).
 pub const LOG_LEVEL_DEFAULT: log::LevelFilter = log::LevelFilter::Info;
 
 /// The TLS settings as configured, checked together by

@@ -1,7 +1,7 @@
 //! The one table of settings ([`SETTINGS`]): each setting's name (the long flag without
 //! `--`, the file key, and with `RELAYMQ_SERVER_` the environment variable), the TOML types
-//! it accepts, how it parses and prints, and whether a SIGHUP reload changes it (issue 8
-//! part 2). Flags, environment, file, `--print-config` and the reload all go through it,
+//! it accepts, how it parses and prints, and whether a SIGHUP reload changes it.
+//! Flags, environment, file, `--print-config` and the reload all go through it,
 //! so they cannot drift.
 
 use crate::alarm::MemoryWatermark;

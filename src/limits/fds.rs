@@ -8,6 +8,11 @@
 
 use std::fmt;
 
+/// Smallest store budget, in files: a segment and an ack log for each of a few stores in
+/// flight at once, plus the transient opens of a declare (directory, two files,
+/// `queue_stat.tmp`).
+pub const STORE_FILES_MIN: usize = 16;
+
 /// Highest open-files limit RelayMQ raises itself to, and the most it splits, in file
 /// descriptors (1,048,576; the kernel's default `fs.nr_open`). A soft limit of
 /// "unlimited" counts as this.
@@ -91,7 +96,7 @@ impl FdBudget {
     /// used): [`FD_RESERVED_PROCESS`] for the process, then 1/[`FD_HTTP_DIVISOR`] of the
     /// rest for HTTP connections (between [`FD_HTTP_MIN`] and [`FD_HTTP_MAX`]), then
     /// [`FD_STORE_PERCENT`]% of what remains for the store (at least
-    /// [`crate::storage::file_budget::STORE_FILES_MIN`]) and the rest for client sockets.
+    /// [`STORE_FILES_MIN`]) and the rest for client sockets.
     ///
     /// # Errors
     /// [`FdLimitError`] when `limit` is below [`FD_LIMIT_MIN`].
@@ -108,7 +113,7 @@ impl FdBudget {
         let http = (rest / FD_HTTP_DIVISOR).clamp(FD_HTTP_MIN, FD_HTTP_MAX);
         let shared = rest.saturating_sub(http);
         let store = (shared * FD_STORE_PERCENT / 100)
-            .max(crate::storage::file_budget::STORE_FILES_MIN)
+            .max(STORE_FILES_MIN)
             .min(shared);
         Ok(FdBudget {
             limit,
@@ -182,10 +187,7 @@ mod tests {
                 limit,
                 "{b:?}"
             );
-            assert!(
-                b.store >= crate::storage::file_budget::STORE_FILES_MIN,
-                "{b:?}"
-            );
+            assert!(b.store >= STORE_FILES_MIN, "{b:?}");
             assert!((FD_HTTP_MIN..=FD_HTTP_MAX).contains(&b.http), "{b:?}");
             assert!(b.sockets > 0, "{b:?}");
         }

@@ -165,3 +165,16 @@ pub const TLS_PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
 /// `set_buffer_limit`; rustls's own default is 64 KiB). What a client does not read stays
 /// in the outbound buffer, under its high-water mark and hard cap.
 pub const TLS_SEND_BUFFER_BYTES: usize = 256 * 1024;
+
+// Relations between the bounds, checked when the crate compiles.
+const _: () = assert!(OUTBOUND_LOW_WATER_BYTES < OUTBOUND_HIGH_WATER_BYTES);
+const _: () = assert!(OUTBOUND_HIGH_WATER_BYTES < OUTBOUND_HARD_CAP_BYTES);
+const _: () = assert!(OUTBOUND_BYTES_MAX_MIN <= OUTBOUND_HARD_CAP_BYTES);
+const _: () = assert!(FRAME_BYTES_MIN <= FRAME_BYTES_MAX);
+const _: () = assert!(SHORT_STRING_BYTES_MAX < FRAME_BYTES_MIN as usize);
+const _: () = assert!(PROPERTIES_BYTES_MAX <= FRAME_BYTES_MAX as usize);
+const _: () = assert!(HANDSHAKE_TIMEOUT_MS_MIN <= HANDSHAKE_TIMEOUT_MS);
+const _: () = assert!(HANDSHAKE_TIMEOUT_MS <= HANDSHAKE_TIMEOUT_MS_MAX);
+const _: () = assert!(DECODE_PREALLOC_ITEMS_MAX <= BATCH_ITEMS_MAX);
+const _: () = assert!(MESSAGE_BODY_BYTES_MAX_DEFAULT <= MESSAGE_BODY_BYTES_MAX_MAX);
+const _: () = assert!(CONSUMER_TIMEOUT_MS_DEFAULT <= EXPIRY_MS_MAX);

@@ -1,5 +1,5 @@
-//! Metrics the broker counts as it works, for the Prometheus endpoint (issue 8 part 4,
-//! `docs/operations.md`, "Metrics"): lock-free counters and histograms the hot paths bump
+//! Metrics the broker counts as it works, for the Prometheus endpoint
+//! (`docs/operations.md`, "Metrics"): lock-free counters and histograms the hot paths bump
 //! with one relaxed atomic add, and the Prometheus text format they are written in.
 //!
 //! Layout: `counters` (message events per vhost and broker-wide), `histogram` (fixed

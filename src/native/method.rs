@@ -39,7 +39,7 @@ pub enum ListKind {
     Users = 7,
     /// Permissions of every user in every vhost (administrators only).
     Permissions = 8,
-    /// Policies of the connection's vhost (`policymaker` or `administrator`; issue 8).
+    /// Policies of the connection's vhost (`policymaker` or `administrator`).
     Policies = 9,
 }
 
@@ -81,7 +81,7 @@ native_records! {
         read: String as Lstr,
     }
 
-    /// What `policy.set` carries (RabbitMQ's `set_policy` arguments; issue 8 part 6).
+    /// What `policy.set` carries (RabbitMQ's `set_policy` arguments).
     #[derive(Clone, Debug, PartialEq, Eq)]
     PolicySpec {
         /// Vhost name.
@@ -615,7 +615,10 @@ pub fn encode_publish(
 /// Appends one delivery of a `Deliver` batch (without the batch count), from borrowed
 /// parts so the server encodes straight from a queued message: the layout of [`Delivery`]
 /// (the method tests hold the two to each other).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the delivery's fields, borrowed from the queued message"
+)]
 pub fn encode_delivery(
     out: &mut Vec<u8>,
     consumer_tag: &str,

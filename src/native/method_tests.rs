@@ -8,12 +8,12 @@ use super::method::{
     encode_delivery, encode_publish, method_name, Delivery, ListKind, Method, PublishMessage,
 };
 use super::{FRAME_HEADER_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION};
-use crate::alarm::MemoryWatermark;
 use crate::limits::{
     FRAME_BYTES_DEFAULT, FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MAX, FRAME_BYTES_MIN,
     PAYLOAD_BYTES_MAX, SHORT_STRING_BYTES_MAX,
 };
 use crate::types::codec::{put_u16, put_u32};
+use crate::types::MemoryWatermark;
 use crate::types::{BasicProperties, FieldTable, FieldValue};
 use std::collections::BTreeSet;
 

@@ -20,7 +20,10 @@ use std::sync::{Arc, Mutex};
 
 /// What the I/O thread (or the core) asks a connection's worker to do.
 // Methods dominate the mailbox; boxing them would cost an allocation per request.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "boxing methods would cost an allocation per request"
+)]
 #[derive(Debug)]
 pub enum Event {
     /// A decoded method.

@@ -210,7 +210,10 @@ impl EventLoop {
     ///
     /// # Errors
     /// A listener cannot be registered with `poll`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the listeners and shared state the loop owns, given once at start"
+    )]
     pub fn new(
         poll: Poll,
         mut listener: TcpListener,

@@ -53,7 +53,7 @@ impl Durability {
     ) -> Result<(Arc<Durability>, Definitions), StorageError> {
         let lock = DataDirLock::acquire(data_dir)?;
         let meta = MetaStore::open(&data_dir.join(META_DB))?;
-        meta.put_vhost(crate::broker::DEFAULT_VHOST)?;
+        meta.put_vhost(crate::types::DEFAULT_VHOST)?;
         let definitions = meta.load()?;
         let queues_dir = data_dir.join(QUEUES_DIR);
         backend

@@ -2,7 +2,7 @@
 //! queues: files are opened on demand and closed when the budget needs their descriptor.
 //!
 //! A [`FileBudget`] counts the store's open files and refuses to go past its limit (part
-//! of the process's `RLIMIT_NOFILE`, split in `crate::server::fd_budget`). Every open of
+//! of the process's `RLIMIT_NOFILE`, split in `crate::limits::fds`). Every open of
 //! the store — a segment, an ack log, a directory to sync, a temporary file — takes a
 //! [`Permit`] first ([`crate::storage::BudgetedBackend`]) and gives it back when the file
 //! is closed. When none is free, the budget *reclaims* one: it sweeps the stores that hold
@@ -34,10 +34,7 @@ pub const FILE_WAIT_MS_MAX: u64 = 2_000;
 /// Pause between two attempts of a waiting open, in ms.
 const FILE_WAIT_STEP_MS: u64 = 1;
 
-/// Smallest store budget, in files: a segment and an ack log for each of a few stores in
-/// flight at once, plus the transient opens of a declare (directory, two files,
-/// `queue_stat.tmp`).
-pub const STORE_FILES_MIN: usize = 16;
+pub use crate::limits::fds::STORE_FILES_MIN;
 
 /// Stores one reclaim looks at, at most, before it gives up (a sweep stops as soon as it
 /// freed a handle).

@@ -109,7 +109,10 @@ impl DataDirLock {
 
 impl Drop for DataDirLock {
     // `File::unlock` is stable since Rust 1.89, above the crate's declared rust-version.
-    #[allow(clippy::incompatible_msrv)]
+    #[allow(
+        clippy::incompatible_msrv,
+        reason = "File::unlock is stable since 1.89"
+    )]
     fn drop(&mut self) {
         // Closing the file releases the lock anyway; unlocking first makes the release
         // independent of other descriptors a child process may have inherited.
@@ -119,7 +122,10 @@ impl Drop for DataDirLock {
 
 /// `flock(LOCK_EX | LOCK_NB)` on `file`.
 // `File::try_lock` is stable since Rust 1.89, above the crate's declared rust-version.
-#[allow(clippy::incompatible_msrv)]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "File::try_lock is stable since 1.89"
+)]
 fn try_lock(file: &File, dir: &Path, path: &Path) -> Result<(), StorageError> {
     match file.try_lock() {
         Ok(()) => Ok(()),

@@ -91,7 +91,7 @@
 //! # Schema version 3
 //!
 //! ```sql
-//! -- Policies (version 3, issue 8): RabbitMQ's fields; the definition is a JSON object as
+//! -- Policies (version 3): RabbitMQ's fields; the definition is a JSON object as
 //! -- text, kept as written (keys RelayMQ does not act on included, for export).
 //! CREATE TABLE policies (
 //!     vhost      TEXT NOT NULL REFERENCES vhosts (name),
@@ -197,7 +197,7 @@ INSERT INTO default_user_pending (id) VALUES (1);
 
 /// Version 3: policies. Kept identical to the module documentation.
 const SCHEMA_V3: &str = "
--- Policies (version 3, issue 8): RabbitMQ's fields; the definition is a JSON object as
+-- Policies (version 3): RabbitMQ's fields; the definition is a JSON object as
 -- text, kept as written (keys RelayMQ does not act on included, for export).
 CREATE TABLE policies (
     vhost      TEXT NOT NULL REFERENCES vhosts (name),

@@ -335,7 +335,10 @@ pub struct DamagedSpan {
 /// One finding of a [`Scanner`].
 // Items are handed out one at a time, never stored in bulk: boxing the record would cost an
 // allocation per record scanned for nothing.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "handed out one at a time, never stored in bulk"
+)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScanItem<'a> {
     /// A valid record starting at `offset`.

@@ -9,7 +9,7 @@
 //! [`Backend::write_file_atomic`](crate::storage::Backend::write_file_atomic) when a segment
 //! is sealed, compacted or deleted and at clean shutdown; at open it is compared with the
 //! counts found by scanning, and a missing, unparseable or different file is recounted
-//! (`RecoveryReport::stat_rebuilt`) but not rewritten during recovery (issue 8: one file
+//! (`RecoveryReport::stat_rebuilt`) but not rewritten during recovery (one file
 //! write and two fsyncs per queue after a crash); the next seal, compaction, deletion or
 //! clean shutdown writes it. `relaymq-server --check` reports a lagging one.
 

@@ -81,7 +81,7 @@ pub struct RecoveryReport {
     pub warnings: Vec<String>,
     /// Human-readable lines for the log about normal housekeeping found at start (a stale
     /// `queue_stat` recounted, a settled segment deleted; logged at debug and counted in
-    /// the `recovery done` summary, issue 8).
+    /// the `recovery done` summary).
     pub notes: Vec<String>,
 }
 

@@ -1,6 +1,6 @@
-//! Values shared by the core, the wire protocols and (later) the store: field tables,
-//! message properties, the memory watermark and the big-endian primitives they are
-//! encoded with.
+//! Values shared by the core, the wire protocols and the store: field tables, message
+//! properties, the memory watermark, the default vhost's name and the big-endian
+//! primitives they are encoded with.
 
 pub mod codec;
 pub mod field_table;
@@ -11,3 +11,6 @@ pub mod watermark;
 pub use field_table::{FieldTable, FieldValue};
 pub use properties::BasicProperties;
 pub use watermark::MemoryWatermark;
+
+/// Name of the virtual host every broker starts with (RabbitMQ's default vhost, `/`).
+pub const DEFAULT_VHOST: &str = "/";

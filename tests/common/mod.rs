@@ -1,7 +1,8 @@
-//! Shared helpers for integration tests: an in-process server on 127.0.0.1:0 and a raw
-//! protocol connection for tests that must send exact (or broken) frames.
+//! Shared helpers for the integration tests (`tests/it/`, `tests/heavy/`): an in-process
+//! server on 127.0.0.1:0, the server binary as a child process, a raw protocol connection
+//! for tests that must send exact (or broken) frames, connecting, waiting and declaring.
 
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a part of the helpers")]
 
 pub mod amqp_raw;
 pub mod bench;
@@ -242,7 +243,10 @@ impl ServerProcess {
     }
 
     // The child is reaped by `Drop`, `terminate` or `kill9`, which clippy cannot see.
-    #[allow(clippy::zombie_processes)]
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by Drop, terminate or kill9"
+    )]
     fn spawn(
         data_dir: &std::path::Path,
         extra: &[&str],

@@ -185,7 +185,10 @@ fn neighbour_step(neighbours: &mut [QueueStore], rng: &mut Rng) -> Result<(), St
 }
 
 /// One step of the workload; `Err` means the disk is gone.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the workload's state, passed whole to each step"
+)]
 fn step(
     store: &mut QueueStore,
     neighbours: &mut [QueueStore],

@@ -30,6 +30,7 @@ mod exchanges;
 mod fuzz_corpus;
 mod hostile_clients;
 mod hostile_input;
+mod layering;
 mod length_limits;
 mod lifecycle_restart;
 mod limits;

@@ -355,7 +355,7 @@ pub enum PermissionCommand {
     Clear(String),
 }
 
-/// A `policy` subcommand (issue 8 part 6; rabbitmqctl's `set_policy`, `clear_policy`).
+/// A `policy` subcommand (rabbitmqctl's `set_policy`, `clear_policy`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum PolicyCommand {
     /// `policy set NAME PATTERN DEFINITION [--priority N] [--apply-to WHAT]`.
@@ -376,7 +376,10 @@ pub enum PolicyCommand {
 }
 
 /// What the command line asks for.
-#[allow(clippy::large_enum_variant)] // made once per run, never stored in bulk
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per run, never stored in bulk"
+)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Invocation {
     /// Print the usage text.

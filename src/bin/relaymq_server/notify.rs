@@ -1,7 +1,7 @@
 //! systemd readiness notifications (`Type=notify`, sd_notify(3)) through the `sd-notify`
 //! crate: `READY=1` once recovery is done and every listener is bound, `RELOADING=1` …
 //! `READY=1` around a SIGHUP reload, `STOPPING=1` when shutdown begins, with `STATUS=`
-//! lines (issue 8 part 1). Without `NOTIFY_SOCKET` (not started by systemd) each call does
+//! lines. Without `NOTIFY_SOCKET` (not started by systemd) each call does
 //! nothing. A failed send is logged, never fatal.
 
 use sd_notify::NotifyState;

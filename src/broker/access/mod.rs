@@ -392,7 +392,7 @@ impl Broker {
     }
 
     /// Replaces an existing user's password hash and tags, as RabbitMQ's definitions import
-    /// overwrites a user it already has (issue 8, `import definitions`).
+    /// overwrites a user it already has (`import definitions`).
     ///
     /// # Errors
     /// 404 NOT_FOUND for an unknown user; 406 for a hash of an unknown algorithm or shape;

@@ -137,6 +137,11 @@ impl Channel {
                 self.earliest_deadline_ms.store(d, Ordering::Relaxed);
             }
         }
+        // Acks find their deliveries by binary search: tags must increase along the list.
+        debug_assert!(
+            st.unacked.back().is_none_or(|last| last.tag < unacked.tag),
+            "delivery tags increase"
+        );
         st.unacked.push_back(unacked);
     }
 

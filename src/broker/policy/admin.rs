@@ -1,4 +1,4 @@
-//! The broker's policy operations (issue 8 part 6), the API `policy.set` /
+//! The broker's policy operations, the API `policy.set` /
 //! `policy.clear` / `list policies` and the import and export of definitions use:
 //! [`Broker::policies`], [`Broker::set_policy`], [`Broker::clear_policy`].
 

@@ -1,4 +1,4 @@
-//! A vhost's policies (issue 8 part 6): set, clear, and the re-evaluation of every queue
+//! A vhost's policies: set, clear, and the re-evaluation of every queue
 //! when they change.
 //!
 //! Locks (docs/architecture.md §8): a change takes the vhost changes lock, commits to

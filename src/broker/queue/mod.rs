@@ -225,7 +225,7 @@ pub struct Queue {
     /// [`Queue::settings`], which merges its policy in).
     pub declared: LifecycleArgs,
     /// The effective settings: arguments merged with the policy that applies
-    /// (issue 8 part 6), replaced whole when a policy changes. A leaf lock: held only to
+    ///, replaced whole when a policy changes. A leaf lock: held only to
     /// clone or swap the `Arc`.
     settings: RwLock<Arc<QueueSettings>>,
     /// Time a delivery from this queue may stay unacked before its consumer is cancelled
@@ -329,8 +329,7 @@ impl Queue {
         self.settings().dead_letter.clone()
     }
 
-    /// Replaces the effective settings (a policy was set, changed or cleared; issue 8
-    /// part 6) and applies them to what the queue holds now, as RabbitMQ 3.10 does: a
+    /// Replaces the effective settings (a policy was set, changed or cleared) and applies them to what the queue holds now, as RabbitMQ 3.10 does: a
     /// lower length limit with `drop-head` drops from the head at once (returned for
     /// dead-lettering, reason `maxlen`; `reject-publish` keeps what is queued and refuses
     /// new publishes); an `expires` lease starts again; a new TTL applies to messages
@@ -652,6 +651,17 @@ impl Queue {
     fn pop_head(st: &mut QueueState) -> Option<Ready> {
         let entry = st.ready.pop_front()?;
         st.stats.remove_ready(&entry);
+        // Queue accounting (the counters' subtractions check the rest under the test
+        // profile's overflow checks): paged and in-memory parts stay within the ready list.
+        debug_assert!(
+            st.stats.ready_paged <= st.ready.len()
+                && st.stats.ready_memory_bytes <= st.stats.ready_bytes,
+            "queue accounting: {} paged of {} ready, {} of {} bytes in memory",
+            st.stats.ready_paged,
+            st.ready.len(),
+            st.stats.ready_memory_bytes,
+            st.stats.ready_bytes
+        );
         Some(entry)
     }
 
@@ -882,6 +892,11 @@ impl Queue {
         entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
         let mut st = self.lock();
         let n = entries.len();
+        debug_assert!(
+            st.stats.unacked >= n,
+            "a delivery is requeued once: {n} requeued, {} unacked",
+            st.stats.unacked
+        );
         st.stats.unacked = st.stats.unacked.saturating_sub(n);
         let mut over_limit = Vec::new();
         if st.deleted {
@@ -944,6 +959,11 @@ impl Queue {
         let n = entries.len();
         {
             let mut st = self.lock();
+            debug_assert!(
+                st.stats.unacked >= n,
+                "a delivery is settled once: {n} settled, {} unacked",
+                st.stats.unacked
+            );
             st.stats.unacked = st.stats.unacked.saturating_sub(n);
             if acked {
                 st.stats.acked += n as u64;

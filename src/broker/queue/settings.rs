@@ -1,5 +1,5 @@
 //! A queue's effective settings: its declare arguments merged with the one policy that
-//! applies to it (issue 8 part 6; RabbitMQ 3.10's `rabbit_amqqueue_process`
+//! applies to it (RabbitMQ 3.10's `rabbit_amqqueue_process`
 //! `process_args_policy`, checked against a running 3.10.8).
 //!
 //! Precedence per key (docs/operations.md "Policies"):

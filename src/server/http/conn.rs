@@ -1,10 +1,10 @@
-//! One connection of the metrics listener ([`super::listener`], issue 8 part 4): a
+//! One connection of the metrics listener ([`super::listener`]): a
 //! non-blocking state machine driven by the listener's `mio` readiness events. It reads
 //! the request head as it arrives (at most [`REQUEST_HEAD_BYTES_MAX`] bytes, parsed with
 //! `httparse`), answers it, writes the answer as the socket takes it, then half-closes and
 //! drains what the client still sends. Each step has a deadline the listener checks on
 //! its timer, so a silent or slow client costs one slot and never delays another's scrape
-//! (the operator test of issue 8 where idle sockets held every scrape back 5 s each).
+//! (idle sockets once held every scrape back 5 s each).
 
 use super::listener::{
     METRICS_PAGES_IN_FLIGHT_MAX, METRICS_PATH, METRICS_READ_TIMEOUT_MS, METRICS_WRITE_TIMEOUT_MS,

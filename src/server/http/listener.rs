@@ -1,4 +1,4 @@
-//! The metrics listener (`--metrics-listen`, issue 8 part 4): a minimal HTTP/1.1 server
+//! The metrics listener (`--metrics-listen`): a minimal HTTP/1.1 server
 //! on one thread, `relaymq-metrics`, answering `GET /metrics` with the Prometheus page
 //! ([`super::metrics_page`]).
 //!
@@ -15,11 +15,11 @@
 //! sockets cannot lock Prometheus out); when all are writing answers the new one is
 //! closed at once. Deadlines are checked at every wake-up, at least every
 //! [`METRICS_STOP_CHECK_MS`]; so is the stop channel, and stopping closes every open
-//! connection (issue 8: idle sockets held a SIGTERM back past systemd's `TimeoutStopSec`).
+//! connection (idle sockets held a SIGTERM back past systemd's `TimeoutStopSec`).
 
 use super::conn::{MetricsConn, Progress};
-use crate::broker::stoppable_thread::StoppableThread;
 use crate::broker::Broker;
+use crate::stoppable_thread::StoppableThread;
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::io;
 use std::net::SocketAddr;
@@ -42,7 +42,7 @@ pub const METRICS_WRITE_TIMEOUT_MS: u64 = 10_000;
 
 /// Connections served at once, in connections (each holds a
 /// [`REQUEST_HEAD_BYTES_MAX`] buffer, then its answer). With all taken, a new one closes
-/// the oldest still waiting for its head, or is closed itself when none is (issue 8).
+/// the oldest still waiting for its head, or is closed itself when none is.
 pub const METRICS_CONNECTIONS_MAX: usize = 64;
 
 /// Metrics pages held at once by connections still writing them, in pages (a page is

@@ -1,4 +1,4 @@
-//! The Prometheus page (`GET /metrics`, issue 8 part 4): per-queue, per-vhost and
+//! The Prometheus page (`GET /metrics`): per-queue, per-vhost and
 //! broker-wide metrics in the text format ([`crate::metrics::text`]).
 //!
 //! Names follow RabbitMQ's `rabbitmq_prometheus` plugin with `relaymq_` for `rabbitmq_`

@@ -73,7 +73,10 @@ pub struct Handler {
 impl Handler {
     /// A handler for a connection that has not opened yet; `peer` and `local` are the
     /// socket's two addresses.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the connection's shared state, given once at accept"
+    )]
     pub fn new(
         broker: Arc<Broker>,
         conn: Weak<Conn>,

@@ -322,7 +322,10 @@ struct SharedLock {
 impl SharedLock {
     // `File::try_lock_shared` is stable since Rust 1.89, above what clippy assumes for the
     // crate (see `lock.rs`).
-    #[allow(clippy::incompatible_msrv)]
+    #[allow(
+        clippy::incompatible_msrv,
+        reason = "File::try_lock_shared is stable since 1.89"
+    )]
     fn take(dir: &Path) -> Result<SharedLock, StorageError> {
         let path = dir.join(LOCK_FILE_NAME);
         let file = match File::open(&path) {
@@ -705,6 +708,10 @@ mod tests {
         let dir = tmp.path().join("data");
         let (id, meta) = data_dir_open(&dir, 1);
         // A server killed with its connection open: the commits are only in the WAL.
+        #[allow(
+            clippy::mem_forget,
+            reason = "a kill -9: the connection is never closed"
+        )]
         std::mem::forget(meta);
         assert!(dir.join(format!("{META_DB}-wal")).exists());
         let before = snapshot(&dir);

@@ -29,7 +29,7 @@ use crate::storage::stat::{self, SegmentCounts, StatTable, STAT_BYTES_MAX, STAT_
 use crate::storage::types::{
     MessageData, RecordRef, RecoveredMessage, RecoveryReport, StoreConfig, StoreStats,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,156 +68,6 @@ pub const ACK_BUFFER_BYTES_MAX: usize = 64 * 1024;
 
 /// Damaged spans or entries listed one by one in a report before they are summarised.
 pub(crate) const FINDINGS_LISTED_MAX: usize = 20;
-
-/// Record state bit: settled.
-pub(crate) const SETTLED: u32 = 1 << 31;
-/// Record state bits: delivery count (saturating).
-pub(crate) const COUNT_MASK: u32 = SETTLED - 1;
-
-/// What a name in a queue directory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FileName {
-    Data(u64),
-    Acks(u64),
-    Compact(u64),
-    Stat,
-    StatTmp,
-    Unknown,
-}
-
-/// Parses a segment number written by this code (decimal, no sign, no leading zero).
-fn segment_number(s: &str) -> Option<u64> {
-    let n: u64 = s.parse().ok()?;
-    (n.to_string() == s).then_some(n)
-}
-
-fn classify(name: &Path) -> FileName {
-    let Some(name) = name.to_str() else {
-        return FileName::Unknown;
-    };
-    if name == STAT_FILE_NAME {
-        return FileName::Stat;
-    }
-    if tmp_path(Path::new(STAT_FILE_NAME)).to_str() == Some(name) {
-        return FileName::StatTmp;
-    }
-    if let Some(rest) = name.strip_prefix(DATA_FILE_PREFIX) {
-        if let Some(n) = rest.strip_suffix(COMPACT_SUFFIX).and_then(segment_number) {
-            return FileName::Compact(n);
-        }
-        if let Some(n) = segment_number(rest) {
-            return FileName::Data(n);
-        }
-    }
-    if let Some(rest) = name.strip_prefix(ACK_FILE_PREFIX) {
-        if let Some(n) = rest.strip_suffix(COMPACT_SUFFIX).and_then(segment_number) {
-            return FileName::Compact(n);
-        }
-        if let Some(n) = segment_number(rest) {
-            return FileName::Acks(n);
-        }
-    }
-    FileName::Unknown
-}
-
-pub(crate) fn data_name(n: u64) -> String {
-    format!("{DATA_FILE_PREFIX}{n}")
-}
-
-pub(crate) fn acks_name(n: u64) -> String {
-    format!("{ACK_FILE_PREFIX}{n}")
-}
-
-/// The files found in a queue directory (read by the store and by the check).
-#[derive(Debug, Default)]
-pub(crate) struct Listing {
-    /// Segment numbers with a `queue_data.N`.
-    pub(crate) data: BTreeSet<u64>,
-    /// Segment numbers with a `queue_acks.N`.
-    pub(crate) acks: BTreeSet<u64>,
-    /// Leftover `*.compact` files.
-    pub(crate) compact: Vec<PathBuf>,
-    /// Whether `queue_stat` is there.
-    pub(crate) stat: bool,
-    /// Whether a leftover `queue_stat.tmp` is there.
-    pub(crate) stat_tmp: bool,
-    /// Names that are none of the above.
-    pub(crate) unknown: Vec<PathBuf>,
-}
-
-impl Listing {
-    /// Lists and classifies `dir`.
-    pub(crate) fn read(backend: &dyn Backend, dir: &Path) -> io::Result<Listing> {
-        let mut l = Listing::default();
-        for name in backend.list_dir(dir)? {
-            match classify(&name) {
-                FileName::Data(n) => {
-                    l.data.insert(n);
-                }
-                FileName::Acks(n) => {
-                    l.acks.insert(n);
-                }
-                FileName::Compact(_) => l.compact.push(name),
-                FileName::Stat => l.stat = true,
-                FileName::StatTmp => l.stat_tmp = true,
-                FileName::Unknown => l.unknown.push(name),
-            }
-        }
-        Ok(l)
-    }
-
-    /// Ack logs whose segment is gone.
-    pub(crate) fn orphan_acks(&self) -> impl Iterator<Item = u64> + '_ {
-        self.acks.iter().copied().filter(|n| !self.data.contains(n))
-    }
-}
-
-/// In-memory index of one segment.
-#[derive(Debug, Default)]
-struct Segment {
-    /// Ids of the records in the file, increasing.
-    ids: Vec<u64>,
-    /// Offset of each record in the file, in bytes.
-    offsets: Vec<u64>,
-    /// Per record: [`SETTLED`] bit | delivery count.
-    state: Vec<u32>,
-    /// Records not settled.
-    valid: u64,
-    /// Length of the segment file, in bytes.
-    data_bytes: u64,
-    /// Length of the ack log, in bytes.
-    ack_bytes: u64,
-}
-
-impl Segment {
-    fn push(&mut self, id: u64, offset: u64, state: u32) {
-        self.ids.push(id);
-        self.offsets.push(offset);
-        self.state.push(state);
-        if state & SETTLED == 0 {
-            self.valid += 1;
-        }
-    }
-
-    fn find(&self, id: u64) -> Option<usize> {
-        self.ids.binary_search(&id).ok()
-    }
-
-    fn total(&self) -> u64 {
-        self.ids.len() as u64
-    }
-
-    fn counts(&self) -> SegmentCounts {
-        SegmentCounts {
-            total: self.total(),
-            valid: self.valid,
-        }
-    }
-
-    fn needs_compaction(&self) -> bool {
-        needs_compaction(self.counts())
-    }
-}
 
 /// The compaction rule on a sealed segment's counts.
 pub(crate) fn needs_compaction(c: SegmentCounts) -> bool {
@@ -314,6 +164,10 @@ const _: fn() = || {
 
 mod compaction;
 pub(crate) mod recovery;
+mod segment;
+
+use segment::Segment;
+pub(crate) use segment::{acks_name, data_name, Listing, COUNT_MASK, SETTLED};
 
 impl QueueStore {
     /// Appends one record to the active segment and returns where it is. When the active
@@ -899,6 +753,7 @@ impl QueueStore {
 
 #[cfg(test)]
 mod tests {
+    use super::segment::{classify, FileName};
     use super::*;
     use crate::storage::SimBackend;
     use crate::types::BasicProperties;

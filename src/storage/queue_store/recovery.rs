@@ -100,7 +100,10 @@ impl QueueStore {
     }
 
     /// Opens the store; valid messages whose bodies exceed `budget_bytes` come back paged.
-    #[allow(clippy::type_complexity)]
+    #[allow(
+        clippy::type_complexity,
+        reason = "the store and its recovery report, used once"
+    )]
     fn open_inner(
         backend: Arc<dyn Backend>,
         dir: PathBuf,
@@ -245,7 +248,7 @@ impl QueueStore {
                 // Recounted from the segments (the scan above), and NOT rewritten here:
                 // after a crash every queue that held messages has a stale one, and
                 // writing thousands of files (a create, a rename and two fsyncs each) was
-                // most of the recovery time (issue 8). It is a hint only `--check` and
+                // most of the recovery time. It is a hint only `--check` and
                 // the next open read; the next seal, compaction, segment deletion or
                 // clean shutdown rewrites it.
                 store.stat_bytes = match &found {
