@@ -11,7 +11,7 @@
 //!
 //! | target | bytes | what is exercised |
 //! |---|---|---|
-//! | [`native_frame`] | a native-protocol stream after the protocol header | [`frame::check`], [`FrameAssembler`], [`PublishBatch`] (checked, then read in place), [`Method::decode`], as `server::event_loop` runs them |
+//! | [`native_frame`] | a native-protocol stream after the protocol header | [`frame::check`], [`FrameAssembler`], [`PublishBatch`] (checked, then read in place), [`Method::decode`], as `server::native::input` runs them |
 //! | [`amqp_frame`] | an AMQP 0-9-1 stream after the protocol header | [`amqp::check`], [`AmqpInput`] (content assembly), [`AmqpMethod::decode`], [`parse_content_header`] (properties, field tables) |
 //! | [`storage_record`] | the bytes of a segment file (and of an ack log) | [`record::decode`], [`record::decode_header`], [`Scanner`], [`record::scan_file`] in windows, [`ack_log::scan_bytes`] |
 //!
@@ -28,8 +28,8 @@ use crate::limits::{
 use crate::native::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
 use crate::native::publish_batch::PUBLISH_METHOD_ID;
 use crate::native::{FrameAssembler, Method, PublishBatch};
+use crate::server::amqp::event::AmqpEvent as InputEvent;
 use crate::server::amqp::input::AmqpInput;
-use crate::server::conn::Event;
 use crate::storage::ack_log;
 use crate::storage::backend::StorageFile;
 use crate::storage::record::{self, RecordView, ScanItem, Scanner, HEADER_BYTES, TRAILER_BYTES};
@@ -50,7 +50,7 @@ const FRAME_MAX_CHOICES: [u32; 4] = [64, FRAME_BYTES_MIN, FRAME_BYTES_HANDSHAKE,
 const SMALL_BOUND_BYTES: usize = 48;
 
 /// Payload bound of a native connection with the default body limit, in bytes: the same
-/// sum `server::event_loop` computes (body limit + properties + 4096).
+/// sum `server::native::input` computes (body limit + properties + 4096).
 const NATIVE_PAYLOAD_BYTES_MAX: usize =
     MESSAGE_BODY_BYTES_MAX_DEFAULT + PROPERTIES_BYTES_MAX + 4096;
 
@@ -85,7 +85,7 @@ impl Config {
 /// bound and a read boundary; the rest is the stream a client sends after its protocol
 /// header.
 ///
-/// Runs the I/O thread's sequence (`server::event_loop`, `parse` / `on_frame` / `decode`):
+/// Runs the I/O thread's sequence (`server::native::input`, `frames` / `frame` / `decode`):
 /// [`frame::check`] cuts frames, [`FrameAssembler`] joins split payloads within the
 /// bound, a `basic.publish` payload goes through [`PublishBatch::decode`] and is read in
 /// place with [`PublishBatch::messages`], any other through [`Method::decode`]; the first
@@ -136,7 +136,7 @@ enum NativeEvent {
     Error(ReplyCode, String),
 }
 
-/// One native connection's input side, as `server::event_loop` keeps it.
+/// One native connection's input side, as `server::native::input` keeps it.
 struct NativeInput {
     frame_max: u32,
     assembler: FrameAssembler,
@@ -167,7 +167,7 @@ impl NativeInput {
         input.events
     }
 
-    /// `io_loop::parse` after the protocol header: cuts whole frames, returns the bytes
+    /// `NativeInput::frames` (after the protocol header): cuts whole frames, returns the bytes
     /// consumed.
     fn parse(&mut self, data: &[u8]) -> usize {
         let mut at = 0;
@@ -188,7 +188,7 @@ impl NativeInput {
         at
     }
 
-    /// `io_loop::on_frame`.
+    /// `NativeInput::frame`.
     fn on_frame(&mut self, header: &FrameHeader, payload: &[u8]) {
         if header.frame_type == FrameType::Heartbeat {
             assert!(payload.is_empty() && header.channel == 0 && header.flags == 0);
@@ -217,7 +217,7 @@ impl NativeInput {
         }
     }
 
-    /// `io_loop::decode`, with both publish paths checked against each other.
+    /// `server::native::input::decode`, with both publish paths checked against each other.
     fn decode(&mut self, channel: u16, payload: &[u8]) {
         if payload.starts_with(&PUBLISH_METHOD_ID.to_be_bytes()) {
             let batch = PublishBatch::decode(payload);
@@ -337,7 +337,7 @@ fn check_native_framing(channel: u16, frame_max: u32, payload: &[u8]) {
 /// The AMQP 0-9-1 decoders on `data`: byte 0 picks the frame size, the body limit and a
 /// read boundary; the rest is the stream a client sends after its protocol header.
 ///
-/// Runs the I/O thread's sequence (`server::event_loop::parse_amqp`): [`amqp::check`] cuts
+/// Runs the I/O thread's sequence (`server::amqp::input::AmqpInput`): [`amqp::check`] cuts
 /// frames, [`AmqpInput::frame`] decodes methods and joins each `basic.publish` with its
 /// content header and body frames (bodies over the limit are counted and dropped); the
 /// first violation closes the input, as it closes the connection.
@@ -381,7 +381,7 @@ enum AmqpEvent {
     Violation(ReplyCode, (u16, u16)),
 }
 
-/// One AMQP connection's input side, as `server::event_loop` keeps it.
+/// One AMQP connection's input side, as `server::amqp::input` keeps it.
 struct AmqpStream {
     frame_max: u32,
     body_max: usize,
@@ -413,7 +413,7 @@ impl AmqpStream {
         s.events
     }
 
-    /// `io_loop::parse_amqp` after the protocol header: cuts whole frames, returns the
+    /// `AmqpInput::frames` (after the protocol header): cuts whole frames, returns the
     /// bytes consumed.
     fn parse(&mut self, data: &[u8]) -> usize {
         let mut at = 0;
@@ -447,9 +447,9 @@ impl AmqpStream {
         at
     }
 
-    fn event(&mut self, event: Event) {
+    fn event(&mut self, event: InputEvent) {
         let e = match event {
-            Event::Amqp {
+            InputEvent::Method {
                 channel,
                 method,
                 content,
@@ -469,7 +469,7 @@ impl AmqpStream {
                     content,
                 }
             }
-            Event::AmqpOversized { channel, size } => {
+            InputEvent::Oversized { channel, size } => {
                 assert!(size > self.body_max as u64);
                 AmqpEvent::Oversized { channel, size }
             }

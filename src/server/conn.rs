@@ -4,136 +4,14 @@
 //! At most one worker runs a connection at a time (`scheduled`), so its requests execute
 //! in arrival order (ARCHITECTURE.md §2.2).
 
-use crate::amqp::AmqpMethod;
-use crate::broker::channel::Channel;
-use crate::broker::CancelReason;
-use crate::error::ReplyCode;
-use crate::native::{Method, PublishBatch};
-use crate::server::native::methods::ConnHandler;
+use crate::server::event::{ConnEvent, Event};
+use crate::server::handler::ConnHandler;
 use crate::server::outbound::Outbound;
-use crate::types::BasicProperties;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-
-/// What the I/O thread (or the core) asks a connection's worker to do.
-// Methods dominate the mailbox; boxing them would cost an allocation per request.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "boxing methods would cost an allocation per request"
-)]
-#[derive(Debug)]
-pub enum Event {
-    /// A decoded method.
-    Method {
-        /// Channel it arrived on.
-        channel: u16,
-        /// Its request id.
-        request_id: u32,
-        /// The method.
-        method: Method,
-    },
-    /// A `basic.publish`, checked and kept as its payload (read in place by the worker).
-    Publish {
-        /// Channel it arrived on.
-        channel: u16,
-        /// Its request id.
-        request_id: u32,
-        /// The messages.
-        batch: PublishBatch,
-    },
-    /// The outcome of a password check run on the login checker thread.
-    LoginChecked {
-        /// Accepted, or the refusal to close the connection with.
-        result: Result<(), crate::error::BrokerError>,
-    },
-    /// A split payload over the size limit was discarded.
-    Oversized {
-        /// Channel it arrived on.
-        channel: u16,
-        /// Method id, if its first frame carried one.
-        method_id: u16,
-        /// Request id, if its first frame carried one.
-        request_id: u32,
-        /// Its size in bytes.
-        size: u64,
-    },
-    /// The peer broke the protocol: close the connection with this code and reason.
-    ProtocolError {
-        /// Reply code (501 FRAME_ERROR, 502 SYNTAX_ERROR, …).
-        code: ReplyCode,
-        /// Reason shown to the client and logged.
-        text: String,
-    },
-    /// The core asked to close the connection (e.g. its vhost was deleted).
-    ForceClose {
-        /// Reply code.
-        code: ReplyCode,
-        /// Reason.
-        text: String,
-    },
-    /// The server is shutting down: close with 320 CONNECTION_FORCED.
-    Shutdown,
-    /// The outbound buffer drained below the low-water mark after deliveries were held back.
-    Drained,
-    /// An AMQP 0-9-1 client sent a valid protocol header: start the handshake.
-    AmqpHeader,
-    /// A decoded AMQP 0-9-1 method, with its content for `basic.publish`.
-    Amqp {
-        /// Channel it arrived on.
-        channel: u16,
-        /// The method.
-        method: AmqpMethod,
-        /// Its content (properties and body), for a method that carries one.
-        content: Option<Content>,
-    },
-    /// An AMQP 0-9-1 content too large to accept; its frames are being discarded. The
-    /// channel is closed with 406 (RabbitMQ: `PRECONDITION_FAILED - message size … is
-    /// larger than configured max size …`).
-    AmqpOversized {
-        /// Channel it arrived on.
-        channel: u16,
-        /// Declared body size in bytes.
-        size: u64,
-    },
-    /// The core cancelled a consumer of an AMQP 0-9-1 connection (its queue was deleted,
-    /// or it timed out): the handler tells the client as its capabilities allow, after
-    /// the method it was running when this was posted.
-    ServerCancel {
-        /// The consumer's channel (it may have closed, and its number been reused, since).
-        channel: Arc<Channel>,
-        /// The consumer's tag.
-        consumer_tag: String,
-        /// Why it was cancelled.
-        reason: CancelReason,
-    },
-    /// The socket is gone: clean up.
-    Closed {
-        /// The peer ended the connection (end of stream, reset) before the server began
-        /// closing it; false when the server closed it (handshake or heartbeat timeout,
-        /// bad protocol header, TLS failure, its own `close`, shutdown) and logged why
-        /// already. Only a peer's close is logged as "closed by the client" (issue 8
-        /// part 3).
-        by_peer: bool,
-    },
-}
-
-/// The content of an AMQP 0-9-1 method (`basic.publish`): properties and body.
-#[derive(Debug)]
-pub struct Content {
-    /// Message properties from the content header, boxed (`None` when none is set).
-    pub properties: Option<Box<BasicProperties>>,
-    /// Body bytes (every body frame joined).
-    pub body: Vec<u8>,
-}
-
-/// Largest in-memory size of an [`Event`], bytes: every request is moved into and out of
-/// a mailbox, so large method fields (properties) are boxed to keep this small.
-pub const EVENT_BYTES_MAX: usize = 160;
-
-const _: () = assert!(std::mem::size_of::<Event>() <= EVENT_BYTES_MAX);
+use std::sync::{Arc, Mutex, Weak};
 
 /// Which protocol a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +20,17 @@ pub enum Protocol {
     Native,
     /// AMQP 0-9-1 with RabbitMQ's extensions (docs/amqp.md).
     Amqp,
+}
+
+impl Protocol {
+    /// Appends one heartbeat frame in this protocol to `out` (the I/O thread's timer
+    /// sends one when nothing was written for a heartbeat interval).
+    pub fn write_heartbeat(self, out: &mut Vec<u8>) {
+        match self {
+            Protocol::Native => crate::native::frame::write_heartbeat(out),
+            Protocol::Amqp => crate::amqp::write_heartbeat(out),
+        }
+    }
 }
 
 /// Mailbox slots kept allocated once it drains; a larger backlog's memory is released.
@@ -216,6 +105,12 @@ impl Conn {
         self.schedule();
     }
 
+    /// Appends an event every protocol takes ([`ConnEvent`]), costing no budget, and
+    /// schedules the connection.
+    pub fn push_conn(self: &Arc<Self>, event: ConnEvent) {
+        self.push(Event::conn(self.protocol, event), 0);
+    }
+
     /// Appends every event of `events` (draining it) under one mailbox lock, then schedules
     /// the connection once; nothing happens for an empty vector.
     pub fn push_all(self: &Arc<Self>, events: &mut Vec<(Event, usize)>) {
@@ -287,5 +182,13 @@ impl Conn {
     /// Whether a worker has (or is about to have) the connection.
     pub fn is_scheduled(&self) -> bool {
         self.scheduled.load(Ordering::Acquire)
+    }
+}
+
+/// Posts `event` to the connection behind `conn` if it still exists (a sink's force-close,
+/// a password check's answer): nothing happens for a connection already gone.
+pub fn post(conn: &Weak<Conn>, event: ConnEvent) {
+    if let Some(conn) = conn.upgrade() {
+        conn.push_conn(event);
     }
 }

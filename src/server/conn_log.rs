@@ -1,4 +1,4 @@
-//! One log line per connection event, the same on both listeners (issue 8 part 3): the
+//! One log line per connection event, the same on both listeners: the
 //! connection id, the peer, the user and vhost once known, what happened and, for errors,
 //! the reply code. No secrets: passwords never reach these functions.
 //!
@@ -52,8 +52,9 @@ pub fn client_closed(id: u64, who: &Who<'_>) {
 /// Logs a socket the client closed without `connection.close` (RabbitMQ: "client
 /// unexpectedly closed TCP connection"): warn for an open connection, info for one that
 /// never finished its handshake (port probes, health checks). Only for a peer that hung
-/// up first (`Event::Closed { by_peer: true }`): a socket the server closed (handshake or
-/// heartbeat timeout, bad protocol header, TLS failure) was logged where that was decided.
+/// up first (`ConnEvent::Closed { by_peer: true }`): a socket the server closed (handshake
+/// or heartbeat timeout, bad protocol header, TLS failure) was logged where that was
+/// decided.
 pub fn socket_closed(id: u64, who: &Who<'_>) {
     if who.session.is_some() {
         log::warn!(

@@ -1,25 +1,19 @@
-//! The I/O thread: one mio `Poll` owning the listener and every socket (ARCHITECTURE.md
-//! §2.1). It reads until `WouldBlock`, checks that a whole frame is buffered before
-//! decoding it, hands decoded methods to the connection's mailbox, writes outbound
-//! buffers, runs heartbeat and handshake timers, and carries out the graceful shutdown.
+//! The I/O thread: one mio `Poll` owning the listeners and every socket (ARCHITECTURE.md
+//! §2.1). It accepts (TLS included), reads until `WouldBlock` and hands what it read to
+//! the connection's protocol input (`server/input.rs`: each adapter parses its own
+//! protocol), writes outbound buffers, runs the heartbeat, handshake and linger timers,
+//! and carries out the graceful shutdown.
 
-use crate::amqp;
 use crate::broker::Broker;
-use crate::error::ReplyCode;
 use crate::limits::{
     BUFFER_IDLE_BYTES, HANDSHAKES_PENDING_MAX, MAILBOX_BYTES_MAX, OUTBOUND_LOW_WATER_BYTES,
-    PROPERTIES_BYTES_MAX, READ_BYTES_PER_EVENT,
+    READ_BYTES_PER_EVENT,
 };
-use crate::native::frame::{self, FrameHeader, FrameType, Payload, FRAME_HEADER_BYTES};
-use crate::native::method::method_name;
-use crate::native::publish_batch::PUBLISH_METHOD_ID;
-use crate::native::{FrameAssembler, Method, PublishBatch, PROTOCOL_HEADER};
-use crate::server::amqp::handler::AmqpHandler;
-use crate::server::amqp::input::AmqpInput;
 use crate::server::config::ServerConfig;
-use crate::server::conn::{Conn, Event, Protocol};
-use crate::server::native::handler::Handler;
-use crate::server::native::methods::ConnHandler;
+use crate::server::conn::{Conn, Protocol};
+use crate::server::event::ConnEvent;
+use crate::server::handler::ConnHandler;
+use crate::server::input::{Input, Refused};
 use crate::server::notifier::Notifier;
 use crate::server::outbound::Outbound;
 use crate::server::publish_gate::PublishGate;
@@ -125,16 +119,13 @@ const TICK_MS: u64 = 250;
 /// Size of the shared read buffer, in bytes.
 const SCRATCH_BYTES: usize = 256 * 1024;
 
-/// Payload bytes beyond the body limit allowed for a method's other fields.
-const PAYLOAD_OVERHEAD_BYTES: usize = PROPERTIES_BYTES_MAX + 4096;
-
 struct IoConn {
     conn: Arc<Conn>,
     socket: TcpStream,
     /// Bytes read but not yet parsed (at most one partial frame plus one read).
     pending: Vec<u8>,
+    /// Parses the connection's protocol (header, frames, decoding).
     input: Input,
-    header_done: bool,
     /// Input is no longer parsed (protocol error or closing); reads are discarded.
     input_closed: bool,
     /// Reading stopped because the mailbox is over budget.
@@ -150,26 +141,12 @@ struct IoConn {
     closing_since: Option<Instant>,
     /// The peer shut its write side after input we refused; nothing more is read.
     peer_done: bool,
-    /// AMQP events of the parse pass under way, pushed together (kept empty between
-    /// passes; its capacity reused up to [`STAGED_EVENTS_KEEP`]).
-    staged: Vec<(Event, usize)>,
     /// Holds a publish read during a resource alarm: parsing and reading stop until the
     /// alarms clear (`server/publish_gate.rs`).
     gate: PublishGate,
     /// The TLS state of a connection accepted on a TLS listener; `None` for plain TCP,
     /// whose bytes never go near it.
     tls: Option<Box<TlsLayer>>,
-}
-
-/// Capacity, in events, of a connection's staging vector kept between parse passes.
-const STAGED_EVENTS_KEEP: usize = 1024;
-
-/// How a connection's bytes become events: by protocol.
-enum Input {
-    /// Native frames, joined when split ([`FrameAssembler`]).
-    Native(FrameAssembler),
-    /// AMQP 0-9-1 frames, content joined to its method ([`AmqpInput`]).
-    Amqp(AmqpInput),
 }
 
 /// The I/O thread's state.
@@ -442,24 +419,14 @@ impl EventLoop {
                     let broker = Arc::clone(&self.broker);
                     let local = socket.local_addr().unwrap_or(peer);
                     let conn = Arc::new_cyclic(|weak| {
-                        let handler = match protocol {
-                            Protocol::Native => ConnHandler::Native(Handler::new(
-                                broker,
-                                weak.clone(),
-                                id,
-                                peer,
-                                local,
-                                Arc::clone(&outbound),
-                                frame_max,
-                            )),
-                            Protocol::Amqp => ConnHandler::Amqp(Box::new(AmqpHandler::new(
-                                broker,
-                                weak.clone(),
-                                id,
-                                (peer, local),
-                                Arc::clone(&outbound),
-                            ))),
-                        };
+                        let handler = ConnHandler::new(
+                            protocol,
+                            broker,
+                            weak.clone(),
+                            id,
+                            (peer, local),
+                            Arc::clone(&outbound),
+                        );
                         Conn::new(id, peer, protocol, outbound, frame_max, pool, handler)
                     });
                     log::debug!(
@@ -467,23 +434,13 @@ impl EventLoop {
                         if tls.is_some() { " over TLS" } else { "" }
                     );
                     let now = Instant::now();
-                    let payload_max = limits.message_bytes_max + PAYLOAD_OVERHEAD_BYTES;
                     self.conns.insert(
                         id,
                         IoConn {
                             conn,
                             socket,
                             pending: Vec::new(),
-                            input: match protocol {
-                                Protocol::Native => Input::Native(FrameAssembler::before_open(
-                                    crate::limits::FRAME_BYTES_HANDSHAKE as usize,
-                                    payload_max,
-                                )),
-                                Protocol::Amqp => {
-                                    Input::Amqp(AmqpInput::new(limits.message_bytes_max))
-                                }
-                            },
-                            header_done: false,
+                            input: Input::new(protocol, &limits),
                             input_closed: false,
                             paused: false,
                             writing: Vec::new(),
@@ -494,7 +451,6 @@ impl EventLoop {
                             linger_until: None,
                             closing_since: None,
                             peer_done: false,
-                            staged: Vec::new(),
                             gate: PublishGate::new(Arc::clone(self.broker.alarms()), protocol),
                             tls,
                         },
@@ -556,12 +512,9 @@ impl EventLoop {
             let _ = self.poll.registry().deregister(&mut io.socket);
             let server_first =
                 io.input_closed || io.linger_until.is_some() || io.conn.outbound.is_closing();
-            io.conn.push(
-                Event::Closed {
-                    by_peer: peer_gone && !server_first,
-                },
-                0,
-            );
+            io.conn.push_conn(ConnEvent::Closed {
+                by_peer: peer_gone && !server_first,
+            });
         }
     }
 
@@ -656,10 +609,8 @@ impl EventLoop {
             if now.duration_since(io.last_write) >= Duration::from_secs(hb)
                 && conn.outbound.queued() == 0
             {
-                match conn.protocol {
-                    Protocol::Native => conn.outbound.write_with(frame::write_heartbeat),
-                    Protocol::Amqp => conn.outbound.write_with(amqp::write_heartbeat),
-                }
+                let protocol = conn.protocol;
+                conn.outbound.write_with(|b| protocol.write_heartbeat(b));
             }
         }
         for (id, reason) in to_close {
@@ -708,7 +659,7 @@ impl EventLoop {
         let deadline = Instant::now() + Duration::from_millis(self.config.shutdown_flush_ms);
         self.pump_until(events, marked, deadline, |s| s.all_idle());
         for io in self.conns.values() {
-            io.conn.push(Event::Shutdown, 0);
+            io.conn.push_conn(ConnEvent::Shutdown);
         }
         self.pump_until(events, marked, deadline, |s| {
             s.all_idle() && s.all_flushed()
@@ -953,252 +904,17 @@ fn absorb(io: &mut IoConn, data: &[u8]) {
     }
 }
 
-/// Cuts and decodes whole frames from `data`; returns the bytes consumed.
+/// Hands `data` to the connection's protocol input; returns the bytes it consumed. Input
+/// it refuses (a bad header, a protocol error) closes the input: all of it counts as
+/// consumed, and later reads are discarded unparsed.
 fn parse(io: &mut IoConn, data: &[u8]) -> usize {
-    if io.conn.protocol == Protocol::Amqp {
-        return parse_amqp(io, data);
-    }
-    let mut at = 0;
-    if !io.header_done {
-        if data.len() < PROTOCOL_HEADER.len() {
-            return 0;
-        }
-        if data[..PROTOCOL_HEADER.len()] != PROTOCOL_HEADER {
-            let got = &data[..PROTOCOL_HEADER.len()];
-            let hint = if got.starts_with(b"AMQP") {
-                " (an AMQP 0-9-1 client: this port speaks RelayMQ's native protocol; AMQP 0-9-1 is served on the --amqp-listen port, default 5672)"
-            } else {
-                tls_hint(got)
-            };
-            log::warn!(
-                "connection {} ({}): bad protocol header {got:02x?}{hint}; answering with ours and closing",
-                io.conn.id,
-                io.conn.peer,
-            );
-            io.conn
-                .outbound
-                .write_with(|b| b.extend_from_slice(&PROTOCOL_HEADER));
-            io.conn.outbound.close_after_flush();
+    match io.input.parse(&io.conn, &mut io.gate, data) {
+        Ok(used) => used,
+        Err(Refused) => {
             io.input_closed = true;
-            return data.len();
-        }
-        io.header_done = true;
-        at = PROTOCOL_HEADER.len();
-    }
-    while !io.input_closed && !io.gate.is_blocked() {
-        let frame_max = io.conn.frame_max.load(Ordering::Acquire);
-        match frame::check(&data[at..], frame_max) {
-            Ok(None) => break,
-            Ok(Some((header, n))) => {
-                let payload = &data[at + FRAME_HEADER_BYTES..at + n];
-                at += n;
-                on_frame(io, &header, payload);
-            }
-            Err(e) => {
-                protocol_error(io, ReplyCode::FrameError, e.message);
-                break;
-            }
+            data.len()
         }
     }
-    if io.input_closed {
-        data.len()
-    } else {
-        at
-    }
-}
-
-/// Cuts and decodes whole AMQP 0-9-1 frames from `data`; returns the bytes consumed.
-fn parse_amqp(io: &mut IoConn, data: &[u8]) -> usize {
-    let mut at = 0;
-    if !io.header_done {
-        if data.len() < amqp::PROTOCOL_HEADER.len() {
-            // A wrong first byte need not wait for eight.
-            if !amqp::PROTOCOL_HEADER.starts_with(data) {
-                return bad_amqp_header(io, data);
-            }
-            return 0;
-        }
-        if data[..amqp::PROTOCOL_HEADER.len()] != amqp::PROTOCOL_HEADER {
-            return bad_amqp_header(io, data);
-        }
-        io.header_done = true;
-        at = amqp::PROTOCOL_HEADER.len();
-        io.conn.push(Event::AmqpHeader, 0);
-    }
-    // The events of this pass go to the mailbox together (one lock, one wake-up): an
-    // AMQP publish is an event per message.
-    let mut staged = std::mem::take(&mut io.staged);
-    while !io.input_closed && !io.gate.is_blocked() {
-        let frame_max = io.conn.frame_max.load(Ordering::Acquire);
-        match amqp::check(&data[at..], frame_max) {
-            Ok(None) => break,
-            Ok(Some((header, n))) => {
-                let frame = &data[at..at + n];
-                at += n;
-                let Input::Amqp(input) = &mut io.input else {
-                    break;
-                };
-                match input.frame(&header, header.payload(frame)) {
-                    Ok(None) => {}
-                    Ok(Some((event, cost))) => {
-                        if let Some(admitted) = io.gate.admit(&io.conn, event, cost) {
-                            staged.push(admitted);
-                        }
-                    }
-                    Err(v) => {
-                        io.conn.push_all(&mut staged);
-                        let text = if v.class_method == (0, 0) {
-                            v.text
-                        } else {
-                            format!(
-                                "{} (class {}, method {})",
-                                v.text, v.class_method.0, v.class_method.1
-                            )
-                        };
-                        protocol_error(io, v.code, text);
-                    }
-                }
-            }
-            Err(e) => {
-                io.conn.push_all(&mut staged);
-                protocol_error(io, e.code, e.text);
-            }
-        }
-    }
-    io.conn.push_all(&mut staged);
-    if staged.capacity() <= STAGED_EVENTS_KEEP {
-        io.staged = staged;
-    }
-    if io.input_closed {
-        data.len()
-    } else {
-        at
-    }
-}
-
-/// A hint for a log line when a plain listener's first bytes are a TLS handshake record
-/// (content type 22, version 3.x: a ClientHello, RFC 8446 §5.1).
-fn tls_hint(got: &[u8]) -> &'static str {
-    if got.starts_with(&[0x16, 0x03]) {
-        " (a TLS ClientHello: this port is plain TCP; TLS is served on --tls-listen / --amqp-tls-listen)"
-    } else {
-        ""
-    }
-}
-
-/// A client on the AMQP port sent another protocol header: answer with ours and close
-/// (AMQP 0-9-1 §4.2.2).
-fn bad_amqp_header(io: &mut IoConn, data: &[u8]) -> usize {
-    let got = &data[..data.len().min(amqp::PROTOCOL_HEADER.len())];
-    log::warn!(
-        "connection {} ({}): bad AMQP protocol header {got:02x?}{}; answering with AMQP 0-9-1's and closing",
-        io.conn.id,
-        io.conn.peer,
-        tls_hint(got),
-    );
-    io.conn
-        .outbound
-        .write_with(|b| b.extend_from_slice(&amqp::PROTOCOL_HEADER));
-    io.conn.outbound.close_after_flush();
-    io.input_closed = true;
-    data.len()
-}
-
-fn on_frame(io: &mut IoConn, header: &FrameHeader, payload: &[u8]) {
-    if header.frame_type == FrameType::Heartbeat {
-        return;
-    }
-    let Input::Native(assembler) = &mut io.input else {
-        return;
-    };
-    if !assembler.is_open() && io.conn.opened.load(Ordering::Acquire) {
-        assembler.open();
-    }
-    match assembler.push(header, payload) {
-        Ok(None) => {}
-        Ok(Some(Payload::Whole(ch, p))) => decode(io, ch, p),
-        Ok(Some(Payload::Joined(ch, p))) => decode(io, ch, &p),
-        Ok(Some(Payload::Oversized {
-            channel,
-            head,
-            size,
-        })) => {
-            let method_id = if head.len() >= 2 {
-                u16::from_be_bytes([head[0], head[1]])
-            } else {
-                0
-            };
-            let request_id = if head.len() >= 6 {
-                u32::from_be_bytes([head[2], head[3], head[4], head[5]])
-            } else {
-                0
-            };
-            io.conn.push(
-                Event::Oversized {
-                    channel,
-                    method_id,
-                    request_id,
-                    size,
-                },
-                0,
-            );
-        }
-        Err(e) => protocol_error(io, ReplyCode::FrameError, e.message),
-    }
-}
-
-fn decode(io: &mut IoConn, channel: u16, payload: &[u8]) {
-    // What a decoded request costs in memory, not just on the wire: a 15-byte ack still
-    // takes a whole mailbox slot.
-    let cost = payload.len() + std::mem::size_of::<(Event, usize)>();
-    if payload.starts_with(&PUBLISH_METHOD_ID.to_be_bytes()) {
-        // The hot path: one copy of the payload, no per-message allocation. A payload it
-        // refuses falls through to `Method::decode`, which names the fault.
-        if let Ok((request_id, batch)) = PublishBatch::decode(payload) {
-            let event = Event::Publish {
-                channel,
-                request_id,
-                batch,
-            };
-            push_admitted(io, event, cost);
-            return;
-        }
-    }
-    match Method::decode(payload) {
-        Ok((request_id, method)) => {
-            let event = Event::Method {
-                channel,
-                request_id,
-                method,
-            };
-            push_admitted(io, event, cost);
-        }
-        Err(e) => {
-            let id = if payload.len() >= 2 {
-                u16::from_be_bytes([payload[0], payload[1]])
-            } else {
-                0
-            };
-            protocol_error(
-                io,
-                ReplyCode::SyntaxError,
-                format!("malformed {} frame: {}", method_name(id), e.message),
-            );
-        }
-    }
-}
-
-/// Hands a decoded event to the mailbox unless the publish gate holds it (a publish
-/// during a resource alarm).
-fn push_admitted(io: &mut IoConn, event: Event, cost: usize) {
-    if let Some((event, cost)) = io.gate.admit(&io.conn, event, cost) {
-        io.conn.push(event, cost);
-    }
-}
-
-fn protocol_error(io: &mut IoConn, code: ReplyCode, text: String) {
-    io.input_closed = true;
-    io.conn.push(Event::ProtocolError { code, text }, 0);
 }
 
 /// Writes what is queued until done or `WouldBlock`; shuts the write side once a closing
@@ -1230,7 +946,7 @@ fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
                 io.write_pos += n;
                 io.last_write = Instant::now();
                 if io.conn.outbound.wrote(n, OUTBOUND_LOW_WATER_BYTES) {
-                    io.conn.push(Event::Drained, 0);
+                    io.conn.push_conn(ConnEvent::Drained);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -1326,7 +1042,7 @@ fn flush_tls_with(io: &mut IoConn, tls: &mut TlsLayer) -> io::Result<Option<bool
         }
         io.write_pos += n;
         if io.conn.outbound.wrote(n, OUTBOUND_LOW_WATER_BYTES) {
-            io.conn.push(Event::Drained, 0);
+            io.conn.push_conn(ConnEvent::Drained);
         }
     }
 }

@@ -1,5 +1,14 @@
 //! The server: a mio I/O thread, a fixed worker pool and per-connection outbound buffers
-//! (ARCHITECTURE.md §2), serving the native protocol.
+//! (docs/architecture.md §2), serving the native protocol and AMQP 0-9-1.
+//!
+//! What every protocol shares is here: the I/O thread ([`event_loop`]: accept, TLS, reads,
+//! writes, timers, shutdown; it parses no protocol), a connection as the threads share it
+//! ([`conn`]), its mailbox's events ([`event`]), its handler ([`handler`]), the contract
+//! of input parsing ([`input`]), a connection's life and close handshakes, written once
+//! for both protocols ([`lifecycle`]), the workers, outbound buffers, the notifier, TLS,
+//! the publish gate, connection log lines and configuration. Each protocol adapter is a
+//! folder: [`native`] and [`amqp`] (each with its `input`, `event`, `handler` and `sink`);
+//! [`http`] is the metrics endpoint, on a thread of its own.
 //!
 //! [`start`] binds the listener and runs the I/O thread in the background; the returned
 //! [`ServerHandle`] gives the bound address and a graceful [`ServerHandle::shutdown`].
@@ -8,8 +17,12 @@ pub mod amqp;
 pub mod config;
 pub mod conn;
 pub mod conn_log;
+pub mod event;
 pub mod event_loop;
+pub mod handler;
 pub mod http;
+pub mod input;
+pub mod lifecycle;
 pub mod native;
 pub mod notifier;
 pub mod outbound;
@@ -84,7 +97,7 @@ impl ServerHandle {
     }
 
     /// The broker this server runs, for what changes while it serves (a configuration
-    /// reload replaces its limits and alarm watermarks; issue 8).
+    /// reload replaces its limits and alarm watermarks).
     pub fn broker(&self) -> &Arc<Broker> {
         &self.broker
     }
@@ -107,8 +120,7 @@ impl ServerHandle {
 
     /// Waits for the server to stop (after [`ServerHandle::shutdown`]): the I/O thread,
     /// the workers and the background threads are joined, the stores' stats written and
-    /// synced, the ready file removed, and only then `shutdown complete` logged (issue 8
-    /// part 3).
+    /// synced, the ready file removed, and only then `shutdown complete` logged.
     ///
     /// # Errors
     /// The I/O thread's error, if it failed.
@@ -227,7 +239,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
     })?;
     // The data directory is locked now (so this is not a running server's file): a ready
     // file left by a crashed run goes before the queues are recovered, so nobody waiting
-    // for it proceeds while connections are still refused (issue 8).
+    // for it proceeds while connections are still refused.
     if let Some(path) = &config.ready_file {
         remove_stale_ready_file(path)?;
     }
@@ -363,7 +375,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
 }
 
 /// The end of the `recovery done …` line counting the per-queue housekeeping notes logged
-/// at debug (issue 8 part 3): `; 1800 queue_stat files were stale or missing (normal after
+/// at debug: `; 1800 queue_stat files were stale or missing (normal after
 /// a crash) and recounted; 3 other recovery notes at debug level`, each part only when its
 /// count is not zero; empty after a clean stop.
 fn recovery_notes_suffix(restored: &crate::broker::RecoveredMessages) -> String {
@@ -408,7 +420,7 @@ fn bind_tls(
 }
 
 /// Removes the ready file a previous run left (killed, it could not remove it), logging
-/// it; nothing when there is none (issue 8: the file appears only once this run is
+/// it; nothing when there is none (the file appears only once this run is
 /// ready).
 ///
 /// # Errors

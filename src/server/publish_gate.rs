@@ -21,7 +21,10 @@ use crate::alarm::{blocked_reason, ResourceAlarms};
 use crate::amqp::{self, AmqpMethod};
 use crate::native::frame;
 use crate::native::Method;
-use crate::server::conn::{Conn, Event, Protocol};
+use crate::server::amqp::event::AmqpEvent;
+use crate::server::conn::{Conn, Protocol};
+use crate::server::event::Event;
+use crate::server::native::event::NativeEvent;
 use crate::types::{FieldTable, FieldValue};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,9 +46,13 @@ pub fn announces_blocked_capability(client_properties: &FieldTable) -> bool {
 /// Whether an event is a publish (native batch, native method, or AMQP `basic.publish`).
 fn is_publish(event: &Event) -> bool {
     match event {
-        Event::Publish { .. } => true,
-        Event::Method { method, .. } => matches!(method, Method::Publish { .. }),
-        Event::Amqp { method, .. } => matches!(method, AmqpMethod::BasicPublish { .. }),
+        Event::Native(NativeEvent::Publish { .. }) => true,
+        Event::Native(NativeEvent::Method { method, .. }) => {
+            matches!(method, Method::Publish { .. })
+        }
+        Event::Amqp(AmqpEvent::Method { method, .. }) => {
+            matches!(method, AmqpMethod::BasicPublish { .. })
+        }
         _ => false,
     }
 }
@@ -92,13 +99,13 @@ impl PublishGate {
                 self.notify(conn);
                 return None;
             }
-        } else if let Event::Amqp {
+        } else if let Event::Amqp(AmqpEvent::Method {
             method:
                 AmqpMethod::ConnectionStartOk {
                     client_properties, ..
                 },
             ..
-        } = &event
+        }) = &event
         {
             self.wants_notice = announces_blocked_capability(client_properties);
         }

@@ -3,6 +3,7 @@
 
 use crate::limits::{MAILBOX_BYTES_MAX, WORKER_SLICE_REQUESTS};
 use crate::server::conn::Conn;
+use crate::server::event::Event;
 use crate::server::notifier::Notifier;
 use crossbeam_channel::Receiver;
 use std::panic::{self, AssertUnwindSafe};
@@ -36,7 +37,7 @@ fn run(queue: Receiver<Arc<Conn>>, notifier: Arc<Notifier>) {
 
 /// Runs one slice of a connection's events; reschedules it when more remain, so one busy
 /// connection cannot starve the others.
-fn serve(conn: &Arc<Conn>, notifier: &Notifier, batch: &mut Vec<crate::server::conn::Event>) {
+fn serve(conn: &Arc<Conn>, notifier: &Notifier, batch: &mut Vec<Event>) {
     loop {
         conn.take_events(WORKER_SLICE_REQUESTS, batch);
         {

@@ -10,22 +10,23 @@
 use crate::amqp::{write_method, AmqpMethod};
 use crate::broker::access::LoginStep;
 use crate::broker::channel::Channel;
-use crate::broker::{Broker, CancelReason, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
+use crate::broker::{Broker, CancelReason, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
+use crate::server::amqp::event::{AmqpEvent, Content};
 use crate::server::amqp::sink::AmqpSink;
 use crate::server::amqp::tx::{Transactions, TxOp};
-use crate::server::conn::{Conn, Content, Event};
-use crate::server::conn_log::{self, Who};
-use crate::server::native::methods::defer_login;
+use crate::server::conn::Conn;
+use crate::server::lifecycle::{
+    defer_login, open_session, ChannelStep, Lifecycle, Opening, Phase, Wire,
+};
 use crate::server::outbound::Outbound;
 use crate::types::codec::Reader;
 use crate::types::field_table::decode_table;
 use crate::types::{FieldTable, FieldValue};
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::SystemTime;
 
 /// Smallest frame size a client may ask for, in bytes (AMQP 0-9-1 `frame-min-size`).
 pub const AMQP_FRAME_MIN_BYTES: u32 = 4096;
@@ -39,33 +40,83 @@ const TUNE_OK: (u16, u16) = (10, 31);
 const OPEN: (u16, u16) = (10, 40);
 const PUBLISH: (u16, u16) = (60, 40);
 
-enum State {
+/// The AMQP 0-9-1 handshake's steps (§1.4.2: start, start-ok, tune, tune-ok, open).
+enum Handshake {
     /// Waiting for the client's protocol header.
     AwaitHeader,
     /// `connection.start` sent.
     AwaitStartOk,
     /// `connection.start-ok` received; its password is being checked (by the login
-    /// checker thread: the answer arrives as `Event::LoginChecked`).
+    /// checker thread: the answer arrives as `ConnEvent::LoginChecked`).
     Authenticating { user: String, mechanism: String },
     /// `connection.tune` sent; the user is authenticated.
     AwaitTuneOk { user: String },
     /// `connection.tune-ok` received.
     AwaitOpen { user: String },
-    /// Open and serving.
-    Open(Box<Session>),
-    /// `connection.close` sent or received; everything else is ignored.
-    Closing,
+}
+
+/// How AMQP 0-9-1 writes a connection's frames: methods as they are (frames never split),
+/// close reasons with RabbitMQ's reply texts, errors naming the failing method by its
+/// class and method ids.
+pub struct AmqpWire {
+    outbound: Arc<Outbound>,
+}
+
+impl Wire for AmqpWire {
+    type Method = AmqpMethod;
+    /// Class and method ids of the request.
+    type At = (u16, u16);
+
+    fn send(&self, channel: u16, _at: (u16, u16), method: &AmqpMethod) {
+        self.outbound
+            .write_with(|buf| write_method(buf, channel, method));
+    }
+
+    fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
+
+    fn connection_close(
+        code: ReplyCode,
+        text: &str,
+        (class_id, method_id): (u16, u16),
+    ) -> AmqpMethod {
+        AmqpMethod::ConnectionClose {
+            reply_code: code.as_u16(),
+            reply_text: reply_text(code, text),
+            class_id,
+            method_id,
+        }
+    }
+
+    fn connection_close_ok() -> AmqpMethod {
+        AmqpMethod::ConnectionCloseOk {}
+    }
+
+    fn channel_close(code: ReplyCode, text: &str, (class_id, method_id): (u16, u16)) -> AmqpMethod {
+        AmqpMethod::ChannelClose {
+            reply_code: code.as_u16(),
+            reply_text: reply_text(code, text),
+            class_id,
+            method_id,
+        }
+    }
+
+    fn channel_close_ok() -> AmqpMethod {
+        AmqpMethod::ChannelCloseOk {}
+    }
+
+    fn method_name((class_id, method_id): (u16, u16)) -> &'static str {
+        AmqpMethod::name_of(class_id, method_id).unwrap_or("method")
+    }
 }
 
 /// Protocol state of one AMQP 0-9-1 connection; run by one worker at a time.
 pub struct AmqpHandler {
     broker: Arc<Broker>,
     conn: Weak<Conn>,
-    id: u64,
-    peer: SocketAddr,
     local: SocketAddr,
-    outbound: Arc<Outbound>,
-    state: State,
+    life: Lifecycle<Handshake, AmqpWire>,
     /// Frame size in bytes: the server's offer (the limits in force at accept) until
     /// `tune-ok`, then the negotiated value.
     frame_max: u32,
@@ -78,8 +129,6 @@ pub struct AmqpHandler {
     /// of the server's cancels with `basic.cancel`; other clients are not (RabbitMQ's
     /// `rabbit_channel:server_consumer_cancel_supported`).
     cancel_notify: bool,
-    /// Channels the server closed and that await the client's `close-ok`.
-    closing_channels: HashSet<u16>,
     /// Transactional channels and what their transactions hold.
     tx: Transactions,
     /// Channels in confirm mode (they cannot become transactional).
@@ -108,163 +157,85 @@ impl AmqpHandler {
             channel_max: limits.channels_per_connection_max,
             broker,
             conn,
-            id,
-            peer,
             local,
-            outbound,
-            state: State::AwaitHeader,
+            life: Lifecycle::new(id, peer, AmqpWire { outbound }, Handshake::AwaitHeader),
             client_name: String::new(),
             cancel_notify: false,
-            closing_channels: HashSet::new(),
             tx: Transactions::default(),
             confirm_channels: HashSet::new(),
         }
     }
 
     fn send(&self, channel: u16, method: &AmqpMethod) {
-        self.outbound
-            .write_with(|buf| write_method(buf, channel, method));
+        self.life.wire.send(channel, (0, 0), method);
     }
 
     /// Executes one event.
-    pub fn handle(&mut self, event: Event) {
+    pub fn handle(&mut self, event: AmqpEvent) {
         match event {
-            Event::AmqpHeader => self.start(),
-            Event::Amqp {
+            AmqpEvent::Header => self.start(),
+            AmqpEvent::Method {
                 channel,
                 method,
                 content,
             } => self.method(channel, method, content),
-            Event::AmqpOversized { channel, size } => {
+            AmqpEvent::Oversized { channel, size } => {
                 let max = self.broker.limits().message_bytes_max();
                 let err = BrokerError::precondition(format!(
                     "message size {size} is larger than configured max size {max}"
                 ));
-                if self.closing_channels.contains(&channel) {
+                if self.life.is_closing_channel(channel) {
                     return;
                 }
                 self.fail(channel, PUBLISH, err);
             }
-            Event::LoginChecked { result } => {
-                if let State::Authenticating { user, mechanism } =
-                    std::mem::replace(&mut self.state, State::AwaitStartOk)
-                {
-                    self.login_checked(user, &mechanism, result);
-                }
-            }
-            Event::ProtocolError { code, text } => {
-                log::warn!("connection {} ({}): {text}", self.id, self.peer);
-                self.close_connection(code, &text, (0, 0));
-            }
-            Event::ForceClose { code, text } => self.close_connection(code, &text, (0, 0)),
-            Event::Shutdown => self.close_connection(
-                ReplyCode::ConnectionForced,
-                "broker forced connection closure with reason 'shutdown'",
-                (0, 0),
-            ),
-            Event::Drained => {
-                if let State::Open(s) = &self.state {
-                    s.redispatch();
-                }
-            }
-            Event::ServerCancel {
+            AmqpEvent::ServerCancel {
                 channel,
                 consumer_tag,
                 reason,
             } => self.server_cancel(&channel, consumer_tag, reason),
-            Event::Closed { by_peer } => {
-                // A server-side close (timeout, refused header, TLS failure) was logged
-                // where it was decided; only the peer's own close is logged here.
-                if by_peer && !matches!(self.state, State::Closing) {
-                    let who = Who {
-                        peer: self.peer,
-                        session: match &self.state {
-                            State::Open(s) => Some(s),
-                            _ => None,
-                        },
-                    };
-                    conn_log::socket_closed(self.id, &who);
+            AmqpEvent::Conn(e) => {
+                if let Some(result) = self.life.on_event(e) {
+                    let phase = std::mem::replace(
+                        &mut self.life.phase,
+                        Phase::Handshake(Handshake::AwaitStartOk),
+                    );
+                    if let Phase::Handshake(Handshake::Authenticating { user, mechanism }) = phase {
+                        self.login_checked(user, &mechanism, result);
+                    }
                 }
-                if let State::Open(session) = &mut self.state {
-                    session.close();
-                }
-                self.state = State::Closing;
             }
-            // Native-protocol events never reach an AMQP connection.
-            Event::Method { .. } | Event::Publish { .. } | Event::Oversized { .. } => {}
         }
     }
 
     /// Closes the connection after an internal error (541), releasing its session.
     pub fn abort(&mut self) {
-        self.close_connection(ReplyCode::InternalError, "internal error", (0, 0));
+        self.life.abort();
     }
 
-    /// Sends `connection.close`, releases the session and closes the socket once flushed.
-    fn close_connection(&mut self, code: ReplyCode, text: &str, (class_id, method_id): (u16, u16)) {
-        let old = std::mem::replace(&mut self.state, State::Closing);
-        if let State::Closing = old {
-            return;
-        }
-        let session = match old {
-            State::Open(session) => Some(session),
-            _ => None,
-        };
-        let who = Who {
-            peer: self.peer,
-            session: session.as_deref(),
-        };
-        conn_log::server_closed(self.id, &who, code, text);
-        if let Some(mut session) = session {
-            session.close();
-        }
-        self.send(
-            0,
-            &AmqpMethod::ConnectionClose {
-                reply_code: code.as_u16(),
-                reply_text: reply_text(code, text),
-                class_id,
-                method_id,
-            },
-        );
-        self.outbound.close_after_flush();
+    fn close_connection(&mut self, code: ReplyCode, text: &str, ids: (u16, u16)) {
+        self.life.close_connection(code, text, ids);
     }
 
-    /// Reports a failed method: a channel error closes the channel, a connection error the
-    /// connection (AMQP 0-9-1 §1.4.2: which codes are which).
+    /// Reports a failed method: a channel error closes the channel (its transaction and
+    /// confirm mode go with it), a connection error the connection (AMQP 0-9-1 §1.4.2:
+    /// which codes are which).
     fn fail(&mut self, channel: u16, ids: (u16, u16), err: BrokerError) {
-        if err.code.is_connection_error() || channel == 0 {
-            self.close_connection(err.code, &err.text, ids);
-            return;
+        if self.life.fail(channel, ids, err) {
+            self.forget_channel(channel);
         }
-        let who = Who {
-            peer: self.peer,
-            session: match &self.state {
-                State::Open(s) => Some(s),
-                _ => None,
-            },
-        };
-        let method = AmqpMethod::name_of(ids.0, ids.1).unwrap_or("method");
-        conn_log::channel_error(self.id, &who, channel, method, err.code, &err.text);
-        if let State::Open(session) = &mut self.state {
-            session.close_channel(channel);
-        }
-        self.forget_channel(channel);
-        self.closing_channels.insert(channel);
-        self.send(
-            channel,
-            &AmqpMethod::ChannelClose {
-                reply_code: err.code.as_u16(),
-                reply_text: reply_text(err.code, &err.text),
-                class_id: ids.0,
-                method_id: ids.1,
-            },
-        );
+    }
+
+    /// Sets the handshake step. A handshake method runs with the phase taken out (closing),
+    /// so each outcome sets the step it leads to, or goes back to its own step before a
+    /// refusal (which would otherwise find the connection closing already).
+    fn set_step(&mut self, step: Handshake) {
+        self.life.phase = Phase::Handshake(step);
     }
 
     /// The client's protocol header was right: offer `connection.start`.
     fn start(&mut self) {
-        if !matches!(self.state, State::AwaitHeader) {
+        if !matches!(self.life.phase, Phase::Handshake(Handshake::AwaitHeader)) {
             return;
         }
         let mut capabilities = FieldTable::new();
@@ -301,24 +272,21 @@ impl AmqpHandler {
                 locales: b"en_US".to_vec(),
             },
         );
-        self.state = State::AwaitStartOk;
+        self.set_step(Handshake::AwaitStartOk);
     }
 
     fn method(&mut self, channel: u16, method: AmqpMethod, content: Option<Content>) {
-        match &self.state {
-            State::Closing => {
-                // Everything else is ignored until the socket closes (§1.4.2.2).
-                if let AmqpMethod::ConnectionClose { .. } = method {
-                    self.send(0, &AmqpMethod::ConnectionCloseOk {})
-                }
-            }
-            State::AwaitHeader => {}
-            State::AwaitStartOk
-            | State::Authenticating { .. }
-            | State::AwaitTuneOk { .. }
-            | State::AwaitOpen { .. } => self.handshake(channel, method),
-            State::Open(_) if channel == 0 => self.connection_method(method),
-            State::Open(_) => self.channel_method(channel, method, content),
+        match &self.life.phase {
+            // Everything else is ignored until the socket closes (§1.4.2.2).
+            Phase::Closing => self.life.while_closing(
+                matches!(method, AmqpMethod::ConnectionClose { .. }),
+                method.class_method_id(),
+            ),
+            // The input posts the header before any method: not reached.
+            Phase::Handshake(Handshake::AwaitHeader) => {}
+            Phase::Handshake(_) => self.handshake(channel, method),
+            Phase::Open(_) if channel == 0 => self.connection_method(method),
+            Phase::Open(_) => self.channel_method(channel, method, content),
         }
     }
 
@@ -332,10 +300,12 @@ impl AmqpHandler {
             self.close_connection(ReplyCode::CommandInvalid, &text, ids);
             return;
         }
-        let state = std::mem::replace(&mut self.state, State::Closing);
-        match (state, method) {
+        let Phase::Handshake(step) = std::mem::replace(&mut self.life.phase, Phase::Closing) else {
+            return;
+        };
+        match (step, method) {
             (
-                State::AwaitStartOk,
+                Handshake::AwaitStartOk,
                 AmqpMethod::ConnectionStartOk {
                     client_properties,
                     mechanism,
@@ -344,23 +314,22 @@ impl AmqpHandler {
                 },
             ) => self.start_ok(&client_properties, &mechanism, &response),
             (
-                State::AwaitTuneOk { user },
+                Handshake::AwaitTuneOk { user },
                 AmqpMethod::ConnectionTuneOk {
                     channel_max,
                     frame_max,
                     heartbeat,
                 },
             ) => self.tune_ok(user, channel_max, frame_max, heartbeat),
-            (State::AwaitOpen { user }, AmqpMethod::ConnectionOpen { virtual_host }) => {
+            (Handshake::AwaitOpen { user }, AmqpMethod::ConnectionOpen { virtual_host }) => {
                 self.open(user, virtual_host)
             }
-            (state, AmqpMethod::ConnectionClose { .. }) => {
-                drop(state);
+            (_, AmqpMethod::ConnectionClose { .. }) => {
                 self.send(0, &AmqpMethod::ConnectionCloseOk {});
-                self.outbound.close_after_flush();
+                self.life.wire.outbound().close_after_flush();
             }
-            (state, other) => {
-                self.state = state;
+            (step, other) => {
+                self.set_step(step);
                 let text = format!("{} is not expected during the handshake", other.name());
                 self.close_connection(ReplyCode::CommandInvalid, &text, ids);
             }
@@ -380,13 +349,13 @@ impl AmqpHandler {
             "AMQPLAIN" => amqplain(response),
             other => {
                 let text = format!("unknown authentication mechanism '{other}'");
-                self.state = State::AwaitStartOk;
+                self.set_step(Handshake::AwaitStartOk);
                 self.close_connection(ReplyCode::CommandInvalid, &text, START_OK);
                 return;
             }
         };
         let Some((user, password)) = credentials else {
-            self.state = State::AwaitStartOk;
+            self.set_step(Handshake::AwaitStartOk);
             self.close_connection(
                 ReplyCode::AccessRefused,
                 &format!("malformed {mechanism} response"),
@@ -395,14 +364,15 @@ impl AmqpHandler {
             return;
         };
         // Refusals are logged by the broker, with the reason and the peer.
-        match self.broker.login_quick(&user, &password, &self.peer) {
+        let peer = self.life.peer;
+        match self.broker.login_quick(&user, &password, &peer) {
             LoginStep::Done(result) => self.login_checked(user, mechanism, result),
             LoginStep::Slow => {
-                defer_login(&self.broker, &self.conn, &user, password, self.peer);
-                self.state = State::Authenticating {
+                defer_login(&self.broker, &self.conn, &user, password, peer);
+                self.set_step(Handshake::Authenticating {
                     user,
                     mechanism: mechanism.to_string(),
-                };
+                });
             }
         }
     }
@@ -412,7 +382,7 @@ impl AmqpHandler {
     /// the broker's own text for other refusals (throttled, busy, loopback-only).
     fn login_checked(&mut self, user: String, mechanism: &str, result: Result<(), BrokerError>) {
         if let Err(e) = result {
-            self.state = State::AwaitStartOk;
+            self.set_step(Handshake::AwaitStartOk);
             let text = if e.text.contains("wrong user name or password") {
                 // authentication_failure_close: RabbitMQ's text.
                 format!(
@@ -433,7 +403,7 @@ impl AmqpHandler {
                 heartbeat: self.heartbeat_s,
             },
         );
-        self.state = State::AwaitTuneOk { user };
+        self.set_step(Handshake::AwaitTuneOk { user });
     }
 
     fn tune_ok(&mut self, user: String, channel_max: u16, frame_max: u32, heartbeat: u16) {
@@ -455,7 +425,7 @@ impl AmqpHandler {
             None
         };
         if let Some(text) = refuse {
-            self.state = State::AwaitTuneOk { user };
+            self.set_step(Handshake::AwaitTuneOk { user });
             self.close_connection(ReplyCode::NotAllowed, &text, TUNE_OK);
             return;
         }
@@ -475,14 +445,14 @@ impl AmqpHandler {
             conn.frame_max.store(self.frame_max, Ordering::Release);
             conn.heartbeat_s.store(heartbeat, Ordering::Release);
         }
-        self.state = State::AwaitOpen { user };
+        self.set_step(Handshake::AwaitOpen { user });
     }
 
     fn open(&mut self, user: String, vhost: String) {
         let vh = match self.broker.open_vhost(&user, &vhost) {
             Ok(v) => v,
             Err(e) => {
-                self.state = State::AwaitOpen { user };
+                self.set_step(Handshake::AwaitOpen { user });
                 if e.code == ReplyCode::InvalidPath {
                     // RabbitMQ answers an unknown vhost with 530 over AMQP.
                     let text = format!("vhost {vhost} not found");
@@ -497,46 +467,37 @@ impl AmqpHandler {
             return;
         };
         let sink = Arc::new(AmqpSink::new(
-            Arc::clone(&self.outbound),
+            Arc::clone(&self.life.wire.outbound),
             self.frame_max,
             Weak::clone(&self.conn),
         ));
-        let channels = Arc::new(AtomicUsize::new(0));
-        // Connection limits (total, per user): 530 before open-ok, as RabbitMQ.
-        let registered = self.broker.register_connection(ConnectionInfo {
-            id: self.id,
+        let opening = Opening {
             protocol: crate::broker::node::PROTOCOL_AMQP,
-            peer: self.peer,
+            id: self.life.id,
+            peer: self.life.peer,
             local: self.local,
             frame_max: self.frame_max,
             heartbeat_s: self.heartbeat_s,
-            user: user.clone(),
-            vhost: vhost.clone(),
-            client_name: self.client_name.clone(),
-            connected_at: SystemTime::now(),
-            channels: Arc::clone(&channels),
-            sink: sink.clone(),
-        });
-        if let Err(e) = registered {
-            self.state = State::AwaitOpen { user };
-            self.close_connection(e.code, &e.text, OPEN);
-            return;
-        }
-        let session = Session::new(
-            Arc::clone(&self.broker),
-            self.id,
-            vh,
-            sink,
-            self.channel_max,
-            channels,
-        )
-        .with_user(&user);
-        self.state = State::Open(Box::new(session));
+            channel_max: self.channel_max,
+            user: &user,
+            vhost_name: &vhost,
+            client_name: &self.client_name,
+        };
+        // Connection limits (total, per user): 530 before open-ok, as RabbitMQ.
+        let session = match open_session(&self.broker, &opening, vh, sink) {
+            Ok(session) => session,
+            Err(e) => {
+                self.set_step(Handshake::AwaitOpen { user });
+                self.close_connection(e.code, &e.text, OPEN);
+                return;
+            }
+        };
+        self.life.phase = Phase::Open(Box::new(session));
         log::info!(
             "connection {} ({}) opened over AMQP 0-9-1: user '{user}', vhost '{vhost}', client \
              '{}', frame_max {}, heartbeat {} s",
-            self.id,
-            self.peer,
+            self.life.id,
+            self.life.peer,
             self.client_name,
             self.frame_max,
             self.heartbeat_s
@@ -547,22 +508,7 @@ impl AmqpHandler {
 
     fn connection_method(&mut self, method: AmqpMethod) {
         match method {
-            AmqpMethod::ConnectionClose { .. } => {
-                let who = Who {
-                    peer: self.peer,
-                    session: match &self.state {
-                        State::Open(s) => Some(s),
-                        _ => None,
-                    },
-                };
-                conn_log::client_closed(self.id, &who);
-                if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
-                {
-                    session.close();
-                }
-                self.send(0, &AmqpMethod::ConnectionCloseOk {});
-                self.outbound.close_after_flush();
-            }
+            AmqpMethod::ConnectionClose { .. } => self.life.client_closed(method.class_method_id()),
             AmqpMethod::ConnectionCloseOk {} => {}
             // RabbitMQ accepts a new secret (OAuth token refresh); with one configured
             // user there is nothing to refresh.
@@ -578,35 +524,40 @@ impl AmqpHandler {
     }
 
     fn channel_method(&mut self, ch: u16, method: AmqpMethod, content: Option<Content>) {
-        if self.closing_channels.contains(&ch) {
-            match method {
-                AmqpMethod::ChannelClose { .. } => {
-                    self.closing_channels.remove(&ch);
-                    self.send(ch, &AmqpMethod::ChannelCloseOk {});
-                }
-                AmqpMethod::ChannelCloseOk {} => {
-                    self.closing_channels.remove(&ch);
-                }
-                _ => {}
-            }
+        let ids = method.class_method_id();
+        let step = match method {
+            AmqpMethod::ChannelClose { .. } => ChannelStep::Close,
+            AmqpMethod::ChannelCloseOk {} => ChannelStep::CloseOk,
+            _ => ChannelStep::Other,
+        };
+        if self.life.closing_channel(ch, step, ids) {
             return;
         }
-        let ids = method.class_method_id();
-        if let AmqpMethod::ChannelClose { .. } = method {
+        if step == ChannelStep::Close {
             self.forget_channel(ch);
         }
         let Some((method, content)) = self.transaction(ch, method, content) else {
             return;
         };
-        let outbound = Arc::clone(&self.outbound);
-        let State::Open(session) = &mut self.state else {
+        let wire = &self.life.wire;
+        let Phase::Open(session) = &mut self.life.phase else {
             return;
         };
-        let result = run_channel_method(session, &outbound, self.frame_max, ch, method, content);
-        match result {
-            Ok(Some(reply)) => self.send(ch, &reply),
-            Ok(None) => {}
-            Err(e) => self.fail(ch, ids, e),
+        let result =
+            run_channel_method(session, &wire.outbound, self.frame_max, ch, method, content);
+        self.answer(ch, ids, result);
+    }
+
+    /// Sends what a channel method came to ([`Lifecycle::answer`]); a channel it closed
+    /// takes its transaction and confirm mode with it.
+    fn answer(
+        &mut self,
+        ch: u16,
+        ids: (u16, u16),
+        result: Result<Option<AmqpMethod>, BrokerError>,
+    ) {
+        if self.life.answer(ch, ids, result) {
+            self.forget_channel(ch);
         }
     }
 }
@@ -625,10 +576,10 @@ impl AmqpHandler {
         reason: CancelReason,
     ) {
         let n = channel.number;
-        let State::Open(session) = &self.state else {
+        let Some(session) = self.life.session() else {
             return;
         };
-        if !session.is_channel(n, channel) || self.closing_channels.contains(&n) {
+        if !session.is_channel(n, channel) || self.life.is_closing_channel(n) {
             return;
         }
         match (self.cancel_notify, reason) {
@@ -667,7 +618,7 @@ impl AmqpHandler {
         content: Option<Content>,
     ) -> Option<(AmqpMethod, Option<Content>)> {
         use AmqpMethod as M;
-        let open = matches!(&self.state, State::Open(s) if s.has_channel(ch));
+        let open = self.life.session().is_some_and(|s| s.has_channel(ch));
         if !open {
             return Some((method, content));
         }
@@ -754,11 +705,7 @@ impl AmqpHandler {
                 .map(|_| None),
             other => return Some((other, content)),
         };
-        match result {
-            Ok(Some(reply)) => self.send(ch, &reply),
-            Ok(None) => {}
-            Err(e) => self.fail(ch, ids, e),
-        }
+        self.answer(ch, ids, result);
         None
     }
 
@@ -766,7 +713,7 @@ impl AmqpHandler {
     /// commit's error (what came before it stays applied, as in RabbitMQ).
     fn commit(&mut self, ch: u16) -> Result<(), BrokerError> {
         let ops = self.tx.commit(ch)?;
-        let State::Open(session) = &mut self.state else {
+        let Some(session) = self.life.session_mut() else {
             return Ok(());
         };
         for op in ops {

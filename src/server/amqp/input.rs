@@ -1,17 +1,29 @@
-//! Turning AMQP 0-9-1 frames into connection events on the I/O thread: methods are
-//! decoded, and a content-carrying method (`basic.publish`) is held until its content
-//! header and body frames have arrived (AMQP 0-9-1 §4.2.6).
+//! Turning an AMQP 0-9-1 connection's bytes into [`AmqpEvent`]s on the I/O thread: the
+//! protocol header (§4.2.2), then frames, each checked whole before anything is allocated
+//! ([`crate::amqp::check`]: type, size, frame end); methods are decoded, and a
+//! content-carrying method (`basic.publish`) is held until its content header and body
+//! frames have arrived (AMQP 0-9-1 §4.2.6). The events of one parse pass go to the
+//! mailbox together (one lock, one wake-up): an AMQP publish is an event per message.
 //!
 //! The frames of one content follow their method on the same channel with nothing else
 //! on that channel in between; other channels may interleave (§4.2.6). A body larger than
 //! the configured maximum is not buffered: its frames are counted and dropped, and the
 //! channel is closed with 406 as RabbitMQ does.
 
-use crate::amqp::{parse_content_header, AmqpMethod, FrameType, RawFrameHeader, BASIC_CLASS_ID};
+use crate::amqp::{
+    self, parse_content_header, AmqpMethod, FrameType, RawFrameHeader, BASIC_CLASS_ID,
+    PROTOCOL_HEADER,
+};
 use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::error::ReplyCode;
-use crate::server::conn::{Content, Event};
+use crate::server::amqp::event::{AmqpEvent, Content};
+use crate::server::conn::Conn;
+use crate::server::event::{mailbox_cost, Event};
+use crate::server::input::{refuse_header, tls_hint, violation, Consumed, ProtocolInput, Refused};
+use crate::server::publish_gate::PublishGate;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A protocol violation: the connection is closed with this code and text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +64,18 @@ enum Pending {
 /// Per-connection AMQP input state.
 #[derive(Debug)]
 pub struct AmqpInput {
+    /// Events of the parse pass under way, pushed together (kept empty between passes;
+    /// its capacity reused up to [`STAGED_EVENTS_KEEP`]).
+    staged: Vec<(Event, usize)>,
     pending: HashMap<u16, Pending, BuildChannelHasher>,
     /// Largest body accepted, in bytes (`--max-message-bytes`).
     body_bytes_max: usize,
     /// Body bytes held for contents still arriving, over every channel.
     buffered: usize,
 }
+
+/// Capacity, in events, of a connection's staging vector kept between parse passes.
+const STAGED_EVENTS_KEEP: usize = 1024;
 
 /// Body bytes a connection may hold for contents still arriving on all its channels
 /// together, in bytes, at least (one largest message plus [`BODY_RESERVE_BYTES_MAX`] is
@@ -73,6 +91,7 @@ impl AmqpInput {
     /// Input state for a connection accepting bodies up to `body_bytes_max` bytes.
     pub fn new(body_bytes_max: usize) -> AmqpInput {
         AmqpInput {
+            staged: Vec::new(),
             pending: HashMap::default(),
             body_bytes_max,
             buffered: 0,
@@ -89,7 +108,7 @@ impl AmqpInput {
         &mut self,
         header: &RawFrameHeader,
         payload: &[u8],
-    ) -> Result<Option<(Event, usize)>, Violation> {
+    ) -> Result<Option<(AmqpEvent, usize)>, Violation> {
         let ch = header.channel;
         match header.frame_type {
             FrameType::Heartbeat => {
@@ -107,7 +126,7 @@ impl AmqpInput {
         }
     }
 
-    fn method(&mut self, ch: u16, payload: &[u8]) -> Result<Option<(Event, usize)>, Violation> {
+    fn method(&mut self, ch: u16, payload: &[u8]) -> Result<Option<(AmqpEvent, usize)>, Violation> {
         let method = AmqpMethod::decode(payload).map_err(|e| Violation {
             code: e.code,
             text: e.text,
@@ -133,9 +152,9 @@ impl AmqpInput {
             self.pending.insert(ch, Pending::AwaitHeader(method));
             return Ok(None);
         }
-        let cost = payload.len() + std::mem::size_of::<Event>();
+        let cost = mailbox_cost(payload.len());
         Ok(Some((
-            Event::Amqp {
+            AmqpEvent::Method {
                 channel: ch,
                 method,
                 content: None,
@@ -148,7 +167,7 @@ impl AmqpInput {
         &mut self,
         ch: u16,
         payload: &[u8],
-    ) -> Result<Option<(Event, usize)>, Violation> {
+    ) -> Result<Option<(AmqpEvent, usize)>, Violation> {
         let Some(Pending::AwaitHeader(method)) = self.pending.remove(&ch) else {
             return Err(Violation::new(
                 ReplyCode::UnexpectedFrame,
@@ -172,7 +191,7 @@ impl AmqpInput {
                     .insert(ch, Pending::Discard { left: h.body_size });
             }
             return Ok(Some((
-                Event::AmqpOversized {
+                AmqpEvent::Oversized {
                     channel: ch,
                     size: h.body_size,
                 },
@@ -197,7 +216,7 @@ impl AmqpInput {
         Ok(None)
     }
 
-    fn body(&mut self, ch: u16, payload: &[u8]) -> Result<Option<(Event, usize)>, Violation> {
+    fn body(&mut self, ch: u16, payload: &[u8]) -> Result<Option<(AmqpEvent, usize)>, Violation> {
         let overrun = || {
             Violation::new(
                 ReplyCode::FrameError,
@@ -264,10 +283,82 @@ impl AmqpInput {
     }
 }
 
-fn complete(ch: u16, method: AmqpMethod, content: Content) -> (Event, usize) {
-    let cost = content.body.len() + std::mem::size_of::<Event>();
+impl AmqpInput {
+    /// Cuts whole frames from `data`, staging their events; returns the bytes consumed,
+    /// or the violation (code and text) that ends the input.
+    fn stage_frames(
+        &mut self,
+        conn: &Conn,
+        gate: &mut PublishGate,
+        data: &[u8],
+        staged: &mut Vec<(Event, usize)>,
+    ) -> Result<usize, (ReplyCode, String)> {
+        let mut at = 0;
+        while !gate.is_blocked() {
+            let frame_max = conn.frame_max.load(Ordering::Acquire);
+            let (header, n) = match amqp::check(&data[at..], frame_max) {
+                Ok(None) => break,
+                Ok(Some(whole)) => whole,
+                Err(e) => return Err((e.code, e.text)),
+            };
+            let frame = &data[at..at + n];
+            at += n;
+            match self.frame(&header, header.payload(frame)) {
+                Ok(None) => {}
+                Ok(Some((event, cost))) => {
+                    if let Some(admitted) = gate.admit(conn, Event::Amqp(event), cost) {
+                        staged.push(admitted);
+                    }
+                }
+                Err(v) if v.class_method == (0, 0) => return Err((v.code, v.text)),
+                Err(v) => {
+                    let (class_id, method_id) = v.class_method;
+                    let text = format!("{} (class {class_id}, method {method_id})", v.text);
+                    return Err((v.code, text));
+                }
+            }
+        }
+        Ok(at)
+    }
+}
+
+impl ProtocolInput for AmqpInput {
+    /// A wrong first byte need not wait for eight; a right header starts the handshake.
+    fn header(&mut self, conn: &Arc<Conn>, data: &[u8]) -> Result<Option<usize>, Refused> {
+        let n = PROTOCOL_HEADER.len();
+        let got = &data[..data.len().min(n)];
+        if !PROTOCOL_HEADER.starts_with(got) {
+            log::warn!(
+                "connection {} ({}): bad AMQP protocol header {got:02x?}{}; answering with AMQP 0-9-1's and closing",
+                conn.id,
+                conn.peer,
+                tls_hint(got),
+            );
+            return Err(refuse_header(conn, &PROTOCOL_HEADER));
+        }
+        if got.len() < n {
+            return Ok(None);
+        }
+        conn.push(Event::Amqp(AmqpEvent::Header), 0);
+        Ok(Some(n))
+    }
+
+    fn frames(&mut self, conn: &Arc<Conn>, gate: &mut PublishGate, data: &[u8]) -> Consumed {
+        let mut staged = std::mem::take(&mut self.staged);
+        let parsed = self.stage_frames(conn, gate, data, &mut staged);
+        // What was decoded before a violation is handled before it.
+        conn.push_all(&mut staged);
+        if staged.capacity() <= STAGED_EVENTS_KEEP {
+            self.staged = staged;
+        }
+        parsed.map_err(|(code, text)| violation(conn, code, text))
+    }
+}
+
+fn complete(ch: u16, method: AmqpMethod, content: Content) -> (AmqpEvent, usize) {
+    let cost = mailbox_cost(content.body.len());
     (
-        Event::Amqp {
+        AmqpEvent::Method {
             channel: ch,
             method,
             content: Some(content),
@@ -285,7 +376,7 @@ mod tests {
     const FRAME_MAX: u32 = 4096;
 
     /// Feeds every frame in `bytes`; returns the events and the first violation.
-    fn feed(input: &mut AmqpInput, bytes: &[u8]) -> (Vec<Event>, Option<Violation>) {
+    fn feed(input: &mut AmqpInput, bytes: &[u8]) -> (Vec<AmqpEvent>, Option<Violation>) {
         let mut at = 0;
         let mut events = Vec::new();
         while let Some((h, n)) = check(&bytes[at..], FRAME_MAX).unwrap() {
@@ -327,7 +418,7 @@ mod tests {
         assert_eq!(violation, None);
         assert_eq!(events.len(), 2);
         match &events[0] {
-            Event::Amqp {
+            AmqpEvent::Method {
                 channel: 1,
                 content: Some(c),
                 ..
@@ -393,7 +484,7 @@ mod tests {
         let (events, violation) = feed(&mut input, &bytes);
         assert_eq!(violation, None);
         match &events[..] {
-            [Event::Amqp {
+            [AmqpEvent::Method {
                 content: Some(c), ..
             }] => {
                 assert_eq!(c.body, body);
@@ -439,7 +530,9 @@ mod tests {
         );
         let (events, violation) = feed(&mut input, &bytes);
         assert_eq!(violation, None);
-        assert!(matches!(&events[..], [Event::Amqp { content: Some(c), .. }] if c.body.is_empty()));
+        assert!(
+            matches!(&events[..], [AmqpEvent::Method { content: Some(c), .. }] if c.body.is_empty())
+        );
     }
 
     #[test]
@@ -486,13 +579,13 @@ mod tests {
         assert_eq!(v, None);
         assert!(matches!(
             events[0],
-            Event::AmqpOversized {
+            AmqpEvent::Oversized {
                 channel: 1,
                 size: 5000
             }
         ));
         // After the dropped body the channel takes methods again.
-        assert!(matches!(events[1], Event::Amqp { channel: 1, .. }));
+        assert!(matches!(events[1], AmqpEvent::Method { channel: 1, .. }));
     }
 
     #[test]

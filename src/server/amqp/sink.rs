@@ -6,7 +6,9 @@ use crate::amqp::{write_basic_deliver, write_content, write_method, AmqpMethod, 
 use crate::broker::channel::Channel;
 use crate::broker::{CancelReason, ClientSink, Message};
 use crate::error::ReplyCode;
-use crate::server::conn::{Conn, Event};
+use crate::server::amqp::event::AmqpEvent;
+use crate::server::conn::{self, Conn};
+use crate::server::event::{ConnEvent, Event};
 use crate::server::outbound::Outbound;
 use std::sync::{Arc, Weak};
 
@@ -89,14 +91,12 @@ impl ClientSink for AmqpSink {
         // before the `basic.cancel` its own delete causes), and only as the client's
         // capabilities allow (`AmqpHandler`, consumer_cancel_notify).
         if let Some(conn) = self.conn.upgrade() {
-            conn.push(
-                Event::ServerCancel {
-                    channel: Arc::clone(channel),
-                    consumer_tag: consumer_tag.to_string(),
-                    reason,
-                },
-                0,
-            );
+            let event = AmqpEvent::ServerCancel {
+                channel: Arc::clone(channel),
+                consumer_tag: consumer_tag.to_string(),
+                reason,
+            };
+            conn.push(Event::Amqp(event), 0);
         }
     }
 
@@ -137,6 +137,7 @@ impl ClientSink for AmqpSink {
     }
 
     fn force_close(&self, code: ReplyCode, text: &str) {
-        crate::server::native::sink::force_close(&self.conn, code, text);
+        let text = text.to_string();
+        conn::post(&self.conn, ConnEvent::ForceClose { code, text });
     }
 }

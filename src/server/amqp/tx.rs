@@ -7,7 +7,7 @@
 //! What a transaction holds is bounded by [`TX_PENDING_BYTES_MAX`].
 
 use crate::error::{BrokerError, ReplyCode};
-use crate::server::conn::Content;
+use crate::server::amqp::event::Content;
 use std::collections::HashMap;
 
 /// Body bytes (plus a fixed cost per operation) one channel's open transaction may hold;

@@ -75,7 +75,7 @@ fn definitions_text(v: &serde_json::Value) -> Result<String, BrokerError> {
 }
 
 /// Runs the admin request `method` for `user` and returns the reply. Each change is
-/// logged at info naming the administrator (`... by 'guest'`, issue 8 part 3); the broker
+/// logged at info naming the administrator (`... by 'guest'`); the broker
 /// operations themselves do not log them.
 ///
 /// # Errors

@@ -7,40 +7,40 @@
 
 use crate::auth::users::{TAG_ADMINISTRATOR, TAG_MONITORING};
 use crate::broker::access::LoginStep;
-use crate::broker::{listing, Broker, ConnectionInfo, ExchangeSpec, QueueSpec, Session};
+use crate::broker::{listing, Broker, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
-use crate::limits::{FRAME_BYTES_MIN, LIST_ROWS_MAX};
+use crate::limits::{FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MIN, LIST_ROWS_MAX};
 use crate::native::frame::write_method;
 use crate::native::publish_batch::PUBLISH_METHOD_ID;
 use crate::native::{ListKind, Method, PublishBatch};
 use crate::server::config::negotiate;
-use crate::server::conn::{Conn, Event};
-use crate::server::conn_log::{self, Who};
+use crate::server::conn::Conn;
+use crate::server::lifecycle::{
+    defer_login, open_session, ChannelStep, Lifecycle, Opening, Phase, Wire,
+};
 use crate::server::native::admin;
-use crate::server::native::methods::defer_login;
+use crate::server::native::event::NativeEvent;
 use crate::server::native::sink::NativeSink;
 use crate::server::outbound::Outbound;
-use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::SystemTime;
 
-enum State {
+/// The native handshake's steps (`connection.open` is its only method).
+enum Handshake {
     /// Waiting for `connection.open`.
     AwaitOpen,
     /// `connection.open` received; its password is being checked.
     Authenticating(Box<PendingOpen>),
-    /// Open and serving.
-    Open(Box<Session>),
-    /// `connection.close` sent or received; everything else is ignored.
-    Closing,
 }
 
 /// Requests a native client may pipeline behind `connection.open` while its password is
 /// checked; more close the connection (503). Before `open-ok` each payload is at most
 /// `FRAME_BYTES_HANDSHAKE` (64 KiB), so these stay small.
 const HELD_EVENTS_MAX: usize = 16;
+
+/// Method id of `connection.open`, blamed by the handshake's refusals.
+const OPEN_METHOD_ID: u16 = 0x0001;
 
 /// A `connection.open` waiting for its password check.
 struct PendingOpen {
@@ -53,249 +53,229 @@ struct PendingOpen {
     client_name: String,
 }
 
-/// Protocol state of one native connection; run by one worker at a time.
-pub struct Handler {
-    broker: Arc<Broker>,
-    conn: Weak<Conn>,
-    id: u64,
-    peer: SocketAddr,
-    local: SocketAddr,
-    outbound: Arc<Outbound>,
-    frame_max: u32,
-    state: State,
-    /// Channels the server closed and that await the client's `close-ok`.
-    closing_channels: HashSet<u16>,
-    /// Requests received while `connection.open` waits for its password check, replayed
-    /// in order once it is accepted (at most [`HELD_EVENTS_MAX`]).
-    held: Vec<Event>,
+/// The request a native frame answers or blames: its method id and request id (both 0
+/// for none). Replies carry the request's id; `close` frames name its method.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Request {
+    /// Method id of the request.
+    pub method_id: u16,
+    /// Request id the client gave it.
+    pub request_id: u32,
 }
 
-impl Handler {
+impl Request {
+    fn new(method_id: u16, request_id: u32) -> Request {
+        Request {
+            method_id,
+            request_id,
+        }
+    }
+}
+
+/// How the native protocol writes a connection's frames: split at the connection's frame
+/// size, each carrying the request id it answers.
+pub struct NativeWire {
+    outbound: Arc<Outbound>,
+    /// Frame size in bytes: the handshake's until `open-ok`, then the negotiated value.
+    frame_max: u32,
+}
+
+impl Wire for NativeWire {
+    type Method = Method;
+    type At = Request;
+
+    fn send(&self, channel: u16, at: Request, method: &Method) {
+        let frame_max = self.frame_max;
+        self.outbound.write_with(|buf| {
+            write_method(buf, channel, frame_max, |b| method.encode(at.request_id, b))
+        });
+    }
+
+    fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
+
+    fn connection_close(code: ReplyCode, text: &str, at: Request) -> Method {
+        Method::Close {
+            reply_code: code.as_u16(),
+            reply_text: text.to_string(),
+            method_id: at.method_id,
+        }
+    }
+
+    fn connection_close_ok() -> Method {
+        Method::CloseOk
+    }
+
+    fn channel_close(code: ReplyCode, text: &str, at: Request) -> Method {
+        Method::ChannelClose {
+            reply_code: code.as_u16(),
+            reply_text: text.to_string(),
+            method_id: at.method_id,
+        }
+    }
+
+    fn channel_close_ok() -> Method {
+        Method::CloseOk
+    }
+
+    fn method_name(at: Request) -> &'static str {
+        crate::native::method::method_name(at.method_id)
+    }
+}
+
+/// Protocol state of one native connection; run by one worker at a time.
+pub struct NativeHandler {
+    broker: Arc<Broker>,
+    conn: Weak<Conn>,
+    local: SocketAddr,
+    life: Lifecycle<Handshake, NativeWire>,
+    /// Requests received while `connection.open` waits for its password check, replayed
+    /// in order once it is accepted (at most [`HELD_EVENTS_MAX`]).
+    held: Vec<NativeEvent>,
+}
+
+impl NativeHandler {
     /// A handler for a connection that has not opened yet; `peer` and `local` are the
     /// socket's two addresses.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the connection's shared state, given once at accept"
-    )]
     pub fn new(
         broker: Arc<Broker>,
         conn: Weak<Conn>,
         id: u64,
-        peer: SocketAddr,
-        local: SocketAddr,
+        (peer, local): (SocketAddr, SocketAddr),
         outbound: Arc<Outbound>,
-        frame_max: u32,
-    ) -> Handler {
-        Handler {
+    ) -> NativeHandler {
+        let wire = NativeWire {
+            outbound,
+            frame_max: FRAME_BYTES_HANDSHAKE,
+        };
+        NativeHandler {
             broker,
             conn,
-            id,
-            peer,
             local,
-            outbound,
-            frame_max,
-            state: State::AwaitOpen,
-            closing_channels: HashSet::new(),
+            life: Lifecycle::new(id, peer, wire, Handshake::AwaitOpen),
             held: Vec::new(),
         }
     }
 
     fn send(&self, channel: u16, request_id: u32, method: &Method) {
-        let frame_max = self.frame_max;
-        self.outbound.write_with(|buf| {
-            write_method(buf, channel, frame_max, |b| method.encode(request_id, b))
-        });
+        self.life
+            .wire
+            .send(channel, Request::new(0, request_id), method);
     }
 
     /// Executes one event.
-    pub fn handle(&mut self, event: Event) {
-        if matches!(self.state, State::Authenticating(_))
-            && matches!(
-                event,
-                Event::Method { .. } | Event::Publish { .. } | Event::Oversized { .. }
-            )
-        {
-            // Requests pipelined behind connection.open wait for its password check.
-            if self.held.len() < HELD_EVENTS_MAX {
-                self.held.push(event);
-            } else {
-                self.held.clear();
-                let text = format!(
-                    "more than {HELD_EVENTS_MAX} requests before connection.open was answered"
-                );
-                self.close_connection(ReplyCode::CommandInvalid, &text, 0, 0);
-            }
-            return;
-        }
+    pub fn handle(&mut self, event: NativeEvent) {
         match event {
-            Event::Method {
+            NativeEvent::Conn(e) => {
+                if let Some(result) = self.life.on_event(e) {
+                    self.login_checked(result);
+                }
+            }
+            // Requests pipelined behind connection.open wait for its password check.
+            request if self.is_authenticating() => self.hold(request),
+            NativeEvent::Method {
                 channel,
                 request_id,
                 method,
             } => self.method(channel, request_id, method),
-            Event::Publish {
+            NativeEvent::Publish {
                 channel,
                 request_id,
                 batch,
             } => self.publish(channel, request_id, batch),
-            Event::Oversized {
+            NativeEvent::Oversized {
                 channel,
                 method_id,
                 request_id,
                 size,
-            } => {
-                let max = self.broker.limits().message_bytes_max();
-                let err = BrokerError::precondition(format!(
-                    "a {size}-byte payload (message, properties and names) is larger than \
-                     the configured max message size {max}"
-                ));
-                if self.closing_channels.contains(&channel) {
-                    // Already being closed: everything on it is ignored until close-ok.
-                } else if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
-                    self.fail(channel, request_id, method_id, err);
-                } else {
-                    self.close_connection(ReplyCode::FrameError, &err.text, method_id, request_id);
-                }
-            }
-            Event::LoginChecked { result } => {
-                if let State::Authenticating(open) =
-                    std::mem::replace(&mut self.state, State::AwaitOpen)
-                {
-                    match result {
-                        Ok(()) => {
-                            self.finish_open(*open);
-                            for held in std::mem::take(&mut self.held) {
-                                self.handle(held);
-                            }
-                        }
-                        Err(e) => {
-                            self.held.clear();
-                            self.close_connection(e.code, &e.text, 0x0001, open.request_id)
-                        }
-                    }
-                }
-            }
-            Event::ProtocolError { code, text } => {
-                log::warn!("connection {} ({}): {text}", self.id, self.peer);
-                self.close_connection(code, &text, 0, 0);
-            }
-            Event::ForceClose { code, text } => self.close_connection(code, &text, 0, 0),
-            Event::Shutdown => self.close_connection(
-                ReplyCode::ConnectionForced,
-                "broker forced connection closure with reason 'shutdown'",
-                0,
-                0,
-            ),
-            // AMQP events never reach a native connection.
-            Event::AmqpHeader
-            | Event::Amqp { .. }
-            | Event::AmqpOversized { .. }
-            | Event::ServerCancel { .. } => {}
-            Event::Drained => {
-                if let Some(s) = self.session() {
-                    s.redispatch();
-                }
-            }
-            Event::Closed { by_peer } => {
-                // A server-side close (timeout, refused header, TLS failure) was logged
-                // where it was decided; only the peer's own close is logged here.
-                if by_peer && !matches!(self.state, State::Closing) {
-                    let who = Who {
-                        peer: self.peer,
-                        session: self.session(),
-                    };
-                    conn_log::socket_closed(self.id, &who);
-                }
-                if let State::Open(session) = &mut self.state {
-                    session.close();
-                }
-                self.state = State::Closing;
-            }
+            } => self.oversized(channel, Request::new(method_id, request_id), size),
         }
+    }
+
+    fn is_authenticating(&self) -> bool {
+        matches!(
+            self.life.phase,
+            Phase::Handshake(Handshake::Authenticating(_))
+        )
+    }
+
+    /// Keeps a request received while `connection.open` waits for its password check;
+    /// past [`HELD_EVENTS_MAX`] the connection is closed (503).
+    fn hold(&mut self, request: NativeEvent) {
+        if self.held.len() < HELD_EVENTS_MAX {
+            self.held.push(request);
+            return;
+        }
+        self.held.clear();
+        let text =
+            format!("more than {HELD_EVENTS_MAX} requests before connection.open was answered");
+        self.close_connection(ReplyCode::CommandInvalid, &text, Request::default());
     }
 
     /// Closes the connection after an internal error (541), releasing its session.
     pub fn abort(&mut self) {
-        self.close_connection(ReplyCode::InternalError, "internal error", 0, 0);
+        self.life.abort();
     }
 
     fn session(&self) -> Option<&Session> {
-        match &self.state {
-            State::Open(s) => Some(s),
-            _ => None,
+        self.life.session()
+    }
+
+    fn close_connection(&mut self, code: ReplyCode, text: &str, at: Request) {
+        self.life.close_connection(code, text, at);
+    }
+
+    /// A split payload over the size limit was discarded: a channel error on an open
+    /// channel, a connection error (501) elsewhere.
+    fn oversized(&mut self, channel: u16, at: Request, size: u64) {
+        let max = self.broker.limits().message_bytes_max();
+        let err = BrokerError::precondition(format!(
+            "a {size}-byte payload (message, properties and names) is larger than \
+             the configured max message size {max}"
+        ));
+        if self.life.is_closing_channel(channel) {
+            // Already being closed: everything on it is ignored until close-ok.
+        } else if channel != 0 && self.session().is_some_and(|s| s.has_channel(channel)) {
+            self.life.fail(channel, at, err);
+        } else {
+            self.close_connection(ReplyCode::FrameError, &err.text, at);
         }
     }
 
-    /// Sends `connection.close`, releases the session and closes the socket once flushed.
-    fn close_connection(&mut self, code: ReplyCode, text: &str, method_id: u16, request_id: u32) {
-        let old = std::mem::replace(&mut self.state, State::Closing);
-        if let State::Closing = old {
+    /// The password check of a pending `connection.open` answered: the rest of the open
+    /// and the requests held behind it, or the refusal.
+    fn login_checked(&mut self, result: Result<(), BrokerError>) {
+        let phase = std::mem::replace(&mut self.life.phase, Phase::Handshake(Handshake::AwaitOpen));
+        let Phase::Handshake(Handshake::Authenticating(open)) = phase else {
             return;
-        }
-        let session = match old {
-            State::Open(session) => Some(session),
-            _ => None,
         };
-        let who = Who {
-            peer: self.peer,
-            session: session.as_deref(),
-        };
-        conn_log::server_closed(self.id, &who, code, text);
-        if let Some(mut session) = session {
-            session.close();
+        match result {
+            Ok(()) => {
+                self.finish_open(*open);
+                for held in std::mem::take(&mut self.held) {
+                    self.handle(held);
+                }
+            }
+            Err(e) => {
+                self.held.clear();
+                let at = Request::new(OPEN_METHOD_ID, open.request_id);
+                self.close_connection(e.code, &e.text, at)
+            }
         }
-        self.send(
-            0,
-            request_id,
-            &Method::Close {
-                reply_code: code.as_u16(),
-                reply_text: text.to_string(),
-                method_id,
-            },
-        );
-        self.outbound.close_after_flush();
-    }
-
-    /// Reports a failed request: a channel error closes the channel, a connection error
-    /// the connection.
-    fn fail(&mut self, channel: u16, request_id: u32, method_id: u16, err: BrokerError) {
-        if err.code.is_connection_error() || channel == 0 {
-            self.close_connection(err.code, &err.text, method_id, request_id);
-            return;
-        }
-        let who = Who {
-            peer: self.peer,
-            session: self.session(),
-        };
-        let method = crate::native::method::method_name(method_id);
-        conn_log::channel_error(self.id, &who, channel, method, err.code, &err.text);
-        if let State::Open(session) = &mut self.state {
-            session.close_channel(channel);
-        }
-        self.closing_channels.insert(channel);
-        self.send(
-            channel,
-            request_id,
-            &Method::ChannelClose {
-                reply_code: err.code.as_u16(),
-                reply_text: err.text,
-                method_id,
-            },
-        );
     }
 
     fn method(&mut self, channel: u16, request_id: u32, method: Method) {
-        match &self.state {
-            State::Closing => {
-                if let Method::Close { .. } = method {
-                    self.send(0, request_id, &Method::CloseOk);
-                }
-            }
-            State::AwaitOpen => self.open(channel, request_id, method),
+        let at = Request::new(method.id(), request_id);
+        match &self.life.phase {
+            Phase::Closing => self
+                .life
+                .while_closing(matches!(method, Method::Close { .. }), at),
+            Phase::Handshake(Handshake::AwaitOpen) => self.open(channel, request_id, method),
             // Held by `handle` until the password check answers; not reached.
-            State::Authenticating(_) => {}
-            State::Open(_) if channel == 0 => self.connection_method(request_id, method),
-            State::Open(_) => self.channel_method(channel, request_id, method),
+            Phase::Handshake(Handshake::Authenticating(_)) => {}
+            Phase::Open(_) if channel == 0 => self.connection_method(request_id, method),
+            Phase::Open(_) => self.channel_method(channel, request_id, method),
         }
     }
 
@@ -314,15 +294,16 @@ impl Handler {
                 "expected connection.open on channel 0, got {} on channel {channel}",
                 method.name()
             );
-            self.close_connection(ReplyCode::CommandInvalid, &err, method.id(), request_id);
+            let at = Request::new(method.id(), request_id);
+            self.close_connection(ReplyCode::CommandInvalid, &err, at);
             return;
         };
+        let at = Request::new(OPEN_METHOD_ID, request_id);
         if channel != 0 {
             self.close_connection(
                 ReplyCode::CommandInvalid,
                 "connection.open must be sent on channel 0",
-                0x0001,
-                request_id,
+                at,
             );
             return;
         }
@@ -336,14 +317,15 @@ impl Handler {
             client_name,
         };
         // Refusals are logged by the broker, with the reason and the peer.
-        match self.broker.login_quick(&open.user, &password, &self.peer) {
+        let peer = self.life.peer;
+        match self.broker.login_quick(&open.user, &password, &peer) {
             LoginStep::Done(Ok(())) => self.finish_open(open),
-            LoginStep::Done(Err(e)) => self.close_connection(e.code, &e.text, 0x0001, request_id),
+            LoginStep::Done(Err(e)) => self.close_connection(e.code, &e.text, at),
             LoginStep::Slow => {
                 // The password check runs on the checker thread; its answer comes back
                 // as an event in this connection's mailbox.
-                defer_login(&self.broker, &self.conn, &open.user, password, self.peer);
-                self.state = State::Authenticating(Box::new(open));
+                defer_login(&self.broker, &self.conn, &open.user, password, peer);
+                self.life.phase = Phase::Handshake(Handshake::Authenticating(Box::new(open)));
             }
         }
     }
@@ -359,17 +341,18 @@ impl Handler {
             channel_max,
             client_name,
         } = open;
+        let at = Request::new(OPEN_METHOD_ID, request_id);
         let vh = match self.broker.open_vhost_to_administer(&user, &vhost) {
             Ok(v) => v,
             Err(e) => {
-                self.close_connection(e.code, &e.text, 0x0001, request_id);
+                self.close_connection(e.code, &e.text, at);
                 return;
             }
         };
         if frame_max != 0 && frame_max < FRAME_BYTES_MIN {
             let text =
                 format!("frame_max {frame_max} is below the minimum of {FRAME_BYTES_MIN} bytes");
-            self.close_connection(ReplyCode::NotAllowed, &text, 0x0001, request_id);
+            self.close_connection(ReplyCode::NotAllowed, &text, at);
             return;
         }
         let limits = self.broker.limits().load();
@@ -381,46 +364,37 @@ impl Handler {
         };
         conn.frame_max.store(frame_max, Ordering::Release);
         conn.heartbeat_s.store(heartbeat_s, Ordering::Release);
-        self.frame_max = frame_max;
+        self.life.wire.frame_max = frame_max;
         let sink = Arc::new(NativeSink::new(
-            Arc::clone(&self.outbound),
+            Arc::clone(&self.life.wire.outbound),
             frame_max,
             Weak::clone(&self.conn),
         ));
-        let channels = Arc::new(AtomicUsize::new(0));
-        // Connection limits (total, per user): refused with 530 before open-ok.
-        let registered = self.broker.register_connection(ConnectionInfo {
-            id: self.id,
+        let opening = Opening {
             protocol: crate::broker::node::PROTOCOL_NATIVE,
-            peer: self.peer,
+            id: self.life.id,
+            peer: self.life.peer,
             local: self.local,
             frame_max,
             heartbeat_s,
-            user: user.clone(),
-            vhost: vhost.clone(),
-            client_name: client_name.clone(),
-            connected_at: SystemTime::now(),
-            channels: Arc::clone(&channels),
-            sink: sink.clone(),
-        });
-        if let Err(e) = registered {
-            self.close_connection(e.code, &e.text, 0x0001, request_id);
-            return;
-        }
-        let session = Session::new(
-            Arc::clone(&self.broker),
-            self.id,
-            vh,
-            sink,
             channel_max,
-            channels,
-        )
-        .with_user(&user);
-        self.state = State::Open(Box::new(session));
+            user: &user,
+            vhost_name: &vhost,
+            client_name: &client_name,
+        };
+        // Connection limits (total, per user): refused with 530 before open-ok.
+        let session = match open_session(&self.broker, &opening, vh, sink) {
+            Ok(session) => session,
+            Err(e) => {
+                self.close_connection(e.code, &e.text, at);
+                return;
+            }
+        };
+        self.life.phase = Phase::Open(Box::new(session));
         log::info!(
             "connection {} ({}) opened: user '{user}', vhost '{vhost}', client '{client_name}', frame_max {frame_max}, heartbeat {heartbeat_s} s",
-            self.id,
-            self.peer
+            self.life.id,
+            self.life.peer
         );
         // Open before open-ok can reach the client: the I/O thread raises its frame
         // assembler's bound from the handshake's 64 KiB when it sees this flag, and a client
@@ -435,29 +409,16 @@ impl Handler {
                 heartbeat_s,
                 channel_max,
                 server_version: format!("RelayMQ {}", env!("CARGO_PKG_VERSION")),
-                connection_id: self.id,
+                connection_id: self.life.id,
             },
         );
     }
 
     fn connection_method(&mut self, request_id: u32, method: Method) {
         let broker = Arc::clone(&self.broker);
-        let id = method.id();
+        let at = Request::new(method.id(), request_id);
         let reply = match method {
-            Method::Close { .. } => {
-                let who = Who {
-                    peer: self.peer,
-                    session: self.session(),
-                };
-                conn_log::client_closed(self.id, &who);
-                if let State::Open(mut session) = std::mem::replace(&mut self.state, State::Closing)
-                {
-                    session.close();
-                }
-                self.send(0, request_id, &Method::CloseOk);
-                self.outbound.close_after_flush();
-                return;
-            }
+            Method::Close { .. } => return self.life.client_closed(at),
             Method::CloseOk => return,
             Method::Status => Ok(Method::StatusOk {
                 info: listing::status(&broker),
@@ -478,20 +439,13 @@ impl Handler {
         };
         match reply {
             Ok(m) => self.send(0, request_id, &m),
-            Err(e) if e.code.is_connection_error() => {
-                self.close_connection(e.code, &e.text, id, request_id)
-            }
+            Err(e) if e.code.is_connection_error() => self.close_connection(e.code, &e.text, at),
             // Admin refusals on channel 0 do not cost the connection: answer with a
             // channel-0 `channel.close`-style error the client maps to the request.
-            Err(e) => self.send(
-                0,
-                request_id,
-                &Method::ChannelClose {
-                    reply_code: e.code.as_u16(),
-                    reply_text: e.text,
-                    method_id: id,
-                },
-            ),
+            Err(e) => self
+                .life
+                .wire
+                .send(0, at, &NativeWire::channel_close(e.code, &e.text, at)),
         }
     }
 
@@ -500,16 +454,18 @@ impl Handler {
     /// general path of every method (the same errors).
     fn publish(&mut self, ch: u16, request_id: u32, batch: PublishBatch) {
         let open = ch != 0
-            && !self.closing_channels.contains(&ch)
-            && matches!(&self.state, State::Open(s) if s.has_channel(ch));
+            && !self.life.is_closing_channel(ch)
+            && self.session().is_some_and(|s| s.has_channel(ch));
         if !open {
             match batch.into_method() {
                 Ok(method) => self.method(ch, request_id, method),
-                Err(e) => self.close_connection(ReplyCode::SyntaxError, &e.message, 0, 0),
+                Err(e) => {
+                    self.close_connection(ReplyCode::SyntaxError, &e.message, Request::default())
+                }
             }
             return;
         }
-        let State::Open(session) = &mut self.state else {
+        let Some(session) = self.life.session_mut() else {
             return;
         };
         let result = publish_in_order(session, ch, batch.messages(), |s, m| {
@@ -523,26 +479,23 @@ impl Handler {
             )
         });
         if let Err(e) = result {
-            self.fail(ch, request_id, PUBLISH_METHOD_ID, e);
+            self.life
+                .fail(ch, Request::new(PUBLISH_METHOD_ID, request_id), e);
         }
     }
 
     fn channel_method(&mut self, ch: u16, request_id: u32, method: Method) {
-        if self.closing_channels.contains(&ch) {
-            match method {
-                Method::ChannelClose { .. } => {
-                    self.closing_channels.remove(&ch);
-                    self.send(ch, request_id, &Method::CloseOk);
-                }
-                Method::CloseOk => {
-                    self.closing_channels.remove(&ch);
-                }
-                _ => {}
-            }
+        let at = Request::new(method.id(), request_id);
+        let step = match method {
+            Method::ChannelClose { .. } => ChannelStep::Close,
+            Method::CloseOk => ChannelStep::CloseOk,
+            _ => ChannelStep::Other,
+        };
+        if self.life.closing_channel(ch, step, at) {
             return;
         }
-        let id = method.id();
-        let State::Open(session) = &mut self.state else {
+        let wire = &self.life.wire;
+        let Phase::Open(session) = &mut self.life.phase else {
             return;
         };
         let result: Result<Option<Method>, BrokerError> = match method {
@@ -669,51 +622,39 @@ impl Handler {
                 no_ack,
                 exclusive,
                 arguments,
-            } => {
-                let outbound = &self.outbound;
-                let frame_max = self.frame_max;
-                session
-                    .basic_consume(
-                        ch,
-                        &queue,
-                        &consumer_tag,
-                        no_ack,
-                        exclusive,
-                        &arguments,
-                        |tag| {
-                            let m = Method::BasicConsumeOk {
-                                consumer_tag: tag.to_string(),
-                            };
-                            outbound.write_with(|buf| {
-                                write_method(buf, ch, frame_max, |b| m.encode(request_id, b))
-                            });
-                        },
-                    )
-                    .map(|_| None)
-            }
+            } => session
+                .basic_consume(
+                    ch,
+                    &queue,
+                    &consumer_tag,
+                    no_ack,
+                    exclusive,
+                    &arguments,
+                    |tag| {
+                        let m = Method::BasicConsumeOk {
+                            consumer_tag: tag.to_string(),
+                        };
+                        wire.send(ch, at, &m);
+                    },
+                )
+                .map(|_| None),
             Method::BasicCancel { consumer_tag } => session
                 .basic_cancel(ch, &consumer_tag)
                 .map(|_| Some(Method::Ok)),
-            Method::BasicGet { queue, no_ack } => {
-                let outbound = &self.outbound;
-                let frame_max = self.frame_max;
-                session
-                    .basic_get(ch, &queue, no_ack, |g| {
-                        let m = Method::GetOk {
-                            delivery_tag: g.delivery_tag,
-                            redelivered: g.redelivered,
-                            exchange: g.message.exchange().to_string(),
-                            routing_key: g.message.routing_key().to_string(),
-                            message_count: g.message_count,
-                            properties: Box::new(g.message.properties().clone()),
-                            body: g.message.body.to_vec(),
-                        };
-                        outbound.write_with(|buf| {
-                            write_method(buf, ch, frame_max, |b| m.encode(request_id, b))
-                        });
-                    })
-                    .map(|got| if got { None } else { Some(Method::GetEmpty) })
-            }
+            Method::BasicGet { queue, no_ack } => session
+                .basic_get(ch, &queue, no_ack, |g| {
+                    let m = Method::GetOk {
+                        delivery_tag: g.delivery_tag,
+                        redelivered: g.redelivered,
+                        exchange: g.message.exchange().to_string(),
+                        routing_key: g.message.routing_key().to_string(),
+                        message_count: g.message_count,
+                        properties: Box::new(g.message.properties().clone()),
+                        body: g.message.body.to_vec(),
+                    };
+                    wire.send(ch, at, &m);
+                })
+                .map(|got| if got { None } else { Some(Method::GetEmpty) }),
             Method::Ack {
                 delivery_tag,
                 multiple,
@@ -740,11 +681,7 @@ impl Handler {
                 format!("{} is not a client method on a channel", other.name()),
             )),
         };
-        match result {
-            Ok(Some(reply)) => self.send(ch, request_id, &reply),
-            Ok(None) => {}
-            Err(e) => self.fail(ch, request_id, id, e),
-        }
+        self.life.answer(ch, at, result);
     }
 }
 

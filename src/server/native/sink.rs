@@ -7,7 +7,8 @@ use crate::error::ReplyCode;
 use crate::native::frame::write_method;
 use crate::native::method::encode_delivery;
 use crate::native::Method;
-use crate::server::conn::{Conn, Event};
+use crate::server::conn::{self, Conn};
+use crate::server::event::ConnEvent;
 use crate::server::outbound::Outbound;
 use std::sync::{Arc, Weak};
 
@@ -118,20 +119,7 @@ impl ClientSink for NativeSink {
     }
 
     fn force_close(&self, code: ReplyCode, text: &str) {
-        force_close(&self.conn, code, text);
-    }
-}
-
-/// Asks `conn`'s worker to close it with `code` and `text` (the core's
-/// [`ClientSink::force_close`], for either protocol).
-pub fn force_close(conn: &Weak<Conn>, code: ReplyCode, text: &str) {
-    if let Some(conn) = conn.upgrade() {
-        conn.push(
-            Event::ForceClose {
-                code,
-                text: text.to_string(),
-            },
-            0,
-        );
+        let text = text.to_string();
+        conn::post(&self.conn, ConnEvent::ForceClose { code, text });
     }
 }
