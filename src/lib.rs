@@ -7,23 +7,35 @@
 //!
 //! # Layout
 //!
-//! - [`limits`]: every bound, with its unit.
-//! - [`error`]: AMQP reply codes, [`error::BrokerError`], [`error::DecodeError`].
-//! - [`types`]: field tables, message properties, big-endian primitives.
-//! - [`broker`]: the protocol-independent core: vhosts, exchanges, queues, bindings, the
-//!   router, consumers and channels' ack state.
-//! - [`protocol`]: the native wire protocol, pure encode/decode (`docs/protocol.md`).
-//! - [`amqp`]: the AMQP 0-9-1 wire codec (frames, methods, content), pure encode/decode.
-//! - [`alarm`]: resource alarms: the memory high-water mark, the free-disk low-water mark
-//!   and their monitor thread; publishers are blocked while one is set.
-//! - [`server`]: the event loop, connections, worker pool and shutdown.
-//! - [`client`]: a blocking client library over the native protocol.
-//! - `fuzzing`: fuzz target bodies (`fuzz/`, replayed by `tests/it/fuzz_corpus.rs`); only with
-//!   the `test-support` feature, which the tests and the fuzz crate enable.
-//! - [`tls`]: PEM files and the crypto provider shared by the server's and the client's
-//!   TLS (rustls with *ring*).
+//! From the bottom layer up (a module imports only from layers below it; the test
+//! `tests/it/layering.rs` holds it to that; `docs/architecture.md` §1 lists every file):
 //!
-//! Binaries: `relaymq-server` (the daemon) and `relaymq-cli` (a shell tool), in `src/bin/`.
+//! - Foundations: [`limits`] (every bound, with its unit), [`error`] (AMQP reply codes,
+//!   [`error::BrokerError`], [`error::DecodeError`]), [`types`] (field tables, message
+//!   properties, sizes, the memory watermark value, big-endian primitives),
+//!   [`stoppable_thread`] (background threads with a stop channel) and [`tls`] (PEM files
+//!   and the crypto provider shared by the server's and the client's TLS).
+//! - Codecs, pure encode/decode with no I/O: [`native`] (the native protocol: frames,
+//!   methods generated from one table, publish batches; `docs/protocol.md`) and [`amqp`]
+//!   (AMQP 0-9-1: frames, methods generated from one table, content).
+//! - Beside the core, never importing it: [`storage`] (`meta.db`, the segment-file message
+//!   store, group commit, recovery, `--check`), [`auth`] (users, passwords, permissions,
+//!   login throttling), [`alarm`] (the memory and disk alarms and their monitor) and
+//!   [`metrics`] (counters, histograms, the Prometheus text format).
+//! - [`broker`]: the protocol-independent core, by concept: `queue/`, `exchange/` (one
+//!   file per exchange type, bindings), `consumer`, `channel/`, `session`, `vhost`,
+//!   `policy/`, `dead_letter/`, `definitions/`, `access/`, `message/`.
+//! - [`server`]: the mio event loop and what every protocol shares (connections, worker
+//!   pool, outbound buffers, lifecycle and close handshakes, TLS), with one folder per
+//!   adapter: `server/native/`, `server/amqp/`, `server/http/` (the metrics endpoint, on
+//!   its own thread).
+//! - [`client`] (a blocking client library over the native protocol) and [`config`] (the
+//!   server's settings: one table read by flags, environment, file and reload).
+//! - `fuzzing`: fuzz target bodies (`fuzz/`, replayed by `tests/it/fuzz_corpus.rs`); only
+//!   with the `test-support` feature, which the tests and the fuzz crate enable.
+//!
+//! Binaries, in `src/bin/`: `relaymq-server` (the daemon), `relaymq-cli` (a shell tool)
+//! and `relaymq-bench` (the benchmark).
 
 #![deny(missing_docs)]
 

@@ -1,6 +1,6 @@
 //! The metrics listener (`--metrics-listen`): a minimal HTTP/1.1 server
 //! on one thread, `relaymq-metrics`, answering `GET /metrics` with the Prometheus page
-//! ([`super::metrics_page`]).
+//! ([`super::metrics`]).
 //!
 //! One request per connection (`Connection: close`). The thread waits on its own `mio`
 //! `Poll` and serves up to [`METRICS_CONNECTIONS_MAX`] connections at once, all

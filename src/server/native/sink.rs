@@ -13,7 +13,7 @@ use crate::server::outbound::Outbound;
 use std::sync::{Arc, Weak};
 
 /// The head of a `basic.deliver` payload: method id 0x0056 and request id 0 (see
-/// `protocol::method`); the batch count follows.
+/// `native::method`); the batch count follows.
 const DELIVER_HEAD: [u8; 6] = [0x00, 0x56, 0, 0, 0, 0];
 
 /// Pushes for one native-protocol connection.
