@@ -256,8 +256,10 @@ fn an_unknown_vhost_gets_402() {
 #[test]
 fn a_silent_client_gets_heartbeats_then_is_closed_after_two_missed_intervals() {
     let server = TestServer::start_with(|c| c.broker.limits.heartbeat_s = 1);
-    let mut raw = Raw::connect(server.addr());
+    // Taken before the handshake: the server counts its two intervals from the last bytes
+    // it read (connection.open), which come after this and before open-ok arrives.
     let started = Instant::now();
+    let mut raw = Raw::connect(server.addr());
     let mut heartbeats = 0;
     let mut buf = [0u8; 64];
     loop {
