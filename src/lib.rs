@@ -29,8 +29,10 @@
 //!   pool, outbound buffers, lifecycle and close handshakes, TLS), with one folder per
 //!   adapter: `server/native/`, `server/amqp/`, `server/http/` (the metrics endpoint, on
 //!   its own thread).
-//! - [`client`] (a blocking client library over the native protocol) and [`config`] (the
-//!   server's settings: one table read by flags, environment, file and reload).
+//! - [`client`] (a blocking client library over the native protocol), [`amqp_client`] (a
+//!   blocking AMQP 0-9-1 client on the `amqp` codec: the benchmark's, and the library's
+//!   outbound connection) and [`config`] (the server's settings: one table read by flags,
+//!   environment, file and reload).
 //! - `fuzzing`: fuzz target bodies (`fuzz/`, replayed by `tests/it/fuzz_corpus.rs`); only
 //!   with the `test-support` feature, which the tests and the fuzz crate enable.
 //!
@@ -41,6 +43,7 @@
 
 pub mod alarm;
 pub mod amqp;
+pub mod amqp_client;
 pub mod auth;
 pub mod broker;
 pub mod client;

@@ -8,8 +8,8 @@
 //!
 //! - [`frame`]: [`PROTOCOL_HEADER`], the 7-byte frame header and frame-end octet,
 //!   [`check`] (is a whole frame buffered?), [`write_method`], [`write_heartbeat`].
-//! - [`content`]: the content header frame ([`parse_content_header`]) and body frames
-//!   ([`write_content`]).
+//! - [`content`]: the content header frame ([`parse_content_header`],
+//!   [`write_content_header`]) and body frames ([`write_content`], [`write_body_frames`]).
 //! - [`method`]: [`AmqpMethod`], every method of classes connection, channel, exchange,
 //!   queue, basic, confirm and tx in both directions, with [`AmqpMethod::decode`] and
 //!   [`AmqpMethod::encode`].
@@ -42,7 +42,11 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use content::{parse_content_header, write_content, ContentHeader, BASIC_CLASS_ID};
+pub use content::{
+    parse_content_header, parse_content_header_prefix, write_body_frames, write_content,
+    write_content_header, ContentHeader, BASIC_CLASS_ID, CONTENT_BODY_SIZE_AT,
+    CONTENT_HEADER_FIXED_BYTES,
+};
 pub use error::{FrameError, MethodError};
 pub use frame::{
     check, write_basic_deliver, write_heartbeat, write_method, FrameType, RawFrameHeader,

@@ -702,6 +702,53 @@ fn content_body_is_split_at_frame_max() {
 }
 
 #[test]
+fn header_and_body_frames_written_apart_are_write_content() {
+    let props = BasicProperties {
+        delivery_mode: Some(2),
+        ..BasicProperties::default()
+    };
+    for len in [0, 1, 4088, 4089, 9000] {
+        let body: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let mut whole = Vec::new();
+        write_content(&mut whole, 3, BASIC_CLASS_ID, &props, &body, 4096);
+        let mut apart = Vec::new();
+        write_content_header(&mut apart, 3, BASIC_CLASS_ID, &props, len as u64);
+        write_body_frames(&mut apart, 3, &body, 4096);
+        assert_eq!(apart, whole, "body of {len} bytes");
+    }
+}
+
+#[test]
+fn content_header_prefix_reads_class_and_body_size_only() {
+    let props = BasicProperties {
+        headers: Some(table()),
+        ..BasicProperties::default()
+    };
+    let mut out = Vec::new();
+    write_content_header(&mut out, 1, BASIC_CLASS_ID, &props, 0x0102_0304_0506_0708);
+    let (header, total) = check(&out, 4096).unwrap().unwrap();
+    let payload = header.payload(&out[..total]);
+    assert_eq!(
+        parse_content_header_prefix(payload).unwrap(),
+        (BASIC_CLASS_ID, 0x0102_0304_0506_0708)
+    );
+    assert_eq!(
+        payload[CONTENT_BODY_SIZE_AT..CONTENT_BODY_SIZE_AT + 8],
+        0x0102_0304_0506_0708u64.to_be_bytes()
+    );
+    // Properties are not read: a header cut after its fixed part still gives the size.
+    assert!(parse_content_header_prefix(&payload[..CONTENT_HEADER_FIXED_BYTES]).is_ok());
+    for cut in 0..CONTENT_HEADER_FIXED_BYTES {
+        let e = parse_content_header_prefix(&payload[..cut]).unwrap_err();
+        assert_eq!(e.code, ReplyCode::FrameError, "cut at {cut}");
+    }
+    let mut weighted = payload.to_vec();
+    weighted[3] = 1;
+    let e = parse_content_header_prefix(&weighted).unwrap_err();
+    assert_eq!(e.code, ReplyCode::SyntaxError);
+}
+
+#[test]
 fn bad_content_headers_are_errors() {
     let e = parse_content_header(&[0, 60, 0, 0, 0]).unwrap_err();
     assert_eq!(e.code, ReplyCode::FrameError);
@@ -814,6 +861,7 @@ fn garbage_never_panics() {
         }
         let _ = AmqpMethod::decode(&buf);
         let _ = parse_content_header(&buf);
+        let _ = parse_content_header_prefix(&buf);
         let _ = check(&buf, 4096);
         // Pure noise behind a known class/method id.
         let len = rng.below(64);

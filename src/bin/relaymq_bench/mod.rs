@@ -1,11 +1,11 @@
 //! The modules of `relaymq-bench`: flags ([`args`]) and server URIs ([`uri`]), the run
-//! itself ([`run`]) over protocol [`session`]s (native: [`native`]; AMQP 0-9-1: the
-//! bench's own client, [`amqp_conn`]), the same run against several servers
+//! itself ([`run`]) over protocol [`session`]s (native: [`native`]; AMQP 0-9-1:
+//! [`amqp`], on the library's `relaymq::amqp_client`), the same run against several servers
 //! ([`compare`]), the figures it prints ([`report`]), the local server's memory
 //! ([`rss`]), the in-process [`null_relay`] baseline, and the `idle` and `recovery`
 //! subcommands ([`idle`], [`recovery`]).
 
-pub mod amqp_conn;
+pub mod amqp;
 pub mod args;
 pub mod compare;
 pub mod idle;

@@ -2,12 +2,13 @@
 //! session that declares and deletes the topology ([`AdminSession`]), a producer
 //! ([`ProducerSession`]) and a consumer ([`ConsumerSession`]), each on its own connection
 //! and owned by one thread. [`native`](super::native) implements them on
-//! `relaymq::client`, [`amqp_conn`](super::amqp_conn) on the bench's own AMQP 0-9-1
-//! client; `connect_*` picks by the URI's scheme.
+//! `relaymq::client` (or [`native_wire`](super::native_wire), the bench's lean native
+//! connection), [`amqp`](super::amqp) on the library's AMQP 0-9-1 client,
+//! `relaymq::amqp_client`; `connect_*` picks by the URI's scheme.
 //!
 //! Errors are strings: the run only reports them.
 
-use super::amqp_conn;
+use super::amqp;
 use super::args::{Options, Protocol};
 use super::{native, native_wire};
 use relaymq::types::{BasicProperties, FieldTable};
@@ -174,7 +175,7 @@ pub trait ConsumerSession {
 pub fn connect_admin(opts: &Options) -> Result<Box<dyn AdminSession>, String> {
     match opts.target.protocol {
         Protocol::Native => native::Admin::connect(opts),
-        Protocol::Amqp => amqp_conn::Admin::connect(opts),
+        Protocol::Amqp => amqp::Admin::connect(opts),
     }
 }
 
@@ -190,7 +191,7 @@ pub fn connect_producer(
     match opts.target.protocol {
         Protocol::Native if opts.client_lib => native::Producer::connect(opts, role, routes),
         Protocol::Native => native_wire::Producer::connect(opts, role, routes),
-        Protocol::Amqp => amqp_conn::Producer::connect(opts, role, routes),
+        Protocol::Amqp => amqp::Producer::connect(opts, role, routes),
     }
 }
 
@@ -207,6 +208,6 @@ pub fn connect_consumer(
     match opts.target.protocol {
         Protocol::Native if opts.client_lib => native::Consumer::connect(opts, role, queue),
         Protocol::Native => native_wire::Consumer::connect(opts, role, queue),
-        Protocol::Amqp => amqp_conn::Consumer::connect(opts, role, queue),
+        Protocol::Amqp => amqp::Consumer::connect(opts, role, queue),
     }
 }

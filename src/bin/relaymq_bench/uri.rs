@@ -13,7 +13,7 @@ pub const AMQP_PORT_DEFAULT: u16 = 5672;
 pub enum Protocol {
     /// `relaymq://`: RelayMQ's native protocol, through `relaymq::client`.
     Native,
-    /// `amqp://`: AMQP 0-9-1, through the bench's own client (`amqp_conn`).
+    /// `amqp://`: AMQP 0-9-1, through the library's client (`relaymq::amqp_client`).
     Amqp,
 }
 
