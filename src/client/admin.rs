@@ -178,14 +178,14 @@ impl Connection {
     ///
     /// # Errors
     /// [`ClientError::Usage`] for text over
-    /// [`crate::broker::definitions::DEFINITIONS_JSON_BYTES_MAX`] bytes; the server's
+    /// [`crate::limits::DEFINITIONS_JSON_BYTES_MAX`] bytes; the server's
     /// refusal, after which nothing of the document is applied (403 without the
     /// `administrator` tag; 406 naming the element that is not valid, not equivalent to
     /// what exists or past a limit; 404 naming one whose vhost or user exists nowhere), the
     /// connection's close error (541 when a queue's store cannot be made or `meta.db`
     /// refuses the commit).
     pub fn import_definitions(&self, json: &str) -> Result<String, ClientError> {
-        let max = crate::broker::definitions::DEFINITIONS_JSON_BYTES_MAX;
+        let max = crate::limits::DEFINITIONS_JSON_BYTES_MAX;
         if json.len() > max {
             return Err(ClientError::Usage(format!(
                 "definitions of {} bytes exceed the limit of {max} bytes",

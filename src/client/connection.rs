@@ -10,11 +10,11 @@ use super::io::{
 use super::options::ConnectOptions;
 use super::shared::{lock, Hook, Shared};
 use super::validate;
-use crate::alarm::MemoryWatermark;
 use crate::error::ReplyCode;
 use crate::limits::{FRAME_BYTES_HANDSHAKE, FRAME_BYTES_MIN};
 use crate::native::{ListKind, Method, PROTOCOL_HEADER};
 use crate::types::FieldTable;
+use crate::types::MemoryWatermark;
 use crossbeam_channel::Sender;
 use std::io;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};

@@ -53,8 +53,8 @@ mod shared;
 mod tls;
 mod validate;
 
-pub use crate::alarm::MemoryWatermark;
 pub use crate::native::{Delivery, ListKind, PublishMessage};
+pub use crate::types::MemoryWatermark;
 pub use blocked::BlockedStatus;
 pub use channel::{Channel, QueueDeclareOk, PUBLISH_BATCH_BYTES_MAX};
 pub use connection::Connection;

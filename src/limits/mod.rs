@@ -166,6 +166,11 @@ pub const TLS_PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
 /// in the outbound buffer, under its high-water mark and hard cap.
 pub const TLS_SEND_BUFFER_BYTES: usize = 256 * 1024;
 
+/// Largest definitions document accepted or produced, in bytes (16 MiB: it travels as one
+/// native-protocol payload, whose bound is [`PAYLOAD_BYTES_MAX`]; enough for about 100,000
+/// queues with their bindings).
+pub const DEFINITIONS_JSON_BYTES_MAX: usize = MESSAGE_BODY_BYTES_MAX_DEFAULT;
+
 // Relations between the bounds, checked when the crate compiles.
 const _: () = assert!(OUTBOUND_LOW_WATER_BYTES < OUTBOUND_HIGH_WATER_BYTES);
 const _: () = assert!(OUTBOUND_HIGH_WATER_BYTES < OUTBOUND_HARD_CAP_BYTES);
@@ -178,3 +183,4 @@ const _: () = assert!(HANDSHAKE_TIMEOUT_MS <= HANDSHAKE_TIMEOUT_MS_MAX);
 const _: () = assert!(DECODE_PREALLOC_ITEMS_MAX <= BATCH_ITEMS_MAX);
 const _: () = assert!(MESSAGE_BODY_BYTES_MAX_DEFAULT <= MESSAGE_BODY_BYTES_MAX_MAX);
 const _: () = assert!(CONSUMER_TIMEOUT_MS_DEFAULT <= EXPIRY_MS_MAX);
+const _: () = assert!(DEFINITIONS_JSON_BYTES_MAX <= PAYLOAD_BYTES_MAX);

@@ -308,7 +308,7 @@ native_methods! {
     DefinitionsExport(0x001D, "definitions.export"),
     /// 0x001E server→client: `lstr json`. The definitions (answer to `DefinitionsExport`)
     /// or the import summary (answer to `DefinitionsImport`), UTF-8 JSON of at most
-    /// [`crate::broker::definitions::DEFINITIONS_JSON_BYTES_MAX`] bytes.
+    /// [`crate::limits::DEFINITIONS_JSON_BYTES_MAX`] bytes.
     DefinitionsExportOk(0x001E, "definitions.export-ok") {
         /// The JSON text.
         json: String as Lstr,

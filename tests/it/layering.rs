@@ -31,7 +31,12 @@ const RULES: &[(&[&str], &[&str])] = &[
         &["broker", "server", "client", "config"],
     ),
     // The core: never the adapters, the client or the configuration files.
-    (&["broker"], &["server", "client", "config"]),
+    (&["broker"], &["server", "client", "amqp_client", "config"]),
+    // The client libraries: the codecs and the values, never the broker's insides.
+    (
+        &["client", "amqp_client"],
+        &["storage", "auth", "alarm", "broker", "server", "config"],
+    ),
 ];
 
 fn src() -> PathBuf {

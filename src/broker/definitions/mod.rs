@@ -21,10 +21,7 @@ pub use export::export;
 pub use import::import;
 pub use summary::ImportSummary;
 
-/// Largest definitions document accepted or produced, in bytes (16 MiB: it travels as one
-/// native-protocol payload, whose bound is [`crate::limits::PAYLOAD_BYTES_MAX`]; enough
-/// for about 100,000 queues with their bindings).
-pub const DEFINITIONS_JSON_BYTES_MAX: usize = crate::limits::MESSAGE_BODY_BYTES_MAX_DEFAULT;
+pub use crate::limits::DEFINITIONS_JSON_BYTES_MAX;
 
 /// The `rabbit_version` written in exports: the RabbitMQ release whose definitions format
 /// RelayMQ writes and reads (3.10; the format is the same from 3.8 to 3.13).
