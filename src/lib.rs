@@ -8,9 +8,10 @@
 //! # Layout
 //!
 //! From the bottom layer up (a module imports only from layers below it; the test
-//! `tests/it/layering.rs` holds it to that; `docs/architecture.md` §1 lists every file):
+//! `tests/it/layering.rs` holds it to that; `docs/architecture.md` §1 has a row for every
+//! file):
 //!
-//! - Foundations: [`limits`] (every bound, with its unit), [`error`] (AMQP reply codes,
+//! - Foundations: [`limits`] (the protocol bounds and the operator's limits, each with its unit), [`error`] (AMQP reply codes,
 //!   [`error::BrokerError`], [`error::DecodeError`]), [`types`] (field tables, message
 //!   properties, sizes, the memory watermark value, big-endian primitives),
 //!   [`stoppable_thread`] (background threads with a stop channel) and [`tls`] (PEM files
@@ -18,6 +19,9 @@
 //! - Codecs, pure encode/decode with no I/O: [`native`] (the native protocol: frames,
 //!   methods generated from one table, publish batches; `docs/protocol.md`) and [`amqp`]
 //!   (AMQP 0-9-1: frames, methods generated from one table, content).
+//! - Client libraries on the codecs, blocking: [`client`] (the native protocol) and
+//!   [`amqp_client`] (AMQP 0-9-1: the benchmark's, and the library's outbound
+//!   connection).
 //! - Beside the core, never importing it: [`storage`] (`meta.db`, the segment-file message
 //!   store, group commit, recovery, `--check`), [`auth`] (users, passwords, permissions,
 //!   login throttling), [`alarm`] (the memory and disk alarms and their monitor) and
@@ -29,10 +33,8 @@
 //!   pool, outbound buffers, lifecycle and close handshakes, TLS), with one folder per
 //!   adapter: `server/native/`, `server/amqp/`, `server/http/` (the metrics endpoint, on
 //!   its own thread).
-//! - [`client`] (a blocking client library over the native protocol), [`amqp_client`] (a
-//!   blocking AMQP 0-9-1 client on the `amqp` codec: the benchmark's, and the library's
-//!   outbound connection) and [`config`] (the server's settings: one table read by flags,
-//!   environment, file and reload).
+//! - [`config`]: the server's settings, one table read by flags, environment, file and
+//!   reload.
 //! - `fuzzing`: fuzz target bodies (`fuzz/`, replayed by `tests/it/fuzz_corpus.rs`); only
 //!   with the `test-support` feature, which the tests and the fuzz crate enable.
 //!

@@ -7,7 +7,7 @@
 //! Each round reads one atomic per queue and one per open channel to find the ones with
 //! work, so an idle broker with many queues and channels costs little. The thread holds no
 //! lock between queues; dead-lettering runs after the source queue's lock is released
-//! (ARCHITECTURE.md §4).
+//! (docs/architecture.md §8).
 
 use crate::broker::channel::timeout;
 use crate::broker::dead_letter::jobs::{self, jobs};

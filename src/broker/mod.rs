@@ -1,5 +1,9 @@
-//! The protocol-independent core: virtual hosts, exchanges, queues, bindings, routing,
-//! consumers and the per-channel acknowledgement state.
+//! The protocol-independent core, a module per concept: the broker node and its virtual
+//! hosts, `queue/`, `exchange/` (one file per exchange type, bindings, routing),
+//! `consumer`, `channel/` (acknowledgement state, confirms, consumer timeouts), `session`
+//! (one client connection), `message/`, `dead_letter/`, `policy/`, `definitions/`
+//! (RabbitMQ's definitions file), `access/` (logins, users, permissions), the
+//! housekeeping thread and message rates.
 //!
 //! Protocol adapters drive it through [`Session`] (one per client connection) and receive
 //! pushes through [`ClientSink`]. Nothing here sees wire bytes.

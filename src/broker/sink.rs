@@ -23,7 +23,7 @@ pub enum CancelReason {
 /// connection's outbound buffer.
 ///
 /// Calls may come from any worker thread, with a queue lock and the channel's ack-state
-/// lock held (lock order: queue → channel → outbound, ARCHITECTURE.md §4): an
+/// lock held (lock order: queue → channel → outbound, docs/architecture.md §8): an
 /// implementation must not block and must not call back into the core.
 pub trait ClientSink: Send + Sync {
     /// Pushes one delivery (AMQP `basic.deliver`) on `channel`.

@@ -1,7 +1,7 @@
 //! A virtual host: an isolated namespace of exchanges, queues and bindings (AMQP 0-9-1
 //! §3.1.1), with the declare/delete/bind/route operations on them.
 //!
-//! Lock order (ARCHITECTURE.md §4): exchange map → queue map → one exchange's bindings →
+//! Lock order (docs/architecture.md §8): exchange map → queue map → one exchange's bindings →
 //! one queue's state. Maps are read-mostly `RwLock`s and are never held while a queue lock
 //! is taken for dispatch.
 

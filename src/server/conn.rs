@@ -2,7 +2,7 @@
 //! requests, its scheduling flag, its outbound buffer and its protocol handler.
 //!
 //! At most one worker runs a connection at a time (`scheduled`), so its requests execute
-//! in arrival order (ARCHITECTURE.md §2.2).
+//! in arrival order (docs/architecture.md §3).
 
 use crate::server::event::{ConnEvent, Event};
 use crate::server::handler::ConnHandler;

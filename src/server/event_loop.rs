@@ -1,5 +1,5 @@
-//! The I/O thread: one mio `Poll` owning the listeners and every socket (ARCHITECTURE.md
-//! §2.1). It accepts (TLS included), reads until `WouldBlock` and hands what it read to
+//! The I/O thread: one mio `Poll` owning the listeners and every socket
+//! (docs/architecture.md §2). It accepts (TLS included), reads until `WouldBlock` and hands what it read to
 //! the connection's protocol input (`server/input.rs`: each adapter parses its own
 //! protocol), writes outbound buffers, runs the heartbeat, handshake and linger timers,
 //! and carries out the graceful shutdown.

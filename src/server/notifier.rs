@@ -1,6 +1,6 @@
 //! Wakes the I/O thread for connections that need it (new outbound bytes, reading to
 //! resume, a close to carry out), coalescing wake-ups: one `mio::Waker` call per batch,
-//! not per message (ARCHITECTURE.md §2.3).
+//! not per message (docs/architecture.md §2).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

@@ -6,7 +6,7 @@
 //! written (in the buffer or in the I/O thread's hands); deliveries stop above
 //! [`OUTBOUND_HIGH_WATER_BYTES`], and a connection whose backlog reaches its hard cap
 //! (`--max-outbound-bytes`, [`crate::limits::Limits::outbound_hard_cap_bytes`]) is
-//! disconnected (ARCHITECTURE.md §3).
+//! disconnected (docs/architecture.md §7).
 
 use crate::limits::BATCH_ITEMS_MAX;
 use crate::limits::{OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};

@@ -49,7 +49,7 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     /// The OS's error. A failed sync must not be retried as if the data were safe
-    /// (ARCHITECTURE.md §5): the caller takes the store out of service.
+    /// (docs/storage.md): the caller takes the store out of service.
     fn sync(&self) -> io::Result<()>;
 
     /// Cuts the file to `len` bytes (used to drop a torn tail).

@@ -1,5 +1,5 @@
 //! Group commit: one thread fsyncs every file written since its last round, once, and
-//! then releases the publisher confirms that waited for it (ARCHITECTURE.md §2.4).
+//! then releases the publisher confirms that waited for it (docs/architecture.md §14).
 //!
 //! Writers append records without syncing (a buffering store keeps them in memory) and
 //! [`Flusher::submit`] the [`SyncSource`] they wrote to; the call returns the *epoch* whose

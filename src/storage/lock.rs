@@ -1,4 +1,4 @@
-//! The data directory's lock: `<data-dir>/LOCK`, held with `flock` (ARCHITECTURE.md §5) by
+//! The data directory's lock: `<data-dir>/LOCK`, held with `flock` (docs/storage.md) by
 //! the running server so that two servers never share one directory.
 //!
 //! `flock` locks belong to an open file description, so the kernel releases the lock when

@@ -1,5 +1,5 @@
 //! The definitions store, `<data-dir>/meta.db`: vhosts, durable exchanges, durable queues
-//! and the bindings between durable ends, in SQLite (ARCHITECTURE.md §5).
+//! and the bindings between durable ends, in SQLite (docs/storage.md).
 //!
 //! Every write is one transaction, committed before the method returns, with WAL and
 //! `synchronous = FULL`: a declare the client was told about survives a power loss. A

@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! <data-dir>/LOCK                      held (flock) by the running server
-//! <data-dir>/meta.db                   vhosts, durable exchanges/queues, bindings (WAL)
+//! <data-dir>/meta.db                   vhosts, durable exchanges/queues, bindings, users,
+//!                                      permissions, policies (WAL)
 //! <data-dir>/queues/<id>/queue_data.N  message records of one durable queue
 //! <data-dir>/queues/<id>/queue_acks.N  delivered/settled entries for segment N
 //! <data-dir>/queues/<id>/queue_stat    "N\ttotal\tvalid" per segment (a rebuildable hint)

@@ -1,6 +1,6 @@
 //! Values shared by the core, the wire protocols and the store: field tables, message
-//! properties, the memory watermark, the default vhost's name and the big-endian
-//! primitives they are encoded with.
+//! properties, sizes with units, the memory watermark, the default vhost's name and the
+//! big-endian primitives they are encoded with.
 
 pub mod codec;
 pub mod field_table;

@@ -1,4 +1,4 @@
-//! Back-pressure (ARCHITECTURE.md §3): a client that publishes and consumes on one
+//! Back-pressure (docs/architecture.md §7): a client that publishes and consumes on one
 //! connection cannot deadlock, and a consumer that stops reading its socket makes the
 //! server hold messages in the queue instead of buffering them for the socket.
 //!

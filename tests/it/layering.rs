@@ -10,33 +10,58 @@ use std::path::{Path, PathBuf};
 
 /// Layers from the bottom: what each may not import.
 const RULES: &[(&[&str], &[&str])] = &[
-    // Values and bounds: below everything.
+    // Values, bounds and small utilities: below everything.
     (
-        &["types", "limits", "error.rs", "stoppable_thread.rs"],
         &[
-            "native", "amqp", "storage", "auth", "alarm", "metrics", "broker", "server", "client",
-            "config", "tls",
+            "types",
+            "limits",
+            "error.rs",
+            "stoppable_thread.rs",
+            "tls.rs",
+        ],
+        &[
+            "native",
+            "amqp",
+            "client",
+            "amqp_client",
+            "storage",
+            "auth",
+            "alarm",
+            "metrics",
+            "broker",
+            "server",
+            "config",
         ],
     ),
     // The pure codecs.
     (
         &["native", "amqp"],
         &[
-            "storage", "auth", "alarm", "broker", "server", "client", "config",
+            "client",
+            "amqp_client",
+            "storage",
+            "auth",
+            "alarm",
+            "metrics",
+            "broker",
+            "server",
+            "config",
+        ],
+    ),
+    // The client libraries: the codecs and the values, never the broker's insides.
+    (
+        &["client", "amqp_client"],
+        &[
+            "storage", "auth", "alarm", "metrics", "broker", "server", "config",
         ],
     ),
     // The store, the users, metrics and alarms: used by the core, never using it.
     (
         &["storage", "auth", "metrics", "alarm"],
-        &["broker", "server", "client", "config"],
+        &["broker", "server", "client", "amqp_client", "config"],
     ),
-    // The core: never the adapters, the client or the configuration files.
+    // The core: never the adapters, the clients or the configuration files.
     (&["broker"], &["server", "client", "amqp_client", "config"]),
-    // The client libraries: the codecs and the values, never the broker's insides.
-    (
-        &["client", "amqp_client"],
-        &["storage", "auth", "alarm", "broker", "server", "config"],
-    ),
 ];
 
 fn src() -> PathBuf {

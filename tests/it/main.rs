@@ -1,8 +1,10 @@
 //! The integration tests: one module per behaviour, in one test binary (one link of the
-//! crate instead of one per file), run in parallel. Each module starts its own servers on
-//! free loopback ports with their own data directories, so tests never share state.
-//! Helpers shared by every module are in `tests/common/`. Tests that kill servers, fill
-//! multi-GiB backlogs, run benchmarks or shell scripts are in `tests/heavy/`.
+//! crate instead of one per file), run in parallel. A test that needs a server starts its
+//! own on free loopback ports with its own data directory, so tests never share state.
+//! Helpers shared by every module are in `tests/common/`; the Python interop scripts are
+//! in `tests/interop/`, RabbitMQ's recorded outputs in `tests/fixtures/`. A test that loads
+//! the machine (many crash rounds, GiB of data, benchmarks, the shell scripts) goes in
+//! `tests/heavy/`; a single kill -9 and restart stays here.
 
 #[path = "../common/mod.rs"]
 mod common;

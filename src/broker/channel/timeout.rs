@@ -14,7 +14,7 @@
 //! The housekeeper ([`crate::broker::housekeeping`]) calls [`run_once`] every round. It
 //! finds the open channels in the broker's [`ChannelRegistry`] and reads one atomic per
 //! channel (its earliest deadline), so a round costs little when nothing is due. Lock
-//! order (ARCHITECTURE.md §4): queue dispatch takes a queue lock, then a channel lock; so
+//! order (docs/architecture.md §8): queue dispatch takes a queue lock, then a channel lock; so
 //! the deliveries are first taken out of the channel under its lock alone, and requeued
 //! after it is released.
 

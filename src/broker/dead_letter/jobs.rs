@@ -4,7 +4,7 @@
 //!
 //! Callers collect [`DeadLetterJob`]s while holding queue locks and run them with [`run`]
 //! after releasing them: dead-lettering enqueues into other queues, and two queue locks
-//! are never held at once (ARCHITECTURE.md §4).
+//! are never held at once (docs/architecture.md §8).
 
 use crate::broker::channel::Unacked;
 use crate::broker::message::Message;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 pub(super) const IMPORT_CONNECTION_ID: u64 = 0;
 
 /// A binding to create, and whether it is stored (its source a durable exchange, its
-/// destination a durable queue or exchange; ARCHITECTURE.md §14).
+/// destination a durable queue or exchange; docs/architecture.md §14).
 pub(super) struct NewBinding<'p> {
     pub(super) item: &'p BindingItem<'p>,
     pub(super) stored: bool,

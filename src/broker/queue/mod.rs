@@ -1,7 +1,7 @@
 //! A queue: ready messages in FIFO order (per priority level), its consumers, round-robin
 //! dispatch, and the timed parts of the message lifecycle (TTL, `x-expires`).
 //!
-//! Each queue has its own mutex (ARCHITECTURE.md §4). Dispatch runs under it and offers the
+//! Each queue has its own mutex (docs/architecture.md §8). Dispatch runs under it and offers the
 //! head message to consumers in round-robin order (AMQP 0-9-1 §3.1.4 "round-robin
 //! between consumers"); a consumer whose prefetch is reached or whose connection's
 //! outbound buffer is saturated is skipped. Every message carries a queue sequence

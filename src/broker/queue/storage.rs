@@ -4,9 +4,9 @@
 //!
 //! Under `--fsync always` the store buffers: records and ack entries wait in memory and
 //! the flusher has them written, one `write` per file per round, just before it syncs
-//! (ARCHITECTURE.md §14.1).
+//! (docs/architecture.md §14.1).
 //!
-//! Lock order: a queue's state lock, then this store's lock (ARCHITECTURE.md §4); fsync
+//! Lock order: a queue's state lock, then this store's lock (docs/architecture.md §8); fsync
 //! never runs under either (the flusher writes under the store's lock alone, then syncs
 //! the handles without it).
 

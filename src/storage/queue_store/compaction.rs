@@ -5,7 +5,7 @@ use super::*;
 
 impl QueueStore {
     /// Whether a sealed segment has more than [`COMPACT_RECORDS_MIN`] records and under
-    /// [`COMPACT_VALID_PERCENT_MAX`]% valid (ARCHITECTURE.md §5).
+    /// [`COMPACT_VALID_PERCENT_MAX`]% valid (docs/storage.md).
     pub fn needs_compaction(&self) -> bool {
         self.segments
             .iter()

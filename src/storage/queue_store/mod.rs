@@ -16,7 +16,7 @@
 //!
 //! The store never fsyncs a data write itself: [`QueueStore::files_to_sync`] hands the
 //! files written since the last call to the group-commit flusher, which syncs them without
-//! holding the queue's lock (ARCHITECTURE.md §2.4, §4). The exceptions are rare and
+//! holding the queue's lock (docs/architecture.md §14, §8). The exceptions are rare and
 //! structural: creating a segment (directory sync), sealing, deleting and compacting a
 //! segment (`queue_stat` rewrite, the compaction protocol) and recovery.
 
@@ -47,11 +47,11 @@ pub const COMPACT_SUFFIX: &str = ".compact";
 pub const FIRST_SEGMENT: u64 = 1;
 
 /// A sealed segment is compacted only when it holds more than this many records
-/// (ARCHITECTURE.md §5: "more than 2000 records and under 50% valid").
+/// (docs/storage.md: "more than 2000 records and under 50% valid").
 pub const COMPACT_RECORDS_MIN: u64 = 2000;
 
 /// A sealed segment is compacted only when fewer than this percentage of its records are
-/// valid (ARCHITECTURE.md §5).
+/// valid (docs/storage.md).
 pub const COMPACT_VALID_PERCENT_MAX: u64 = 50;
 
 /// Largest encode buffer kept between appends, in bytes (larger ones are released).
@@ -147,7 +147,7 @@ pub struct QueueStore {
     /// log was written since the last write-out (its next entries wait).
     pending_acks: BTreeMap<u64, Vec<u8>>,
     /// Set after a write failed: the files may no longer match the index, so the store
-    /// refuses further writes until it is reopened (ARCHITECTURE.md §5).
+    /// refuses further writes until it is reopened (docs/storage.md).
     failed: Option<String>,
     /// Whether the active segment's files exist (a store that never held a record has
     /// none: they are made at its first write).
