@@ -275,7 +275,7 @@ impl LiveLimits {
     }
 
     /// Open connections the file-descriptor budget allows, in connections: its client
-    /// sockets less 1/[`SOCKETS_HANDSHAKE_DIVISOR`] of them (between 1 and
+    /// sockets less 1/`SOCKETS_HANDSHAKE_DIVISOR` (8) of them (between 1 and
     /// [`HANDSHAKES_PENDING_MAX`]) kept for sockets still in their handshake, so that a
     /// client past the limit completes its handshake and is told why (530 at
     /// `connection.open`, RabbitMQ's text) instead of finding its socket closed.

@@ -58,7 +58,7 @@ struct Slots {
     sync_failed: Option<String>,
 }
 
-/// What [`HandleCache::evict_unused`] did.
+/// What `HandleCache::evict_unused` (the CLOCK sweep) did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EvictOutcome {
     /// Handles closed.

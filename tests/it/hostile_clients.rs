@@ -56,16 +56,18 @@ const ROUND_TRIP_DEADLINE: Duration = Duration::from_secs(10);
 /// are in the baseline; a lingering close or two).
 const FD_SLACK: usize = 8;
 
-/// A `relaymq-server` child process, killed when dropped.
-struct ServerProcess {
+/// A `relaymq-server` child process with a short handshake timeout and small queue and
+/// exchange limits, whose descriptors the phases count through its pid
+/// (`common::ServerProcess` is the general one), killed when dropped.
+struct HostileServer {
     child: Child,
     native: SocketAddr,
     amqp: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
-impl ServerProcess {
-    fn start() -> ServerProcess {
+impl HostileServer {
+    fn start() -> HostileServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let ready = dir.path().join("ready.json");
         let child = Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
@@ -92,7 +94,7 @@ impl ServerProcess {
         };
         let v: serde_json::Value = serde_json::from_str(&json).expect("ready file is JSON");
         let addr = |k: &str| v[k].as_str().expect(k).parse().expect("an address");
-        ServerProcess {
+        HostileServer {
             native: addr("listen"),
             amqp: addr("amqp_listen"),
             child,
@@ -105,7 +107,7 @@ impl ServerProcess {
     }
 }
 
-impl Drop for ServerProcess {
+impl Drop for HostileServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -387,7 +389,7 @@ fn connect(addr: SocketAddr) -> TcpStream {
 }
 
 /// Random bytes, with and without a valid protocol header first, on both listeners.
-fn random_bytes(server: &ServerProcess) {
+fn random_bytes(server: &HostileServer) {
     let mut socks = Vec::new();
     for i in 0..40u64 {
         for (addr, header) in [
@@ -409,7 +411,7 @@ fn random_bytes(server: &ServerProcess) {
 }
 
 /// Open connections that turn to garbage after a valid request.
-fn valid_then_garbage(server: &ServerProcess) {
+fn valid_then_garbage(server: &HostileServer) {
     let mut socks = Vec::new();
     for i in 0..20u64 {
         let mut raw = Raw::connect(server.native);
@@ -428,7 +430,7 @@ fn valid_then_garbage(server: &ServerProcess) {
 /// Frame lengths near 4 GiB, and an AMQP content header announcing a 1 TiB body whose
 /// first 32 MiB are sent: the frames are refused before anything is allocated for them,
 /// the body is discarded as it arrives.
-fn oversized_lengths(server: &ServerProcess) {
+fn oversized_lengths(server: &HostileServer) {
     let mut socks = Vec::new();
     for _ in 0..10 {
         let mut raw = Raw::connect(server.native);
@@ -487,7 +489,7 @@ fn oversized_lengths(server: &ServerProcess) {
 }
 
 /// Connections that open every channel they may (2047), then one more.
-fn thousands_of_channels(server: &ServerProcess) {
+fn thousands_of_channels(server: &HostileServer) {
     let mut socks = Vec::new();
     for _ in 0..3 {
         let mut raw = Raw::connect(server.native);
@@ -531,7 +533,7 @@ fn thousands_of_channels(server: &ServerProcess) {
 
 /// Sockets that connect and never send, that send a header and shut their write side,
 /// and opened connections whose client shuts its write side and never reads.
-fn half_open_sockets(server: &ServerProcess) {
+fn half_open_sockets(server: &HostileServer) {
     let mut socks = Vec::new();
     for i in 0..300 {
         let addr = if i % 2 == 0 {
@@ -565,7 +567,7 @@ fn half_open_sockets(server: &ServerProcess) {
 
 /// Sockets trickling a valid handshake one byte at a time: all closed at the handshake
 /// deadline counted from accept, however much they sent.
-fn slowloris(server: &ServerProcess) {
+fn slowloris(server: &HostileServer) {
     let mut native_open = PROTOCOL_HEADER.to_vec();
     native_open.extend(native_frame(
         0,
@@ -632,7 +634,7 @@ fn slowloris(server: &ServerProcess) {
 /// A consumer that never reads its deliveries while 32 MiB is published to its queue:
 /// the server stops delivering to it (throttled, not closed) and keeps the rest in the
 /// queue, not in its outbound buffer.
-fn slow_reader(server: &ServerProcess) {
+fn slow_reader(server: &HostileServer) {
     const BODY_BYTES: usize = 256 * 1024;
     const MESSAGES: usize = 128;
     let mut producer = Raw::connect(server.native);
@@ -708,7 +710,7 @@ fn slow_reader(server: &ServerProcess) {
 
 /// Pipelined declares without reading a reply: queues up to the vhost limit then 406,
 /// exchanges likewise; the exclusive queues go with the connection.
-fn flood_of_declares(server: &ServerProcess) {
+fn flood_of_declares(server: &HostileServer) {
     let mut raw = Raw::connect(server.native);
     assert_eq!(raw.call(1, Method::ChannelOpen).2, Method::Ok);
     assert_eq!(raw.call(2, Method::ChannelOpen).2, Method::Ok);
@@ -807,11 +809,11 @@ fn flood_of_declares(server: &ServerProcess) {
 }
 
 /// One kind of hostile client, run to completion against the server.
-type Phase = fn(&ServerProcess);
+type Phase = fn(&HostileServer);
 
 #[test]
 fn hostile_clients_are_cut_off_while_memory_stays_bounded_and_others_are_served() {
-    let server = ServerProcess::start();
+    let server = HostileServer::start();
     let pid = server.pid();
     let sampler = RssSampler::start(pid);
     let stop = Arc::new(AtomicBool::new(false));

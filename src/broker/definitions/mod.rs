@@ -3,7 +3,7 @@
 //! users, permissions, exchanges, queues and bindings with their arguments, so a RabbitMQ
 //! setup moves to RelayMQ with one file.
 //!
-//! [`export`] writes the broker's definitions as RabbitMQ's export does; [`import`]
+//! [`export()`] writes the broker's definitions as RabbitMQ's export does; [`import()`]
 //! validates a whole document (`validate`), decides what it changes against the broker
 //! (`changes`) and applies it all or nothing (`apply`). Each section is its own function
 //! in each step, so a section added later (policies) plugs in without touching the others.

@@ -13,7 +13,7 @@
 //!    every queue id has the form of a directory name ([`is_valid_queue_id`]) and that
 //!    every row's arguments decode (the server refuses to start otherwise).
 //! 3. Every stored queue's directory `queues/<id>/`, with
-//!    [`check_dir`](crate::storage::check_dir) through a backend that refuses every write.
+//!    [`crate::storage::check_dir`] through a backend that refuses every write.
 //!    A missing directory is a problem (its messages are lost; the next start creates it
 //!    empty).
 //! 4. Entries of `queues/` that `meta.db` does not know: orphans, left by a crash between
