@@ -742,7 +742,7 @@ impl Queue {
                 let record = front.record;
                 let offered = consumer.channel.offer(consumer, self, &front, |tracked| {
                     if tracked {
-                        self.store_delivered(record, true);
+                        self.store_delivery(record);
                     }
                 });
                 if let Offer::Delivered { tracked } = offered {
@@ -767,20 +767,23 @@ impl Queue {
                 st.stats.unacked += 1;
             } else {
                 // Without an ack the record is settled once the delivery is written.
-                self.store_delivered(front.record, false);
+                self.settle_delivered(front.record);
             }
         }
     }
 
-    /// Records a delivery of a stored message: a delivered entry when it awaits an ack, a
-    /// settlement when it was delivered without one.
-    fn store_delivered(&self, record: Option<RecordRef>, tracked: bool) {
+    /// Stores that a stored message was delivered and awaits its ack (its delivered entry:
+    /// the redelivered flag and delivery count survive a crash).
+    fn store_delivery(&self, record: Option<RecordRef>) {
         if let (Some(storage), Some(record)) = (&self.storage, record) {
-            if tracked {
-                storage.mark_delivered(&self.name, record);
-            } else {
-                storage.settle(&self.name, record);
-            }
+            storage.mark_delivered(&self.name, record);
+        }
+    }
+
+    /// Settles the record of a stored message delivered without an ack (it left for good).
+    fn settle_delivered(&self, record: Option<RecordRef>) {
+        if let (Some(storage), Some(record)) = (&self.storage, record) {
+            storage.settle(&self.name, record);
         }
     }
 
@@ -1011,7 +1014,7 @@ impl Queue {
         // redelivered: allowed, the flag means "may have been delivered before".) Without
         // an ack the record is settled only once the get-ok is written, below.
         if tracked {
-            self.store_delivered(entry.record, true);
+            self.store_delivery(entry.record);
         }
         let Some(tag) = record(&entry, left) else {
             if let Some(d) = entry.deadline_ms {
@@ -1028,7 +1031,7 @@ impl Queue {
         }
         let left = st.ready.len();
         if !tracked {
-            self.store_delivered(entry.record, false);
+            self.settle_delivered(entry.record);
         }
         Some((tag, entry, left))
     }
