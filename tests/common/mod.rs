@@ -1,12 +1,15 @@
 //! Shared helpers for the integration tests (`tests/it/`, `tests/heavy/`): an in-process
 //! server on 127.0.0.1:0, the server binary as a child process, a raw protocol connection
-//! for tests that must send exact (or broken) frames, connecting, waiting and declaring.
+//! for tests that must send exact (or broken) frames, connecting, waiting and declaring;
+//! the external clients (`clients`) and RabbitMQ's recorded management API replies
+//! (`golden`).
 
 #![allow(dead_code, reason = "each test binary uses a part of the helpers")]
 
 pub mod amqp_raw;
 pub mod bench;
 pub mod clients;
+pub mod golden;
 
 use relaymq::native::frame::{self, Payload, FRAME_HEADER_BYTES};
 use relaymq::native::{FrameAssembler, Method, PROTOCOL_HEADER};
