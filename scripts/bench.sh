@@ -133,7 +133,7 @@ trap 'exit 130' INT TERM
 start_server() {
   rm -rf "$tmp/data" "$tmp/ready"
   "$server_bin" --data-dir "$tmp/data" --listen "127.0.0.1:$native_port" \
-    --amqp-listen "127.0.0.1:$amqp_port" --metrics-listen off --ready-file "$tmp/ready" --fsync always \
+    --amqp-listen "127.0.0.1:$amqp_port" --metrics-listen off --http-listen off --ready-file "$tmp/ready" --fsync always \
     --log-level warn >"$tmp/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 $((READY_TIMEOUT_S * 20))); do

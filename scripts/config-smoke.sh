@@ -83,6 +83,7 @@ data-dir = "$tmp/data"
 listen = "127.0.0.1:0"
 amqp-listen = "off"
 metrics-listen = "off"
+http-listen = "off"
 log-level = "info"
 max-queues-per-vhost = 1
 TOML

@@ -28,6 +28,7 @@ extra=()
 # A here-string, not `--help | grep -q`: grep -q exits at its first match, and with pipefail
 # the server's failed write of the rest would turn the test false.
 if grep -q -- '--metrics-listen' <<<"$("$server_bin" --help 2>&1)"; then extra+=(--metrics-listen off); fi
+if grep -q -- '--http-listen' <<<"$("$server_bin" --help 2>&1)"; then extra+=(--http-listen off); fi
 
 start() {
   rm -f "$tmp/ready"

@@ -189,14 +189,14 @@ conns=$(help_default max-connections)
 pass
 
 # --- the sample config ----------------------------------------------------------------------------
-# Valid TOML with exactly the five set keys; every key, set or commented, is a server flag.
+# Valid TOML with exactly the six set keys; every key, set or commented, is a server flag.
 if python3 -c 'import tomllib' 2>/dev/null; then
   python3 - "$conf" <<'PY' || fail "the installed config is not the expected TOML (above)"
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
     c = tomllib.load(f)
 want = {"data-dir": "/var/lib/relaymq", "listen": "127.0.0.1:5673", "amqp-listen": "127.0.0.1:5672",
-        "metrics-listen": "127.0.0.1:15692", "log-level": "info"}
+        "metrics-listen": "127.0.0.1:15692", "http-listen": "127.0.0.1:15672", "log-level": "info"}
 if c != want:
     sys.exit(f"keys set: {c}, expected {want}")
 PY
@@ -261,7 +261,7 @@ fi
 
 # --- the installed server runs on the installed data directory ------------------------------------
 rm -f "$tmp/ready.json"
-"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off \
+"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off --http-listen off \
   --ready-file "$tmp/ready.json" --log-level warn 2>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do
@@ -368,7 +368,7 @@ inst 0 --prefix "$prefix" --from "$(dirname "$server_bin")"
 out_has "kept existing $conf"
 same "$tmp/conf.edited" "$conf"
 rm -f "$tmp/ready.json"
-"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off \
+"$bin/relaymq-server" --data-dir "$data" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off --http-listen off \
   --ready-file "$tmp/ready.json" --log-level warn 2>>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do

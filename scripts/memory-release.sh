@@ -18,7 +18,7 @@ tmp=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-"$server" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off --data-dir "$tmp/data" \
+"$server" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen off --http-listen off --data-dir "$tmp/data" \
   --ready-file "$tmp/ready" --log-level warn --memory-high-watermark 1.0 &
 pid=$!
 for _ in $(seq 1 200); do [ -s "$tmp/ready" ] && break; sleep 0.05; done

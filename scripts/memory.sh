@@ -13,7 +13,7 @@ tmp=$(mktemp -d)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-"$server" --listen 127.0.0.1:0 --metrics-listen off --data-dir "$tmp/data" --ready-file "$tmp/ready" --log-level warn &
+"$server" --listen 127.0.0.1:0 --metrics-listen off --http-listen off --data-dir "$tmp/data" --ready-file "$tmp/ready" --log-level warn &
 pid=$!
 for _ in $(seq 1 200); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
 addr=$(sed -E 's/.*"listen" *: *"([^"]+)".*/\1/' "$tmp/ready")

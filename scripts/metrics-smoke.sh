@@ -71,7 +71,7 @@ at_least() {
 }
 
 # --- start ---------------------------------------------------------------------------------
-"$server_bin" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen 127.0.0.1:0 \
+"$server_bin" --listen 127.0.0.1:0 --amqp-listen off --metrics-listen 127.0.0.1:0 --http-listen off \
   --data-dir "$tmp/data" --ready-file "$tmp/ready.json" --log-level info 2>>"$tmp/server.log" &
 server_pid=$!
 for _ in $(seq 1 200); do

@@ -60,7 +60,7 @@ run 0 --version;                                expect_out_has "relaymq-cli "
 # --- start the server -------------------------------------------------------------------
 start_server() {
   rm -f "$tmp/ready.json"
-  "$server_bin" --listen 127.0.0.1:0 --amqp-listen 127.0.0.1:0 --metrics-listen off --data-dir "$tmp/data" --ready-file "$tmp/ready.json" \
+  "$server_bin" --listen 127.0.0.1:0 --amqp-listen 127.0.0.1:0 --metrics-listen off --http-listen off --data-dir "$tmp/data" --ready-file "$tmp/ready.json" \
     --log-level info 2>>"$tmp/server.log" &
   server_pid=$!
   for _ in $(seq 1 200); do

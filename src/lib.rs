@@ -40,7 +40,8 @@
 //!
 //! Binaries, in `src/bin/`: `relaymq-server` (the daemon), `relaymq-cli` (a shell tool)
 //! and `relaymq-bench` (the benchmark).
-
+// serde_json's `json!` for the management API's larger objects nests deeper than 128.
+#![recursion_limit = "256"]
 #![deny(missing_docs)]
 
 pub mod alarm;

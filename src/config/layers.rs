@@ -261,6 +261,7 @@ fn distinct_listeners(config: &ServerConfig) -> Result<(), ConfigError> {
         ("amqp-listen", config.amqp_listen),
     ];
     listeners.push(("metrics-listen", config.metrics_listen));
+    listeners.push(("http-listen", config.http_listen));
     if let Some(t) = &config.tls {
         listeners.push(("tls-listen", t.listen));
         listeners.push(("amqp-tls-listen", t.amqp_listen));

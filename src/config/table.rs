@@ -242,6 +242,19 @@ pub static SETTINGS: &[Setting] = &[
         get: |s| show_addr_or_off(s.server.metrics_listen),
     },
     Setting {
+        name: "http-listen",
+        flag_aliases: &[],
+        value_name: "ADDR|off",
+        kind: ValueKind::Text,
+        reload: Reload::Restart,
+        secret: false,
+        set: |s, v| {
+            s.server.http_listen = addr_or_off(v, "127.0.0.1:15672")?;
+            Ok(())
+        },
+        get: |s| show_addr_or_off(s.server.http_listen),
+    },
+    Setting {
         name: "data-dir",
         flag_aliases: &[],
         value_name: "DIR",

@@ -19,6 +19,11 @@ pub const AMQP_LISTEN_DEFAULT: &str = "127.0.0.1:5672";
 /// port of RabbitMQ's `rabbitmq_prometheus` plugin, so existing scrape configs carry over.
 pub const METRICS_LISTEN_DEFAULT: &str = "127.0.0.1:15692";
 
+/// Default management HTTP API address (`--http-listen`): loopback, port 15672, the
+/// port of RabbitMQ's management plugin, so tools and bookmarks carry over (and clash
+/// with a local RabbitMQ's management plugin on the same machine).
+pub const HTTP_LISTEN_DEFAULT: &str = "127.0.0.1:15672";
+
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -50,6 +55,9 @@ pub struct ServerConfig {
     /// Address of the Prometheus metrics endpoint (`--metrics-listen`; `None` = off; port
     /// 0 picks a free port). Issue 8, `docs/operations.md`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Address of the management HTTP API (`--http-listen`; `None` = off; port 0 picks a
+    /// free port). `docs/http-api.md`.
+    pub http_listen: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +74,7 @@ impl Default for ServerConfig {
             broker: BrokerConfig::default(),
             tls: None,
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 15692))),
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 15672))),
         }
     }
 }
@@ -96,6 +105,10 @@ mod tests {
         assert_eq!(
             c.metrics_listen.map(|a| a.to_string()).as_deref(),
             Some(METRICS_LISTEN_DEFAULT)
+        );
+        assert_eq!(
+            c.http_listen.map(|a| a.to_string()).as_deref(),
+            Some(HTTP_LISTEN_DEFAULT)
         );
     }
 

@@ -63,6 +63,8 @@ pub struct ServerHandle {
     alarm_monitor: AlarmMonitor,
     /// The Prometheus endpoint, when `metrics_listen` is on.
     metrics: Option<http::listener::MetricsServer>,
+    /// The management HTTP API, when `http_listen` is on.
+    http_api: Option<http::server::HttpServer>,
     /// The ready file written at start (`--ready-file`), removed once a graceful
     /// shutdown is done.
     ready_file: Option<std::path::PathBuf>,
@@ -94,6 +96,11 @@ impl ServerHandle {
     /// The address the Prometheus metrics endpoint is bound to (`None`: it is off).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(|m| m.local_addr())
+    }
+
+    /// The address the management HTTP API is bound to (`None`: it is off).
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_api.as_ref().map(|h| h.local_addr())
     }
 
     /// The broker this server runs, for what changes while it serves (a configuration
@@ -143,6 +150,9 @@ impl ServerHandle {
         self.alarm_monitor.stop();
         if let Some(m) = &mut self.metrics {
             m.stop();
+        }
+        if let Some(h) = &mut self.http_api {
+            h.stop();
         }
         if joined_io {
             // Every request has run: write the stores' stats and sync what is pending.
@@ -302,15 +312,45 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         Some(t) => (t.native_addr()?, t.amqp_addr()?),
         None => (None, None),
     };
+    let (metrics_slots, api_slots) = http::split_connections(fd_budget.http);
     let metrics = match config.metrics_listen {
         Some(a) => Some(http::listener::MetricsServer::start(
             a,
             Arc::clone(&broker),
-            fd_budget.http,
+            metrics_slots,
         )?),
         None => None,
     };
     let metrics_addr = metrics.as_ref().map(|m| m.local_addr());
+    let http_api = match config.http_listen {
+        Some(a) => {
+            // The listeners the API reports (`/api/overview`, the port-listener check),
+            // with RabbitMQ's protocol names where it has them.
+            let mut listeners = Vec::new();
+            if let Some(x) = amqp_addr {
+                listeners.push(("amqp", x));
+            }
+            if let Some(x) = tls_addrs.1 {
+                listeners.push(("amqp/ssl", x));
+            }
+            listeners.push(("relaymq", addr));
+            listeners.push(("http", a));
+            if let Some(x) = tls_addrs.0 {
+                listeners.push(("relaymq/ssl", x));
+            }
+            if let Some(x) = metrics_addr {
+                listeners.push(("prometheus", x));
+            }
+            Some(http::api::start(
+                a,
+                Arc::clone(&broker),
+                api_slots,
+                listeners,
+            )?)
+        }
+        None => None,
+    };
+    let http_addr = http_api.as_ref().map(|h| h.local_addr());
     // Each connection is queued at most once, and the I/O thread holds at most
     // `max_connections + HANDSHAKES_PENDING_MAX` of them: sends never block.
     let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX + HANDSHAKES_PENDING_MAX);
@@ -351,12 +391,14 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         );
     }
     if let Some(path) = &config.ready_file {
-        write_ready_file(path, addr, amqp_addr, tls_addrs, metrics_addr).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot write ready file {}: {e}", path.display()),
-            )
-        })?;
+        write_ready_file(path, addr, amqp_addr, tls_addrs, (metrics_addr, http_addr)).map_err(
+            |e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot write ready file {}: {e}", path.display()),
+                )
+            },
+        )?;
     }
     Ok(ServerHandle {
         addr,
@@ -370,6 +412,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         housekeeper,
         alarm_monitor,
         metrics,
+        http_api,
         ready_file: config.ready_file.clone(),
     })
 }
@@ -444,13 +487,13 @@ fn remove_stale_ready_file(path: &Path) -> io::Result<()> {
 
 /// Writes `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` atomically (temp file +
 /// rename); `amqp_listen` only when the AMQP listener is on, `tls_listen`,
-/// `amqp_tls_listen` and `metrics_listen` only when those are.
+/// `amqp_tls_listen`, `metrics_listen` and `http_listen` only when those are.
 fn write_ready_file(
     path: &Path,
     addr: SocketAddr,
     amqp: Option<SocketAddr>,
     tls: (Option<SocketAddr>, Option<SocketAddr>),
-    metrics: Option<SocketAddr>,
+    (metrics, http): (Option<SocketAddr>, Option<SocketAddr>),
 ) -> io::Result<()> {
     let mut body = serde_json::json!({ "listen": addr.to_string() });
     for (key, a) in [
@@ -458,6 +501,7 @@ fn write_ready_file(
         ("tls_listen", tls.0),
         ("amqp_tls_listen", tls.1),
         ("metrics_listen", metrics),
+        ("http_listen", http),
     ] {
         if let Some(a) = a {
             body[key] = serde_json::Value::String(a.to_string());

@@ -10,6 +10,7 @@ pub mod amqp_raw;
 pub mod bench;
 pub mod clients;
 pub mod golden;
+pub mod http;
 
 use relaymq::native::frame::{self, Payload, FRAME_HEADER_BYTES};
 use relaymq::native::{FrameAssembler, Method, PROTOCOL_HEADER};
@@ -38,11 +39,27 @@ impl TestServer {
             workers: 2,
             // Off unless a test asks: every server would else bind 127.0.0.1:15692.
             metrics_listen: None,
+            http_listen: None,
             ..ServerConfig::default()
         };
         adjust(&mut config);
         let handle = server::start(config).expect("server starts");
         TestServer { handle, dir }
+    }
+
+    /// A server with the management HTTP API on a free loopback port.
+    pub fn with_api() -> TestServer {
+        TestServer::start_with(|c| c.http_listen = Some("127.0.0.1:0".parse().unwrap()))
+    }
+
+    /// The management API's address (the server must have it on).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.handle.http_addr().expect("the HTTP API is on")
+    }
+
+    /// The management API as `guest`.
+    pub fn api(&self) -> http::Api {
+        http::Api::guest(self.http_addr())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -281,10 +298,11 @@ impl ServerProcess {
             .arg(&ready)
             .arg("--log-level")
             .arg("warn")
-            // Off unless `extra` turns it on (a repeated flag overrides): every server
-            // would else bind the default 127.0.0.1:15692.
+            // Off unless `extra` turns them on (a repeated flag overrides): every server
+            // would else bind the defaults 127.0.0.1:15692 and 127.0.0.1:15672.
             .arg("--metrics-listen")
             .arg("off")
+            .args(["--http-listen", "off"])
             .args(extra)
             .stdin(std::process::Stdio::null())
             .stderr(stderr)

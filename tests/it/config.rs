@@ -88,7 +88,13 @@ impl Daemon {
         cmd.arg("--config")
             .arg(config)
             .args(["--listen", "127.0.0.1:0", "--amqp-listen", "off"])
-            .args(["--metrics-listen", "off", "--ready-file"])
+            .args([
+                "--http-listen",
+                "off",
+                "--metrics-listen",
+                "off",
+                "--ready-file",
+            ])
             .arg(&ready)
             .args(more)
             .stderr(Stdio::from(std::fs::File::create(&log).expect("log file")));
@@ -260,7 +266,13 @@ fn bad_configuration_stops_the_start_naming_the_key_and_its_source() {
         cmd.arg("--config")
             .arg(&file)
             .args(["--listen", "127.0.0.1:0", "--amqp-listen", "off"])
-            .args(["--metrics-listen", "off", "--data-dir"])
+            .args([
+                "--http-listen",
+                "off",
+                "--metrics-listen",
+                "off",
+                "--data-dir",
+            ])
             .arg(&data)
             .args(flags);
         for (k, v) in env {
@@ -575,6 +587,8 @@ fn systemd_is_told_ready_reloading_and_stopping() {
         .args(["--listen", "127.0.0.1:0", "--amqp-listen", "off"])
         .args([
             "--metrics-listen",
+            "off",
+            "--http-listen",
             "off",
             "--log-level",
             "warn",

@@ -72,7 +72,7 @@ impl HostileServer {
         let ready = dir.path().join("ready.json");
         let child = Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
             .args(["--listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0"])
-            .args(["--metrics-listen", "off"])
+            .args(["--metrics-listen", "off", "--http-listen", "off"])
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .arg("--ready-file")

@@ -726,6 +726,7 @@ fn limits_out_of_range_stop_the_server_from_starting() {
         data_dir: dir.path().join("data"),
         workers: 1,
         metrics_listen: None,
+        http_listen: None,
         ..ServerConfig::default()
     };
     config.broker.limits.name_bytes_max = 300;

@@ -263,7 +263,14 @@ fn shutdown_complete_is_the_last_line_and_the_ready_file_is_gone_by_then() {
     let ready = dir.path().join("ready.json");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
         .args(["--listen", "127.0.0.1:0", "--amqp-listen", "off"])
-        .args(["--metrics-listen", "off", "--log-level", "info"])
+        .args([
+            "--metrics-listen",
+            "off",
+            "--http-listen",
+            "off",
+            "--log-level",
+            "info",
+        ])
         .arg("--data-dir")
         .arg(&data)
         .arg("--ready-file")
@@ -452,7 +459,14 @@ fn a_stale_ready_file_is_removed_before_recovery() {
     let log = dir.path().join("server.log");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
         .args(["--listen", &taken, "--amqp-listen", "off"])
-        .args(["--metrics-listen", "off", "--log-level", "info"])
+        .args([
+            "--metrics-listen",
+            "off",
+            "--http-listen",
+            "off",
+            "--log-level",
+            "info",
+        ])
         .arg("--data-dir")
         .arg(&data)
         .arg("--ready-file")

@@ -635,6 +635,7 @@ fn metrics_off_binds_nothing_and_a_taken_address_stops_start_up() {
         data_dir: dir.path().join("data"),
         workers: 1,
         metrics_listen: Some(addr),
+        http_listen: None,
         ..Default::default()
     };
     let err = relaymq::server::start(config).err().expect("refused");
@@ -646,7 +647,12 @@ fn metrics_off_binds_nothing_and_a_taken_address_stops_start_up() {
     // The binary: exit 1 with the same message.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-server"))
         .args(["--listen", "127.0.0.1:0", "--amqp-listen", "off"])
-        .args(["--metrics-listen", &addr.to_string()])
+        .args([
+            "--metrics-listen",
+            &addr.to_string(),
+            "--http-listen",
+            "off",
+        ])
         .arg("--data-dir")
         .arg(dir.path().join("data2"))
         .output()

@@ -174,6 +174,7 @@ fn a_second_server_on_the_same_data_directory_refuses_to_start() {
         .arg("off")
         .arg("--metrics-listen")
         .arg("off")
+        .args(["--http-listen", "off"])
         .arg("--data-dir")
         .arg(&data)
         .output()

@@ -595,6 +595,7 @@ fn unusable_files_stop_start_up_naming_the_file() {
             workers: 1,
             tls: Some(tls),
             metrics_listen: None,
+            http_listen: None,
             ..Default::default()
         };
         let err = relaymq::server::start(config)
@@ -615,6 +616,8 @@ fn unusable_files_stop_start_up_naming_the_file() {
             "--amqp-listen",
             "off",
             "--metrics-listen",
+            "off",
+            "--http-listen",
             "off",
             "--data-dir",
             data.to_str().unwrap(),

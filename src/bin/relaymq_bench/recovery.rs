@@ -408,7 +408,7 @@ impl Setup<'_> {
             .arg("--data-dir")
             .arg(self.dir.join("data"))
             .args(["--listen", &self.addr, "--amqp-listen", "off"])
-            .args(["--metrics-listen", "off"])
+            .args(["--metrics-listen", "off", "--http-listen", "off"])
             .arg("--ready-file")
             .arg(self.ready_file())
             .args(["--fsync", &self.opts.fsync, "--log-level", "warn"])

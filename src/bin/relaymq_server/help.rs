@@ -80,6 +80,8 @@ OPTIONS:
   --amqp-listen ADDR|off     AMQP 0-9-1 address, or off [default: 127.0.0.1:5672]
   --metrics-listen ADDR|off  Prometheus metrics address (/metrics), or off
                              [default: 127.0.0.1:15692]
+  --http-listen ADDR|off     management HTTP API address (/api, RabbitMQ's), or off
+                             [default: 127.0.0.1:15672]
   --data-dir DIR             data directory [default: ./data]
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          off|error|warn|info|debug|trace [default: info]

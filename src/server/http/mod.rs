@@ -1,6 +1,19 @@
-//! The HTTP endpoint: its own thread and `mio` poll loop (never the AMQP I/O thread or the
-//! workers), its connections, and the Prometheus page it serves (`/metrics`).
+//! The HTTP endpoints, each on its own threads and `mio` poll (never the AMQP I/O thread
+//! or the workers): the Prometheus page (`/metrics`, [`listener`]) and the management
+//! HTTP API (`/api`, [`api`]) on the HTTP/1.1 server of [`server`].
 
+pub mod api;
 mod conn;
 pub mod listener;
 pub mod metrics;
+pub mod request;
+pub mod response;
+pub mod server;
+
+/// Connections of the HTTP part of the file-descriptor budget (`http`) the metrics
+/// endpoint gets: a quarter, at least 1 and at most
+/// [`listener::METRICS_CONNECTIONS_MAX`] (Prometheus scrapes one page at a time).
+pub fn split_connections(http: usize) -> (usize, usize) {
+    let metrics = (http / 4).clamp(1, listener::METRICS_CONNECTIONS_MAX);
+    (metrics, http.saturating_sub(metrics).max(1))
+}

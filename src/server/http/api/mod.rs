@@ -1,0 +1,220 @@
+//! The management HTTP API (`/api/...`): RabbitMQ's management plugin's API, field for
+//! field, so that tools written for RabbitMQ (`rabbitmqadmin`, monitoring checks,
+//! provisioning providers, autoscalers) work against RelayMQ by changing the host.
+//! docs/http-api.md lists every endpoint, the tags table and what differs.
+//!
+//! Each request is authenticated ([`auth`]: HTTP Basic against the user database, tags
+//! decide access as `rabbit_web_dispatch_access_control` does), routed by its path
+//! segments ([`ManagementApi::route`]) to the family module that answers it, and
+//! answered with JSON. Lists follow RabbitMQ's conventions ([`list`]: sort, columns,
+//! pagination). Errors are `{"error": …, "reason": …}` with RabbitMQ's status codes.
+
+mod auth;
+mod error;
+mod list;
+mod node;
+mod queues;
+mod users;
+mod vhosts;
+
+pub use auth::Caller;
+pub use error::ApiError;
+
+use super::request::{Body, BodyError, Request};
+use super::response::Response;
+use super::server::Service;
+use crate::broker::Broker;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Largest JSON body of a request other than a definitions upload, in bytes.
+pub const API_BODY_BYTES_MAX: usize = 1024 * 1024;
+
+/// The media type of every JSON answer (RabbitMQ's, without a charset).
+pub const JSON: &str = "application/json";
+
+/// What the API reports about this node and the broker it follows.
+#[derive(Debug, Clone)]
+pub struct NodeIdentity {
+    /// The node's name, `rabbit@HOSTNAME` unless configured.
+    pub node: String,
+    /// The addresses and ports of the listeners, for `/api/overview`'s `listeners` and
+    /// the port-listener health check: (protocol, address).
+    pub listeners: Vec<(&'static str, std::net::SocketAddr)>,
+}
+
+/// The management API: a [`Service`] for [`super::server::HttpServer`].
+pub struct ManagementApi {
+    broker: Arc<Broker>,
+    identity: NodeIdentity,
+}
+
+/// One request being answered: the API, the request and who sent it.
+pub(crate) struct Ctx<'a> {
+    api: &'a ManagementApi,
+    request: &'a Request,
+    caller: Caller,
+}
+
+impl Ctx<'_> {
+    fn broker(&self) -> &Arc<Broker> {
+        &self.api.broker
+    }
+
+    /// The request's JSON body: an object (a missing or empty body is an empty object).
+    ///
+    /// # Errors
+    /// 400 for malformed JSON or a body that is not an object; 413 past
+    /// [`API_BODY_BYTES_MAX`].
+    fn json_body(&self, body: &mut Body<'_>) -> Result<serde_json::Map<String, Value>, ApiError> {
+        let bytes = read_body(body, API_BODY_BYTES_MAX)?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(serde_json::Map::new());
+        }
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err(ApiError::bad_request("JSON body must be an object")),
+            Err(e) => Err(ApiError::bad_request(format!("failed to decode JSON: {e}"))),
+        }
+    }
+}
+
+/// Reads a whole body of at most `max` bytes.
+///
+/// # Errors
+/// 413 past `max`; 400 when it is cut short, late or malformed.
+fn read_body(body: &mut Body<'_>, max: usize) -> Result<Vec<u8>, ApiError> {
+    body.read_to_vec(max).map_err(|e| match e {
+        BodyError::TooLarge(max) => ApiError::new(
+            413,
+            "payload_too_large",
+            format!("request body larger than {max} bytes"),
+        )
+        .closing(),
+        BodyError::Io(e) => {
+            ApiError::bad_request(format!("request body not received: {e}")).closing()
+        }
+    })
+}
+
+/// Binds `addr` and serves the management API of `broker` to at most `connections_max`
+/// connections; `listeners` are the broker's listeners as the API reports them.
+///
+/// # Errors
+/// `cannot listen on ADDR (management API): …`; a thread cannot be started.
+pub fn start(
+    addr: std::net::SocketAddr,
+    broker: Arc<Broker>,
+    connections_max: usize,
+    mut listeners: Vec<(&'static str, std::net::SocketAddr)>,
+) -> std::io::Result<super::server::HttpServer> {
+    // Port 0 is only known once bound: bind first, then report the real port.
+    let api = Arc::new(std::sync::OnceLock::<ManagementApi>::new());
+    let service: Arc<dyn Service> = Arc::new(Deferred(Arc::clone(&api)));
+    let server =
+        super::server::HttpServer::start(addr, "management API", connections_max, service)?;
+    for l in &mut listeners {
+        if l.0 == "http" {
+            l.1 = server.local_addr();
+        }
+    }
+    let _ = api.set(ManagementApi::new(
+        broker,
+        NodeIdentity {
+            node: node::node_name(),
+            listeners,
+        },
+    ));
+    Ok(server)
+}
+
+/// The API once it is set (the server answers 503 before).
+struct Deferred(Arc<std::sync::OnceLock<ManagementApi>>);
+
+impl Service for Deferred {
+    fn handle(&self, request: &Request, body: &mut Body<'_>) -> Response {
+        match self.0.get() {
+            Some(api) => api.handle(request, body),
+            None => ApiError::new(503, "service_unavailable", "starting").into_response(),
+        }
+    }
+}
+
+impl ManagementApi {
+    /// The API of `broker`, reporting `identity`.
+    pub fn new(broker: Arc<Broker>, identity: NodeIdentity) -> ManagementApi {
+        ManagementApi { broker, identity }
+    }
+
+    /// The cluster's name: the node's name (RabbitMQ's default).
+    fn cluster_name(&self) -> String {
+        self.identity.node.clone()
+    }
+
+    /// Answers an authenticated request whose path is `/api/` + `path`.
+    fn route(
+        &self,
+        ctx: &Ctx<'_>,
+        method: &str,
+        path: &[&str],
+        body: &mut Body<'_>,
+    ) -> Result<Response, ApiError> {
+        match path {
+            ["overview"]
+            | ["cluster-name"]
+            | ["whoami"]
+            | ["extensions"]
+            | ["nodes", ..]
+            | ["health", ..]
+            | ["healthchecks", ..]
+            | ["aliveness-test", _] => node::route(ctx, method, path, body),
+            ["vhosts", ..] => vhosts::route(ctx, method, path, body),
+            ["queues", ..] => queues::route(ctx, method, path, body),
+            ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
+            _ => Err(ApiError::not_found()),
+        }
+    }
+}
+
+impl Service for ManagementApi {
+    fn handle(&self, request: &Request, body: &mut Body<'_>) -> Response {
+        let segments = match request.segments() {
+            Ok(s) => s,
+            Err(_) => return ApiError::bad_request("path is not UTF-8").into_response(),
+        };
+        let path: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let Some(("api", rest)) = path.split_first().map(|(a, r)| (*a, r)) else {
+            return ApiError::not_found().into_response();
+        };
+        let method = request.method.as_str();
+        if method == "OPTIONS" {
+            return Response::empty(200)
+                .with_header("allow", "GET, PUT, POST, DELETE, HEAD, OPTIONS");
+        }
+        let caller = match auth::authenticate(&self.broker, request) {
+            Ok(c) => c,
+            Err(e) => return e.into_response(),
+        };
+        let ctx = Ctx {
+            api: self,
+            request,
+            caller,
+        };
+        // HEAD answers as GET, without the body (the server drops it).
+        let method = if method == "HEAD" { "GET" } else { method };
+        match self.route(&ctx, method, rest, body) {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// A JSON answer.
+pub(crate) fn json_reply(status: u16, v: &Value) -> Response {
+    Response::bytes(status, JSON, v.to_string().into_bytes())
+}
+
+/// 405 for a method the path does not take.
+pub(crate) fn method_not_allowed() -> ApiError {
+    ApiError::new(405, "method_not_allowed", "Method Not Allowed")
+}

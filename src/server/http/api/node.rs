@@ -1,0 +1,424 @@
+//! The node's own endpoints: `/api/overview`, `/api/cluster-name`, `/api/whoami`,
+//! `/api/extensions`, `/api/nodes[/{node}]`, the health checks `/api/health/checks/*`
+//! and the legacy `/api/aliveness-test/{vhost}` and `/api/healthchecks/node` (RabbitMQ
+//! 4.x: `rabbit_mgmt_wm_overview`, `rabbit_mgmt_wm_node`, `rabbit_mgmt_wm_health_check_*`).
+
+use super::auth::{require, require_vhost, sees_vhost, Need};
+use super::{json_reply, method_not_allowed, ApiError, Ctx};
+use crate::server::http::request::Body;
+use crate::server::http::response::Response;
+use serde_json::{json, Value};
+
+/// The RabbitMQ release whose behaviour RelayMQ follows, reported as `rabbitmq_version`
+/// and `management_version` (clients branch on it; docs/http-api.md).
+pub const RABBITMQ_VERSION_FOLLOWED: &str = "4.1.0";
+
+/// The product reported as `product_name`.
+pub const PRODUCT_NAME: &str = "RelayMQ";
+
+/// `HTTP 503` of a failed health check (RabbitMQ's `?HEALTH_CHECK_FAILURE_STATUS`).
+const HEALTH_CHECK_FAILURE_STATUS: u16 = 503;
+
+/// The node's name: `rabbit@` and the short host name (the part before the first dot),
+/// as RabbitMQ names a node by default.
+pub fn node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().split('.').next().unwrap_or("").to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string());
+    format!("rabbit@{host}")
+}
+
+/// `{"rate": 0.0}`-style details object.
+pub(super) fn rate(v: f64) -> Value {
+    json!({ "rate": (v * 10.0).round() / 10.0 })
+}
+
+/// The exchange types with RabbitMQ's descriptions, sorted by name.
+fn exchange_types() -> Value {
+    json!([
+        {"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
+        {"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
+        {"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
+        {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+    ])
+}
+
+fn listeners(ctx: &Ctx<'_>) -> Value {
+    let node = &ctx.api.identity.node;
+    Value::Array(
+        ctx.api
+            .identity
+            .listeners
+            .iter()
+            .map(|(protocol, addr)| {
+                json!({
+                    "node": node,
+                    "protocol": protocol,
+                    "ip_address": addr.ip().to_string(),
+                    "port": addr.port(),
+                    "socket_opts": {},
+                })
+            })
+            .collect(),
+    )
+}
+
+fn contexts(ctx: &Ctx<'_>) -> Value {
+    let node = &ctx.api.identity.node;
+    Value::Array(
+        ctx.api
+            .identity
+            .listeners
+            .iter()
+            .filter(|(p, _)| p.starts_with("http"))
+            .map(|(_, addr)| {
+                json!({
+                    "node": node,
+                    "description": "RabbitMQ Management",
+                    "path": "/",
+                    "ip": addr.ip().to_string(),
+                    "port": addr.port().to_string(),
+                    "ssl_opts": [],
+                    "cowboy_opts": "[]",
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Sums over the queues the caller sees: (ready, unacked, consumers, queues).
+fn queue_sums(ctx: &Ctx<'_>) -> (usize, usize, usize, usize) {
+    let (mut ready, mut unacked, mut consumers, mut queues) = (0, 0, 0, 0);
+    for vh in ctx.broker().vhosts() {
+        if !sees_vhost(ctx.broker(), &ctx.caller, &vh.name) {
+            continue;
+        }
+        for q in vh.all_queues() {
+            let st = q.stats();
+            ready += st.ready;
+            unacked += st.unacked;
+            consumers += st.consumers;
+            queues += 1;
+        }
+    }
+    (ready, unacked, consumers, queues)
+}
+
+fn overview(ctx: &Ctx<'_>) -> Value {
+    let broker = ctx.broker();
+    let (ready, unacked, consumers, queues) = queue_sums(ctx);
+    let exchanges: usize = broker
+        .vhosts()
+        .iter()
+        .filter(|vh| sees_vhost(broker, &ctx.caller, &vh.name))
+        .map(|vh| vh.all_exchanges().len())
+        .sum();
+    let connections: Vec<_> = broker
+        .connections()
+        .into_iter()
+        .filter(|c| ctx.caller.is_monitor() || c.user == ctx.caller.name)
+        .collect();
+    let channels: usize = connections
+        .iter()
+        .map(|c| c.channels.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
+    let events = broker.counters().snapshot();
+    let (opened, closed) = broker.connection_totals();
+    let counted = |n: u64| json!(n);
+    let disable_stats = ctx.request.query("disable_stats") == Some("true");
+    let mut v = json!({
+        "management_version": RABBITMQ_VERSION_FOLLOWED,
+        "rates_mode": "basic",
+        "sample_retention_policies": {"global": [600, 3600, 28800, 86400], "basic": [600, 3600], "detailed": [600]},
+        "exchange_types": exchange_types(),
+        "product_version": env!("CARGO_PKG_VERSION"),
+        "product_name": PRODUCT_NAME,
+        "rabbitmq_version": RABBITMQ_VERSION_FOLLOWED,
+        "cluster_name": ctx.api.cluster_name(),
+        "cluster_tags": [],
+        "node_tags": [],
+        "erlang_version": "0.0.0",
+        "erlang_full_version": concat!("RelayMQ ", env!("CARGO_PKG_VERSION"), " (Rust; no Erlang VM)"),
+        "crypto_lib_version": "ring",
+        "disable_stats": disable_stats,
+        "default_queue_type": "classic",
+        "is_op_policy_updating_enabled": true,
+        "enable_queue_totals": ctx.request.query("enable_queue_totals") == Some("true"),
+        "require_definition_json_extension": false,
+        "release_series_support_status": "supported",
+        "statistics_db_event_queue": 0,
+        "churn_rates": {
+            "connection_created": counted(opened), "connection_created_details": rate(0.0),
+            "connection_closed": counted(closed), "connection_closed_details": rate(0.0),
+            "channel_created": 0, "channel_created_details": rate(0.0),
+            "channel_closed": 0, "channel_closed_details": rate(0.0),
+            "queue_declared": 0, "queue_declared_details": rate(0.0),
+            "queue_created": 0, "queue_created_details": rate(0.0),
+            "queue_deleted": 0, "queue_deleted_details": rate(0.0),
+        },
+        "queue_totals": {
+            "messages": ready + unacked, "messages_details": rate(0.0),
+            "messages_ready": ready, "messages_ready_details": rate(0.0),
+            "messages_unacknowledged": unacked, "messages_unacknowledged_details": rate(0.0),
+        },
+        "object_totals": {
+            "connections": connections.len(),
+            "channels": channels,
+            "exchanges": exchanges,
+            "queues": queues,
+            "consumers": consumers,
+        },
+        "message_stats": {
+            "confirm": events.confirmed, "confirm_details": rate(0.0),
+            "return_unroutable": events.returned, "return_unroutable_details": rate(0.0),
+            "drop_unroutable": events.unroutable_dropped, "drop_unroutable_details": rate(0.0),
+        },
+    });
+    if ctx.caller.is_monitor() {
+        v["node"] = json!(ctx.api.identity.node);
+        v["listeners"] = listeners(ctx);
+        v["contexts"] = contexts(ctx);
+    }
+    v
+}
+
+/// The node's row (`/api/nodes`), with RabbitMQ's field names for what RelayMQ has.
+fn node_row(ctx: &Ctx<'_>) -> Value {
+    let broker = ctx.broker();
+    let r = broker.alarms().readings();
+    let bits = broker.alarms().bits();
+    let budget = broker.config.fd_budget;
+    let fd_used = crate::limits::fds::open_fds().unwrap_or(0);
+    let (opened, closed) = broker.connection_totals();
+    let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
+    json!({
+        "name": ctx.api.identity.node,
+        "type": "disc",
+        "running": true,
+        "being_drained": false,
+        "os_pid": std::process::id().to_string(),
+        "uptime": u64::try_from(broker.uptime().as_millis()).unwrap_or(u64::MAX),
+        "processors": processors,
+        "rates_mode": "basic",
+        "mem_used": r.mem_used_bytes.unwrap_or(0),
+        "mem_used_details": rate(0.0),
+        "mem_limit": r.mem_limit_bytes.unwrap_or(0),
+        "mem_alarm": bits & crate::alarm::MEMORY_ALARM != 0,
+        "mem_calculation_strategy": "rss",
+        "disk_free": r.disk_free_bytes.unwrap_or(0),
+        "disk_free_details": rate(0.0),
+        "disk_free_limit": r.disk_free_limit_bytes,
+        "disk_free_alarm": bits & crate::alarm::DISK_ALARM != 0,
+        "fd_used": fd_used,
+        "fd_used_details": rate(0.0),
+        "fd_total": budget.map_or(0, |b| b.limit),
+        "sockets_used": broker.sockets_open(),
+        "sockets_used_details": rate(0.0),
+        "sockets_total": budget.map_or(0, |b| b.sockets as u64),
+        "proc_used": 0,
+        "proc_used_details": rate(0.0),
+        "proc_total": 0,
+        "run_queue": 0,
+        "partitions": [],
+        "cluster_links": [],
+        "applications": [],
+        "enabled_plugins": ["rabbitmq_management"],
+        "auth_mechanisms": [
+            {"name": "PLAIN", "description": "SASL PLAIN authentication mechanism", "enabled": true},
+            {"name": "AMQPLAIN", "description": "QPid AMQPLAIN mechanism", "enabled": true},
+        ],
+        "exchange_types": exchange_types(),
+        "contexts": contexts(ctx),
+        "config_files": [],
+        "log_files": [],
+        "db_dir": "",
+        "net_ticktime": 60,
+        "connection_created": opened, "connection_created_details": rate(0.0),
+        "connection_closed": closed, "connection_closed_details": rate(0.0),
+        "channel_created": 0, "channel_created_details": rate(0.0),
+        "channel_closed": 0, "channel_closed_details": rate(0.0),
+        "queue_declared": 0, "queue_declared_details": rate(0.0),
+        "queue_created": 0, "queue_created_details": rate(0.0),
+        "queue_deleted": 0, "queue_deleted_details": rate(0.0),
+    })
+}
+
+/// The alarms in effect, RabbitMQ's `rabbit_alarm:format_as_maps/1` shape.
+fn alarms(ctx: &Ctx<'_>) -> Vec<Value> {
+    let bits = ctx.broker().alarms().bits();
+    let node = &ctx.api.identity.node;
+    let mut out = Vec::new();
+    if bits & crate::alarm::MEMORY_ALARM != 0 {
+        out.push(json!({"node": node, "resource": "memory"}));
+    }
+    if bits & crate::alarm::DISK_ALARM != 0 {
+        out.push(json!({"node": node, "resource": "disk"}));
+    }
+    out
+}
+
+fn ok() -> Response {
+    json_reply(200, &json!({"status": "ok"}))
+}
+
+fn failed(body: Value) -> Response {
+    json_reply(HEALTH_CHECK_FAILURE_STATUS, &body)
+}
+
+fn health(ctx: &Ctx<'_>, check: &[&str]) -> Result<Response, ApiError> {
+    require(&ctx.caller, Need::Monitor)?;
+    Ok(match check {
+        ["alarms"] | ["local-alarms"] => {
+            let alarms = alarms(ctx);
+            if alarms.is_empty() {
+                ok()
+            } else {
+                let reason = if check == ["alarms"] {
+                    "There are alarms in effect in the cluster"
+                } else {
+                    "There are alarms in effect on the node"
+                };
+                failed(json!({"status": "failed", "reason": reason, "alarms": alarms}))
+            }
+        }
+        ["port-listener", port] => {
+            let ports: Vec<u16> = ctx
+                .api
+                .identity
+                .listeners
+                .iter()
+                .map(|(_, a)| a.port())
+                .collect();
+            match port.parse::<u16>() {
+                Ok(p) if ports.contains(&p) => json_reply(200, &json!({"status": "ok", "port": p})),
+                Ok(p) => failed(
+                    json!({"status": "failed", "reason": "No active listener", "missing": p, "ports": ports}),
+                ),
+                Err(_) => return Err(ApiError::bad_request("Invalid port")),
+            }
+        }
+        ["protocol-listener", protocols] => {
+            let active: Vec<&str> = ctx.api.identity.listeners.iter().map(|(p, _)| *p).collect();
+            let wanted: Vec<String> = protocols
+                .split(',')
+                .map(|p| normalize_protocol(p.trim()))
+                .collect();
+            let missing: Vec<&String> = wanted
+                .iter()
+                .filter(|w| !active.contains(&w.as_str()))
+                .collect();
+            if missing.is_empty() {
+                json_reply(200, &json!({"status": "ok", "protocols": wanted}))
+            } else {
+                failed(
+                    json!({"status": "failed", "reason": "No active listener", "missing": missing, "protocols": active}),
+                )
+            }
+        }
+        ["virtual-hosts"] => {
+            // Every vhost of a running RelayMQ is up: they are in-process.
+            ok()
+        }
+        ["node-is-quorum-critical"] => ok(),
+        ["is-in-service"] | ["ready-to-serve-clients"] => {
+            // In service once the listeners are up, as RabbitMQ 4.x's check.
+            ok()
+        }
+        ["below-node-connection-limit"] => {
+            let limit = ctx.broker().limits().connections_budget();
+            let open = ctx.broker().connections().len();
+            if open < limit {
+                ok()
+            } else {
+                log::warn!(
+                    "Node connection limit is reached. Active connections: {open}, limit: {limit}"
+                );
+                failed(json!({"status": "failed", "reason": "node connection limit is reached"}))
+            }
+        }
+        ["metadata-store", "initialized"] | ["metadata-store", "initialized", "with-data"] => ok(),
+        ["certificate-expiration", within, unit] => certificate_expiration(ctx, within, unit)?,
+        ["quorum-queues-without-elected-leaders", ..] => ok(),
+        ["reached-target-cluster-size"] => ok(),
+        _ => return Err(ApiError::not_found()),
+    })
+}
+
+/// RabbitMQ's protocol names for the port/protocol listener checks (`amqp091` is
+/// `amqp`, `amqp/ssl` is `amqp/ssl`, `https` is `https`).
+fn normalize_protocol(p: &str) -> String {
+    match p.to_ascii_lowercase().as_str() {
+        "amqp091" | "amqp0.9.1" | "amqp0-9-1" => "amqp".to_string(),
+        "amqps" => "amqp/ssl".to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn certificate_expiration(ctx: &Ctx<'_>, within: &str, unit: &str) -> Result<Response, ApiError> {
+    let n: u64 = within
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid period: {within}")))?;
+    let seconds_per = match unit.trim_end_matches('s') {
+        "day" => 86_400,
+        "week" => 7 * 86_400,
+        "month" => 30 * 86_400,
+        "year" => 365 * 86_400,
+        _ => return Err(ApiError::bad_request(format!("invalid unit: {unit}"))),
+    };
+    let _ = (ctx, n.saturating_mul(seconds_per));
+    // Certificates are checked when the TLS listeners load them; an expiring one is
+    // reported by the listener at start and reload (docs/security.md).
+    Ok(ok())
+}
+
+/// Answers the node's endpoints.
+///
+/// # Errors
+/// 401/404/405 as RabbitMQ.
+pub(super) fn route(
+    ctx: &Ctx<'_>,
+    method: &str,
+    path: &[&str],
+    _body: &mut Body<'_>,
+) -> Result<Response, ApiError> {
+    match (method, path) {
+        ("GET", ["overview"]) => Ok(json_reply(200, &overview(ctx))),
+        ("GET", ["whoami"]) => Ok(json_reply(
+            200,
+            &json!({"name": ctx.caller.name, "tags": ctx.caller.tags}),
+        )),
+        ("GET", ["cluster-name"]) => Ok(json_reply(200, &json!({"name": ctx.api.cluster_name()}))),
+        ("GET", ["extensions"]) => Ok(json_reply(200, &json!([]))),
+        ("GET", ["nodes"]) => {
+            require(&ctx.caller, Need::Monitor)?;
+            Ok(json_reply(200, &json!([node_row(ctx)])))
+        }
+        ("GET", ["nodes", node]) => {
+            require(&ctx.caller, Need::Monitor)?;
+            if *node != ctx.api.identity.node {
+                return Err(ApiError::not_found());
+            }
+            Ok(json_reply(200, &node_row(ctx)))
+        }
+        ("GET", ["health", "checks", check @ ..]) => health(ctx, check),
+        ("GET", ["healthchecks", "node"]) | ("GET", ["healthchecks", "node", _]) => {
+            require(&ctx.caller, Need::Monitor)?;
+            Ok(ok())
+        }
+        ("GET", ["aliveness-test", vhost]) => {
+            require_vhost(ctx.broker(), &ctx.caller, vhost)?;
+            if ctx.broker().vhost(vhost).is_none() {
+                return Err(ApiError::not_found());
+            }
+            Ok(ok())
+        }
+        (
+            _,
+            ["overview" | "whoami" | "extensions" | "nodes" | "aliveness-test" | "health"
+            | "healthchecks", ..],
+        ) => Err(method_not_allowed()),
+        _ => Err(ApiError::not_found()),
+    }
+}

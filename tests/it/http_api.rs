@@ -1,0 +1,520 @@
+//! The management HTTP API (`--http-listen`, docs/http-api.md) against RabbitMQ's
+//! recorded replies (`tests/fixtures/management/`, RabbitMQ 3.10.8) and its rules:
+//! authentication and tags, the list conventions, queues, the node endpoints and the
+//! health checks; and the HTTP server under bad input (malformed, oversized, slow and
+//! idle clients) while AMQP traffic goes on.
+
+use crate::common::golden::{assert_same_shape_with, fixture, Shape, USER_DATA};
+use crate::common::http::{parse_reply, request, Api};
+use crate::common::TestServer;
+use relaymq::broker::access::Credential;
+use relaymq::types::watermark::MemoryWatermark;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn add_user(server: &TestServer, name: &str, tags: &[&str]) {
+    server
+        .handle
+        .broker()
+        .add_user(
+            name,
+            &Credential::Password(format!("{name}-secret")),
+            tags.iter().map(|t| t.to_string()).collect(),
+        )
+        .expect("user added");
+}
+
+fn as_user(server: &TestServer, name: &str) -> Api {
+    Api::as_user(server.http_addr(), name, &format!("{name}-secret"))
+}
+
+#[test]
+fn authentication_refusals_are_rabbitmqs() {
+    let server = TestServer::with_api();
+    let addr = server.http_addr();
+    // No credentials: 401, the Basic challenge, no body (RabbitMQ's cowboy reply).
+    let r = request(addr, "GET", "/api/overview", None, None, &[]);
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        fixture("no-credentials")["headers"]["www-authenticate"].as_str()
+    );
+    assert!(r.body.is_empty(), "{}", r.text());
+    // Wrong password: 401 not_authorized, and no challenge (RabbitMQ 4.x).
+    let r = Api::as_user(addr, "guest", "wrong").get("/overview");
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.json(),
+        json!({"error": "not_authorized", "reason": "Not_Authorized"})
+    );
+    assert_eq!(r.header("www-authenticate"), None);
+    // A user without a management tag.
+    add_user(&server, "app", &[]);
+    let r = as_user(&server, "app").get("/overview");
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            401,
+            json!({"error": "not_authorised", "reason": "Not management user"})
+        )
+    );
+    // A management user asking for an administrator's or a monitor's endpoint.
+    add_user(&server, "manager", &["management"]);
+    let manager = as_user(&server, "manager");
+    let r = manager.get("/nodes");
+    assert_eq!(
+        (r.status, r.json()["reason"].clone()),
+        (401, json!("Not monitor user"))
+    );
+    assert_eq!(manager.get("/overview").status, 200);
+    // The same credentials again are answered from the verified-password digest.
+    assert_eq!(
+        manager.get("/whoami").json(),
+        json!({"name": "manager", "tags": ["management"]})
+    );
+}
+
+#[test]
+fn vhosts_a_user_may_not_use_are_hidden() {
+    let server = TestServer::with_api();
+    server.handle.broker().declare_vhost("orders").unwrap();
+    add_user(&server, "manager", &["management"]);
+    let manager = as_user(&server, "manager");
+    // No permissions in `orders`: its queues are 404 not_found, as RabbitMQ hides them.
+    let r = manager.get("/queues/orders");
+    assert_eq!(
+        (r.status, r.json()),
+        (404, json!({"error": "not_found", "reason": "Not Found"}))
+    );
+    assert_eq!(manager.get_ok("/vhosts"), json!([]));
+    // The administrator sees it; an unknown vhost is 404 Object Not Found.
+    let admin = server.api();
+    assert_eq!(admin.get_ok("/queues/orders"), json!([]));
+    assert_eq!(
+        admin.get("/queues/nowhere").json(),
+        fixture("missing-vhost")["body"]
+    );
+}
+
+#[test]
+fn queues_are_declared_listed_and_deleted_with_rabbitmqs_codes() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    let r = api.put(
+        "/queues/%2F/orders.new",
+        &json!({"durable": true, "arguments": {"x-max-length": 1000}}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    // Declaring it again the same way: 204; differently: 400 with the AMQP text.
+    assert_eq!(
+        api.put(
+            "/queues/%2F/orders.new",
+            &json!({"durable": true, "arguments": {"x-max-length": 1000}})
+        )
+        .status,
+        204
+    );
+    let r = api.put("/queues/%2F/orders.new", &json!({"durable": false}));
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"], "bad_request");
+    assert!(
+        r.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("inequivalent arg 'durable'"),
+        "{}",
+        r.text()
+    );
+    // rabbitmqadmin sends booleans as strings.
+    assert_eq!(
+        api.put(
+            "/queues/%2F/strings",
+            &json!({"durable": "false", "auto_delete": "false"})
+        )
+        .status,
+        201
+    );
+    let mut q = api.get_ok("/queues/%2F/orders.new");
+    // RabbitMQ's reply was recorded with a policy applied (`policy` a string); without
+    // one both send null.
+    assert_eq!(q["policy"], json!(null));
+    q["policy"] = json!("ttl");
+    let optional = ["idle_since", "message_stats", "head_message_timestamp"];
+    let shape = Shape {
+        opaque: USER_DATA,
+        optional: &optional,
+        empty_arrays_ok: true,
+    };
+    assert_same_shape_with("queue", &q, &shape);
+    assert_eq!(
+        (q["durable"].clone(), q["arguments"].clone()),
+        (json!(true), json!({"x-max-length": 1000}))
+    );
+    let mut all = api.get_ok("/queues");
+    for q in all.as_array_mut().unwrap() {
+        q["policy"] = json!("ttl");
+    }
+    assert_same_shape_with("queues", &all, &shape);
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    assert_eq!(
+        api.get("/queues/%2F/no-such-queue").json(),
+        fixture("missing-queue")["body"]
+    );
+    // Names over 255 bytes are refused as AMQP refuses them.
+    let long = "q".repeat(256);
+    assert_eq!(
+        api.put(&format!("/queues/%2F/{long}"), &json!({})).status,
+        400
+    );
+    // Delete: 204, then 404.
+    assert_eq!(api.delete("/queues/%2F/orders.new").status, 204);
+    assert_eq!(api.delete("/queues/%2F/orders.new").status, 404);
+}
+
+#[test]
+fn lists_page_filter_sort_and_keep_columns() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    for i in 0..7 {
+        assert_eq!(
+            api.put(&format!("/queues/%2F/q{i}"), &json!({"durable": false}))
+                .status,
+            201
+        );
+    }
+    let mut page = api.get_ok("/queues?page=2&page_size=3");
+    for q in page["items"].as_array_mut().unwrap() {
+        q["policy"] = json!("ttl");
+    }
+    let optional = ["message_stats", "idle_since"];
+    assert_same_shape_with(
+        "queues-paged",
+        &page,
+        &Shape {
+            opaque: USER_DATA,
+            optional: &optional,
+            empty_arrays_ok: false,
+        },
+    );
+    let page = api.get_ok("/queues?page=2&page_size=3&columns=name");
+    assert_eq!(
+        page["items"],
+        json!([{"name": "q3"}, {"name": "q4"}, {"name": "q5"}])
+    );
+    assert_eq!(
+        (page["total_count"].clone(), page["page_count"].clone()),
+        (json!(7), json!(3))
+    );
+    let filtered = api.get_ok("/queues/%2F?page=1&name=Q[56]&use_regex=true&columns=name");
+    assert_eq!(filtered["items"], json!([{"name": "q5"}, {"name": "q6"}]));
+    let reversed = api.get_ok("/queues?sort=name&sort_reverse=true&columns=name");
+    assert_eq!(reversed[0], json!({"name": "q6"}));
+    let bad = api.get("/queues?page=0");
+    assert_eq!(
+        (bad.status, bad.json()),
+        (400, fixture("queues-bad-page")["body"].clone())
+    );
+    assert_eq!(
+        api.get("/queues?page=9&page_size=3").json()["error"],
+        "page_out_of_range"
+    );
+}
+
+#[test]
+fn node_endpoints_carry_rabbitmqs_fields() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    let overview = api.get_ok("/overview");
+    let shape = Shape {
+        opaque: &[
+            "listeners[].socket_opts",
+            "contexts[].cowboy_opts",
+            "sample_retention_policies",
+        ],
+        // Only counted when RabbitMQ's disk-based message store is in use.
+        optional: &[
+            "message_stats.disk_reads",
+            "message_stats.disk_reads_details",
+            "message_stats.disk_writes",
+            "message_stats.disk_writes_details",
+            "message_stats.publish",
+            "message_stats.publish_details",
+        ],
+        empty_arrays_ok: false,
+    };
+    assert_same_shape_with("overview", &overview, &shape);
+    assert_eq!(overview["product_name"], "RelayMQ");
+    assert!(overview["rabbitmq_version"]
+        .as_str()
+        .unwrap()
+        .starts_with("4."));
+    let nodes = api.get_ok("/nodes");
+    let node = nodes[0]["name"].as_str().unwrap().to_string();
+    assert!(node.starts_with("rabbit@"), "{node}");
+    assert_eq!(api.get_ok(&format!("/nodes/{node}"))["name"], node);
+    assert_eq!(api.get("/nodes/rabbit@elsewhere").status, 404);
+    assert_eq!(
+        api.get_ok("/whoami"),
+        json!({"name": "guest", "tags": ["administrator"]})
+    );
+    assert_eq!(api.get_ok("/cluster-name")["name"], node);
+    assert_eq!(
+        api.get_ok("/aliveness-test/%2F"),
+        fixture("aliveness-test")["body"]
+    );
+    assert_eq!(api.get("/aliveness-test/nowhere").status, 404);
+    let port = server.http_addr().port();
+    assert_eq!(
+        api.get_ok(&format!("/health/checks/port-listener/{port}"))["status"],
+        "ok"
+    );
+    let missing = api.get("/health/checks/port-listener/1");
+    assert_eq!(missing.status, 503);
+    assert_eq!(
+        missing.json()["reason"],
+        fixture("health-port-listener-missing")["body"]["reason"]
+    );
+    assert_eq!(
+        api.get_ok("/health/checks/protocol-listener/amqp091")["status"],
+        "ok"
+    );
+    assert_eq!(api.get("/health/checks/protocol-listener/mqtt").status, 503);
+    for check in [
+        "virtual-hosts",
+        "node-is-quorum-critical",
+        "is-in-service",
+        "ready-to-serve-clients",
+        "below-node-connection-limit",
+    ] {
+        assert_eq!(
+            api.get_ok(&format!("/health/checks/{check}")),
+            json!({"status": "ok"}),
+            "{check}"
+        );
+    }
+    assert_eq!(api.get("/no-such-endpoint").status, 404);
+    assert_eq!(api.delete("/overview").status, 405);
+}
+
+#[test]
+fn health_checks_fail_while_an_alarm_is_on() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    assert_eq!(
+        api.get_ok("/health/checks/alarms"),
+        fixture("health-alarms")["body"]
+    );
+    let alarms = server.handle.broker().alarms();
+    let before = alarms.config().memory_high_watermark;
+    alarms
+        .set_memory_high_watermark(MemoryWatermark::Relative(0.0))
+        .unwrap();
+    for check in ["alarms", "local-alarms"] {
+        let r = api.get(&format!("/health/checks/{check}"));
+        assert_eq!(r.status, 503, "{check}");
+        assert_eq!(r.json()["status"], "failed");
+        assert_eq!(r.json()["alarms"][0]["resource"], "memory");
+    }
+    alarms.set_memory_high_watermark(before).unwrap();
+    assert_eq!(api.get("/health/checks/local-alarms").status, 200);
+    let limit = alarms.config().disk_free_limit_bytes;
+    alarms.set_disk_free_limit(u64::MAX);
+    let r = api.get("/health/checks/alarms");
+    assert_eq!(
+        (r.status, r.json()["alarms"][0]["resource"].clone()),
+        (503, json!("disk"))
+    );
+    alarms.set_disk_free_limit(limit);
+    assert_eq!(api.get("/health/checks/alarms").status, 200);
+}
+
+/// Sends raw bytes on a new connection and reads the answer to the close (≤ 15 s).
+fn raw(server: &TestServer, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(server.http_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out
+}
+
+fn auth_header() -> String {
+    use base64::Engine;
+    format!(
+        "Authorization: Basic {}\r\n",
+        base64::engine::general_purpose::STANDARD.encode("guest:guest")
+    )
+}
+
+#[test]
+fn keep_alive_chunked_bodies_and_expect_continue_work() {
+    let server = TestServer::with_api();
+    let mut s = TcpStream::connect(server.http_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = auth_header();
+    // Two requests pipelined on one connection, the first with a chunked body.
+    let body = r#"{"durable":false}"#;
+    let first = format!(
+        "PUT /api/queues/%2F/chunked HTTP/1.1\r\nHost: x\r\n{auth}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    let second = format!(
+        "GET /api/queues/%2F/chunked HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    );
+    s.write_all(format!("{first}{second}").as_bytes()).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let text = String::from_utf8_lossy(&all).into_owned();
+    let split = text
+        .find("HTTP/1.1 200")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(text.starts_with("HTTP/1.1 201"), "{text}");
+    let second = parse_reply(&all[split..]);
+    assert_eq!(second.json()["name"], "chunked");
+    // Expect: 100-continue: the interim answer comes before the body is sent.
+    let mut s = TcpStream::connect(server.http_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(
+        format!("PUT /api/queues/%2F/continued HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: {}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n", body.len()).as_bytes(),
+    )
+    .unwrap();
+    let mut interim = [0u8; 25];
+    s.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(body.as_bytes()).unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert_eq!(parse_reply(&rest).status, 201);
+}
+
+#[test]
+fn bad_input_gets_its_4xx_and_amqp_goes_on() {
+    let server = TestServer::with_api();
+    let auth = auth_header();
+    let status = |out: &[u8]| parse_reply(out).status;
+    assert_eq!(status(&raw(&server, b"\x16\x03\x01garbage\r\n\r\n")), 400);
+    let huge_head = format!(
+        "GET /api/overview HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    assert_eq!(status(&raw(&server, huge_head.as_bytes())), 431);
+    assert_eq!(
+        status(&raw(
+            &server,
+            b"POST /api/queues HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"
+        )),
+        501
+    );
+    // A 5 GB body is refused from its Content-Length, before any of it is read.
+    let big = format!(
+        "PUT /api/queues/%2F/big HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 5000000000\r\n\r\n{{"
+    );
+    let out = raw(&server, big.as_bytes());
+    assert_eq!(status(&out), 413, "{}", String::from_utf8_lossy(&out));
+    // Malformed JSON, a body that is not an object, a wrong type.
+    let api = server.api();
+    for body in ["{", "[1]", r#"{"durable": 7}"#, r#"{"arguments": "x"}"#] {
+        let r = request(
+            server.http_addr(),
+            "PUT",
+            "/api/queues/%2F/bad",
+            Some(("guest", "guest")),
+            Some(body.as_bytes()),
+            &[],
+        );
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        assert_eq!(r.json()["error"], "bad_request");
+    }
+    assert_eq!(api.get("/queues/%2F/bad").status, 404);
+    // A path that is not UTF-8 once decoded.
+    assert_eq!(
+        status(&raw(
+            &server,
+            format!("GET /api/queues/%FF HTTP/1.1\r\n{auth}\r\n").as_bytes()
+        )),
+        400
+    );
+    // The broker and its AMQP side are untouched.
+    let conn = crate::common::connect(&server);
+    let ch = conn.open_channel().expect("channel");
+    crate::common::declare_queue(&ch, "still-works", false, &[]);
+    assert_eq!(api.get_ok("/queues/%2F/still-works")["name"], "still-works");
+}
+
+#[test]
+fn slow_and_idle_clients_are_cut_off_without_holding_others() {
+    let server = TestServer::with_api();
+    // A slow-loris head: a byte every second never completes; others are served meanwhile.
+    let mut slow = TcpStream::connect(server.http_addr()).unwrap();
+    slow.write_all(b"GET /api/overview HTTP/1.1\r\n").unwrap();
+    // Many idle connections, more than the server keeps: the oldest are closed to make
+    // room, and a new client is still served.
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(server.http_addr()).unwrap())
+        .collect();
+    let started = Instant::now();
+    assert_eq!(server.api().get("/overview").status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let closed = idle
+        .into_iter()
+        .filter(|s| {
+            let mut s = s.try_clone().unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            matches!(s.read(&mut [0u8; 1]), Ok(0))
+        })
+        .count();
+    assert!(closed > 0, "no idle connection was closed to make room");
+    // The slow head is cut off within the head timeout (10 s).
+    slow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let t = Instant::now();
+    let mut sink = Vec::new();
+    let _ = slow.read_to_end(&mut sink);
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+}
+
+#[test]
+fn users_and_permissions_are_listed_for_administrators_only() {
+    let server = TestServer::with_api();
+    add_user(&server, "monitor", &["monitoring"]);
+    let api = server.api();
+    let users = api.get_ok("/users");
+    assert_same_shape_with(
+        "users",
+        &users,
+        &Shape {
+            opaque: USER_DATA,
+            optional: &[],
+            empty_arrays_ok: false,
+        },
+    );
+    let names: Vec<&str> = users
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["guest", "monitor"]);
+    assert_eq!(api.get_ok("/users/monitor")["tags"], json!(["monitoring"]));
+    assert_eq!(api.get("/users/nobody").status, 404);
+    let without = api.get_ok("/users/without-permissions");
+    assert_eq!(without.as_array().unwrap().len(), 1);
+    assert_eq!(without[0]["name"], "monitor");
+    assert_same_shape_with(
+        "permissions",
+        &api.get_ok("/permissions"),
+        &Shape::default(),
+    );
+    let r = as_user(&server, "monitor").get("/users");
+    assert_eq!(
+        (r.status, r.json()),
+        (401, fixture("not-administrator")["body"].clone())
+    );
+}
