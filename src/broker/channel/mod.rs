@@ -91,6 +91,20 @@ struct AckState {
     timed_out: BTreeSet<u64>,
 }
 
+/// What a channel holds now, read under its lock once (for the management API's channel
+/// rows: RabbitMQ's `messages_unacknowledged`, `prefetch_count`, `global_prefetch_count`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChannelInfo {
+    /// Deliveries and gets awaiting their ack, in messages.
+    pub unacked: usize,
+    /// The per-consumer prefetch new consumers get (`basic.qos global=false`), 0 = none.
+    pub consumer_prefetch: u16,
+    /// The channel-wide prefetch (`basic.qos global=true`), 0 = none.
+    pub channel_prefetch: u16,
+    /// The next delivery tag minus one: deliveries and gets so far.
+    pub delivered: u64,
+}
+
 /// One open channel of a connection, as the core sees it.
 pub struct Channel {
     /// The owning connection's id.
@@ -219,6 +233,17 @@ impl Channel {
     /// Whether the channel was closed.
     pub fn is_closed(&self) -> bool {
         self.lock().closed
+    }
+
+    /// Its unacked count and prefetch settings, read once under its lock.
+    pub fn info(&self) -> ChannelInfo {
+        let st = self.lock();
+        ChannelInfo {
+            unacked: st.unacked.len(),
+            consumer_prefetch: st.consumer_prefetch,
+            channel_prefetch: st.channel_prefetch,
+            delivered: st.next_tag.saturating_sub(1),
+        }
     }
 
     /// The per-consumer prefetch new consumers get.

@@ -77,6 +77,18 @@ impl ChannelRegistry {
         }
     }
 
+    /// Every open channel with its connection's vhost, sorted by (connection id, channel
+    /// number); the registry's lock is released before the caller looks at any of them.
+    pub fn all(&self) -> Vec<(Arc<Channel>, Arc<VirtualHost>)> {
+        let mut all: Vec<_> = self
+            .lock()
+            .values()
+            .map(|r| (Arc::clone(&r.channel), Arc::clone(&r.vhost)))
+            .collect();
+        all.sort_by_key(|(c, _)| (c.connection_id, c.number));
+        all
+    }
+
     /// Open channels.
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -10,6 +10,8 @@
 //! pagination). Errors are `{"error": …, "reason": …}` with RabbitMQ's status codes.
 
 mod auth;
+mod cluster;
+mod connections;
 mod error;
 mod list;
 mod node;
@@ -168,6 +170,16 @@ impl ManagementApi {
             | ["health", ..]
             | ["healthchecks", ..]
             | ["aliveness-test", _] => node::route(ctx, method, path, body),
+            ["feature-flags", ..]
+            | ["deprecated-features", ..]
+            | ["federation-links", ..]
+            | ["shovels", ..]
+            | ["stream", ..]
+            | ["auth", "attempts", ..] => cluster::route(ctx, method, path),
+            ["vhosts", _, "connections" | "channels"]
+            | ["connections", ..]
+            | ["channels", ..]
+            | ["consumers", ..] => connections::route(ctx, method, path, body),
             ["vhosts", ..] => vhosts::route(ctx, method, path, body),
             ["queues", ..] => queues::route(ctx, method, path, body),
             ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
@@ -190,6 +202,9 @@ impl Service for ManagementApi {
         if method == "OPTIONS" {
             return Response::empty(200)
                 .with_header("allow", "GET, PUT, POST, DELETE, HEAD, OPTIONS");
+        }
+        if cluster::is_public(rest) {
+            return cluster::public(method, rest).unwrap_or_else(ApiError::into_response);
         }
         let caller = match auth::authenticate(&self.broker, request) {
             Ok(c) => c,

@@ -1,0 +1,211 @@
+//! The management API's connections, channels and consumers (docs/http-api.md §3),
+//! against RabbitMQ's recorded replies, with who-sees-what by tag, closing a connection
+//! with `X-Reason`, and the cluster and plugin families a one-node broker answers empty.
+
+use crate::common::golden::{assert_same_shape_with, Shape, USER_DATA};
+use crate::common::http::{request, Api};
+use crate::common::{wait_until, TestServer};
+use relaymq::amqp_client::{ConnectOptions, Connection};
+use relaymq::broker::access::Credential;
+use relaymq::client::{ConsumeOptions, QueueDeclareOptions};
+use serde_json::json;
+use std::time::Duration;
+
+/// An AMQP connection named `name` with one channel (prefetch 10) consuming `queue`.
+fn consumer(
+    server: &TestServer,
+    user: &str,
+    password: &str,
+    name: &str,
+    queue: &str,
+) -> Connection {
+    let amqp = server.handle.amqp_addr().expect("AMQP listener");
+    let mut opts = ConnectOptions::new(amqp.to_string());
+    opts.user = user.into();
+    opts.password = password.into();
+    opts.connection_name = name.into();
+    let mut c = Connection::connect(&opts).expect("AMQP connection");
+    c.queue_declare(queue, QueueDeclareOptions::default())
+        .expect("declare");
+    c.basic_qos(10, false).expect("qos");
+    c.basic_consume(queue, ConsumeOptions::default())
+        .expect("consume");
+    c
+}
+
+fn names(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|i| i["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn connections_channels_and_consumers_have_rabbitmqs_shape() {
+    let server = TestServer::with_api();
+    let _c = consumer(&server, "guest", "guest", "fixture consumer", "orders.work");
+    let api = server.api();
+    let connections = api.get_ok("/connections");
+    let shape = Shape {
+        opaque: USER_DATA,
+        optional: &[],
+        empty_arrays_ok: false,
+    };
+    assert_same_shape_with("connections", &connections, &shape);
+    let conn = &connections[0];
+    assert_eq!(conn["user_provided_name"], "fixture consumer");
+    assert_eq!(conn["protocol"], "AMQP 0-9-1");
+    assert_eq!(conn["channels"], 1);
+    let name = conn["name"].as_str().unwrap().to_string();
+    assert!(name.contains(" -> "), "{name}");
+    let encoded: String = name.replace(' ', "%20").replace('>', "%3E");
+    assert_eq!(api.get_ok(&format!("/connections/{encoded}"))["name"], name);
+    let channels = api.get_ok("/channels");
+    let optional = ["idle_since"];
+    assert_same_shape_with(
+        "channels",
+        &channels,
+        &Shape {
+            opaque: USER_DATA,
+            optional: &optional,
+            empty_arrays_ok: false,
+        },
+    );
+    assert_eq!(channels[0]["name"], format!("{name} (1)"));
+    assert_eq!(
+        (
+            channels[0]["consumer_count"].clone(),
+            channels[0]["prefetch_count"].clone()
+        ),
+        (json!(1), json!(10))
+    );
+    assert_eq!(
+        names(&api.get_ok(&format!("/connections/{encoded}/channels"))),
+        [format!("{name} (1)")]
+    );
+    assert_eq!(names(&api.get_ok("/vhosts/%2F/channels")).len(), 1);
+    assert_eq!(
+        names(&api.get_ok("/vhosts/%2F/connections")),
+        vec![name.clone()]
+    );
+    let consumers = api.get_ok("/consumers");
+    assert_same_shape_with("consumers", &consumers, &shape);
+    assert_eq!(
+        consumers[0]["queue"],
+        json!({"name": "orders.work", "vhost": "/"})
+    );
+    assert_eq!(consumers[0]["prefetch_count"], 10);
+    assert_eq!(api.get_ok("/consumers/%2F").as_array().unwrap().len(), 1);
+    assert_eq!(api.get("/consumers/nowhere").status, 404);
+    assert_eq!(api.get("/connections/nobody").status, 404);
+}
+
+#[test]
+fn users_see_their_own_connections_and_only_administrators_close_others() {
+    let server = TestServer::with_api();
+    let broker = server.handle.broker();
+    for (name, tags) in [
+        ("app", vec!["management".to_string()]),
+        ("watcher", vec!["monitoring".to_string()]),
+    ] {
+        broker
+            .add_user(name, &Credential::Password(format!("{name}-secret")), tags)
+            .unwrap();
+        broker
+            .set_permission(
+                name,
+                "/",
+                relaymq::auth::permission::PermissionDef {
+                    configure: ".*".into(),
+                    write: ".*".into(),
+                    read: ".*".into(),
+                },
+            )
+            .unwrap();
+    }
+    let _guest = consumer(&server, "guest", "guest", "guest's", "q1");
+    let _app = consumer(&server, "app", "app-secret", "app's", "q2");
+    let addr = server.http_addr();
+    let app = Api::as_user(addr, "app", "app-secret");
+    let watcher = Api::as_user(addr, "watcher", "watcher-secret");
+    let mine = app.get_ok("/connections");
+    assert_eq!(mine.as_array().unwrap().len(), 1);
+    assert_eq!(mine[0]["user"], "app");
+    assert_eq!(app.get_ok("/channels").as_array().unwrap().len(), 1);
+    assert_eq!(watcher.get_ok("/connections").as_array().unwrap().len(), 2);
+    // A monitor may look but not close another user's connection; an administrator may.
+    let guests = server.api().get_ok("/connections/username/guest");
+    let name = guests[0]["name"]
+        .as_str()
+        .unwrap()
+        .replace(' ', "%20")
+        .replace('>', "%3E");
+    let r = watcher.delete(&format!("/connections/{name}"));
+    assert_eq!(
+        (r.status, r.json()["error"].clone()),
+        (401, json!("not_authorised"))
+    );
+    let r = app.get(&format!("/connections/{name}"));
+    assert_eq!(r.status, 401);
+    let r = request(
+        addr,
+        "DELETE",
+        &format!("/api/connections/{name}"),
+        Some(("guest", "guest")),
+        None,
+        &[("X-Reason", "maintenance window")],
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    wait_until(Duration::from_secs(10), "the connection closes", || {
+        server
+            .api()
+            .get_ok("/connections/username/guest")
+            .as_array()
+            .unwrap()
+            .is_empty()
+    });
+    // Its own connections, by user name: a management user may close them.
+    assert_eq!(app.delete("/connections/username/app").status, 204);
+    wait_until(Duration::from_secs(10), "app's connection closes", || {
+        server
+            .api()
+            .get_ok("/connections")
+            .as_array()
+            .unwrap()
+            .is_empty()
+    });
+}
+
+#[test]
+fn cluster_and_plugin_families_answer_as_a_one_node_broker() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    for path in [
+        "/feature-flags",
+        "/deprecated-features",
+        "/deprecated-features/used",
+        "/federation-links",
+        "/federation-links/%2F",
+        "/shovels",
+        "/shovels/%2F",
+        "/stream/connections",
+        "/stream/consumers/%2F",
+        "/stream/publishers",
+    ] {
+        assert_eq!(api.get_ok(path), json!([]), "{path}");
+    }
+    assert_eq!(api.get("/shovels/nowhere").status, 404);
+    assert_eq!(api.get("/shovels/vhost/%2F/none").status, 404);
+    let node = api.get_ok("/nodes")[0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(api.get_ok(&format!("/auth/attempts/{node}")), json!([]));
+    // The version needs no credentials, as RabbitMQ's.
+    let r = request(server.http_addr(), "GET", "/api/version", None, None, &[]);
+    assert_eq!(
+        (r.status, r.json()),
+        (200, api.get_ok("/overview")["rabbitmq_version"].clone())
+    );
+}
