@@ -518,3 +518,86 @@ fn users_and_permissions_are_listed_for_administrators_only() {
         (401, fixture("not-administrator")["body"].clone())
     );
 }
+
+#[test]
+fn policies_are_set_listed_and_cleared_by_policymakers() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    server.handle.broker().declare_vhost("orders").unwrap();
+    // Declaring a queue needs permissions, administrator or not (as in RabbitMQ).
+    let all = || relaymq::auth::permission::PermissionDef {
+        configure: ".*".into(),
+        write: ".*".into(),
+        read: ".*".into(),
+    };
+    server
+        .handle
+        .broker()
+        .set_permission("guest", "orders", all())
+        .unwrap();
+    let body = json!({"pattern": "^orders\\.", "definition": {"message-ttl": 60000}, "apply-to": "queues", "priority": 0});
+    assert_eq!(api.put("/policies/orders/ttl", &body).status, 201);
+    assert_eq!(api.put("/policies/orders/ttl", &body).status, 204);
+    assert_same_shape_with(
+        "policies",
+        &api.get_ok("/policies"),
+        &Shape {
+            opaque: USER_DATA,
+            optional: &[],
+            empty_arrays_ok: false,
+        },
+    );
+    assert_eq!(
+        api.get_ok("/policies/orders/ttl")["definition"],
+        json!({"message-ttl": 60000})
+    );
+    // Applied at once: a matching queue shows it.
+    assert_eq!(api.put("/queues/orders/orders.a", &json!({})).status, 201);
+    let q = api.get_ok("/queues/orders/orders.a");
+    assert_eq!(
+        (
+            q["policy"].clone(),
+            q["effective_policy_definition"].clone()
+        ),
+        (json!("ttl"), json!({"message-ttl": 60000}))
+    );
+    // rabbitmqadmin's form: the definition as JSON text, the priority as a string.
+    let r = api.put(
+        "/policies/orders/len",
+        &json!({"pattern": ".*", "definition": "{\"max-length\": 5}", "priority": "1"}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let bad = api.put(
+        "/policies/orders/bad",
+        &json!({"pattern": "(", "definition": {}}),
+    );
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    assert_eq!(api.put("/policies/nowhere/x", &body).status, 404);
+    // A management user may not set policies; a policymaker with access may.
+    add_user(&server, "manager", &["management"]);
+    add_user(&server, "maker", &["policymaker"]);
+    server
+        .handle
+        .broker()
+        .set_permission("maker", "orders", all())
+        .unwrap();
+    let r = as_user(&server, "manager").put("/policies/orders/x", &body);
+    assert_eq!(
+        (r.status, r.json()["reason"].clone()),
+        (401, json!("User not authorised to access object"))
+    );
+    let r = as_user(&server, "maker").put("/policies/orders/x", &body);
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        as_user(&server, "maker")
+            .put("/policies/%2F/x", &body)
+            .status,
+        404
+    );
+    assert_eq!(api.delete("/policies/orders/ttl").status, 204);
+    assert_eq!(api.get("/policies/orders/ttl").status, 404);
+    assert_eq!(
+        api.get_ok("/queues/orders/orders.a")["policy"],
+        json!("len")
+    );
+}

@@ -15,6 +15,7 @@ mod connections;
 mod error;
 mod list;
 mod node;
+mod policies;
 mod queues;
 mod users;
 mod vhosts;
@@ -182,6 +183,7 @@ impl ManagementApi {
             | ["consumers", ..] => connections::route(ctx, method, path, body),
             ["vhosts", ..] => vhosts::route(ctx, method, path, body),
             ["queues", ..] => queues::route(ctx, method, path, body),
+            ["policies", ..] => policies::route(ctx, method, path, body),
             ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
             _ => Err(ApiError::not_found()),
         }
