@@ -1,116 +1,366 @@
-//! Message rates for `list queues` and `list vhosts`: publish, deliver/get and ack per
-//! second, as RabbitMQ's management API shows them (`message_stats.publish_details.rate`,
-//! ...). The housekeeper samples every queue's totals every [`RATE_SAMPLE_INTERVAL_MS`];
-//! a rate is the difference between the last two samples over the time between them.
+//! Message rates and their recent history, as RabbitMQ's management API shows them
+//! (`message_stats.publish_details.rate`, `messages_details.samples`, ...), for `list
+//! queues`, `list vhosts` and the management HTTP API.
+//!
+//! Nothing is counted for them on the message path: the queues' own totals (kept under
+//! the queue lock they already take) are read by one thread, the housekeeper, every
+//! [`RATE_SAMPLE_INTERVAL_MS`]. A rate is the difference between the last two samples
+//! over the time between them. Each queue keeps the last [`RATE_HISTORY_SAMPLES`]
+//! samples of [`HISTORY_SERIES`] series (publish, deliver/get, ack and redeliver
+//! increments, ready and unacked lengths) as `u32`s: 24 bytes a sample, about 3 KiB a
+//! queue for 10 minutes at 5 s, so 10,000 queues cost about 30 MB; the broker-wide sums
+//! are kept the same way once. A queue's history goes with the queue (the next sample
+//! forgets it). [`Rates::set_enabled`] turns sampling off (the rates then read zero and
+//! no history is kept).
 
 use crate::broker::node::Broker;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Time between two samples of the queues' totals, in ms (RabbitMQ's
 /// `collect_statistics_interval` default, 5000 ms).
 pub const RATE_SAMPLE_INTERVAL_MS: u64 = 5000;
 
-/// Messages per second over the last sample interval.
+/// Samples kept per queue and for the broker, in samples: 10 minutes at
+/// [`RATE_SAMPLE_INTERVAL_MS`] and the one before (RabbitMQ's `basic` retention keeps
+/// 600 s at 5 s first).
+pub const RATE_HISTORY_SAMPLES: usize = 121;
+
+/// The series kept in a queue's history: the increments of `publish`, `deliver_get`,
+/// `ack` and `redeliver` over the interval before the sample, then the `messages_ready`
+/// and `messages_unacknowledged` lengths at the sample.
+pub const HISTORY_SERIES: usize = 6;
+
+/// Index of each series in a history sample.
+pub mod series {
+    /// Messages enqueued in the interval.
+    pub const PUBLISH: usize = 0;
+    /// Messages delivered or fetched in the interval.
+    pub const DELIVER_GET: usize = 1;
+    /// Messages acknowledged in the interval.
+    pub const ACK: usize = 2;
+    /// Messages redelivered in the interval.
+    pub const REDELIVER: usize = 3;
+    /// Ready messages at the sample.
+    pub const READY: usize = 4;
+    /// Unacknowledged messages at the sample.
+    pub const UNACKED: usize = 5;
+}
+
+/// Messages per second over the last sample interval (RabbitMQ's `message_stats`
+/// rates, and the lengths' rates of change).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MessageRates {
-    /// Messages enqueued per second (RabbitMQ's `publish_details.rate`).
+    /// Messages enqueued per second (`publish_details.rate`).
     pub publish: f64,
-    /// Messages delivered or fetched per second (`deliver_get_details.rate`).
+    /// Messages pushed to consumers that ack, per second (`deliver_details.rate`).
+    pub deliver: f64,
+    /// Messages pushed without acks, per second (`deliver_no_ack_details.rate`).
+    pub deliver_no_ack: f64,
+    /// `basic.get`s awaiting an ack, per second (`get_details.rate`).
+    pub get: f64,
+    /// `basic.get`s without an ack, per second (`get_no_ack_details.rate`).
+    pub get_no_ack: f64,
+    /// `basic.get`s that found nothing, per second (`get_empty_details.rate`).
+    pub get_empty: f64,
+    /// Messages delivered or fetched per second, all four kinds (`deliver_get_details.rate`).
     pub deliver_get: f64,
+    /// Messages delivered again per second (`redeliver_details.rate`).
+    pub redeliver: f64,
     /// Messages acknowledged per second (`ack_details.rate`).
     pub ack: f64,
+    /// Change of `messages_ready` per second (`messages_ready_details.rate`).
+    pub ready: f64,
+    /// Change of `messages_unacknowledged` per second.
+    pub unacked: f64,
+}
+
+impl MessageRates {
+    fn add(&mut self, o: &MessageRates) {
+        self.publish += o.publish;
+        self.deliver += o.deliver;
+        self.deliver_no_ack += o.deliver_no_ack;
+        self.get += o.get;
+        self.get_no_ack += o.get_no_ack;
+        self.get_empty += o.get_empty;
+        self.deliver_get += o.deliver_get;
+        self.redeliver += o.redeliver;
+        self.ack += o.ack;
+        self.ready += o.ready;
+        self.unacked += o.unacked;
+    }
+}
+
+/// A queue's totals at one sample.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    published: u64,
+    delivered: u64,
+    delivered_no_ack: u64,
+    got: u64,
+    got_no_ack: u64,
+    get_empty: u64,
+    redelivered: u64,
+    acked: u64,
+    ready: u64,
+    unacked: u64,
+}
+
+impl Totals {
+    /// The history sample from `before` to `self`.
+    fn sample(&self, before: &Totals) -> [u32; HISTORY_SERIES] {
+        let d = |now: u64, then: u64| u32::try_from(now.saturating_sub(then)).unwrap_or(u32::MAX);
+        let v = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let mut s = [0u32; HISTORY_SERIES];
+        s[series::PUBLISH] = d(self.published, before.published);
+        s[series::DELIVER_GET] = d(self.delivered, before.delivered);
+        s[series::ACK] = d(self.acked, before.acked);
+        s[series::REDELIVER] = d(self.redelivered, before.redelivered);
+        s[series::READY] = v(self.ready);
+        s[series::UNACKED] = v(self.unacked);
+        s
+    }
+
+    fn rates(&self, b: &Totals, elapsed_ms: u64) -> MessageRates {
+        let per_s = |now: u64, then: u64| per_second(now, then, elapsed_ms);
+        let change = |now: u64, then: u64| (now as f64 - then as f64) * 1000.0 / elapsed_ms as f64;
+        let gets = |t: &Totals| t.got + t.got_no_ack;
+        let pushes = |t: &Totals| t.delivered - gets(t).min(t.delivered);
+        let acked_pushes = |t: &Totals| pushes(t) - t.delivered_no_ack.min(pushes(t));
+        MessageRates {
+            publish: per_s(self.published, b.published),
+            deliver: per_s(acked_pushes(self), acked_pushes(b)),
+            deliver_no_ack: per_s(self.delivered_no_ack, b.delivered_no_ack),
+            get: per_s(self.got, b.got),
+            get_no_ack: per_s(self.got_no_ack, b.got_no_ack),
+            get_empty: per_s(self.get_empty, b.get_empty),
+            deliver_get: per_s(self.delivered, b.delivered),
+            redeliver: per_s(self.redelivered, b.redelivered),
+            ack: per_s(self.acked, b.acked),
+            ready: change(self.ready, b.ready),
+            unacked: change(self.unacked, b.unacked),
+        }
+    }
+}
+
+/// A queue's sampled state.
+#[derive(Debug, Default)]
+struct QueueSeries {
+    last: Totals,
+    rates: MessageRates,
+    /// The newest last; aligned with the end of [`Inner::timestamps`].
+    history: VecDeque<[u32; HISTORY_SERIES]>,
 }
 
 /// (vhost, queue).
 type QueueKey = (Arc<str>, Arc<str>);
 
-#[derive(Debug, Clone, Copy)]
-struct Totals {
-    published: u64,
-    delivered: u64,
-    acked: u64,
-}
-
 #[derive(Debug, Default)]
 struct Inner {
     /// When the last sample was taken, ms since the Unix epoch (0: never).
     sampled_ms: u64,
-    totals: HashMap<QueueKey, Totals>,
-    rates: HashMap<QueueKey, MessageRates>,
+    /// The sample times, oldest first (at most [`RATE_HISTORY_SAMPLES`]).
+    timestamps: VecDeque<u64>,
+    queues: HashMap<QueueKey, QueueSeries>,
+    /// Sums over every queue.
+    total_rates: MessageRates,
+    total_history: VecDeque<[u32; HISTORY_SERIES]>,
 }
 
-/// The rates of every queue, updated by [`Rates::sample`].
-#[derive(Debug, Default)]
+/// A history: sample times (ms since the Unix epoch) and, for each, the
+/// [`HISTORY_SERIES`] values ([`series`]), oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    /// When each sample was taken.
+    pub timestamps: Vec<u64>,
+    /// The samples.
+    pub samples: Vec<[u32; HISTORY_SERIES]>,
+}
+
+/// The rates and history of every queue, updated by [`Rates::sample`].
+#[derive(Debug)]
 pub struct Rates {
     inner: Mutex<Inner>,
+    enabled: AtomicBool,
+}
+
+impl Default for Rates {
+    fn default() -> Rates {
+        Rates {
+            inner: Mutex::new(Inner::default()),
+            enabled: AtomicBool::new(true),
+        }
+    }
 }
 
 fn per_second(now: u64, before: u64, elapsed_ms: u64) -> f64 {
     now.saturating_sub(before) as f64 * 1000.0 / elapsed_ms as f64
 }
 
+fn push_bounded<T>(ring: &mut VecDeque<T>, v: T) {
+    if ring.len() == RATE_HISTORY_SAMPLES {
+        ring.pop_front();
+    }
+    ring.push_back(v);
+}
+
 impl Rates {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Turns sampling on or off (`--stats-collection`); off forgets every rate and
+    /// history.
+    pub fn set_enabled(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+        if !on {
+            *self.lock() = Inner::default();
+        }
+    }
+
+    /// Whether sampling is on.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
     /// Takes a sample at `now_ms` (ms since the Unix epoch) when
     /// [`RATE_SAMPLE_INTERVAL_MS`] passed since the last one; queues gone since are
-    /// forgotten. Called by the housekeeper every round.
+    /// forgotten with their history. Called by the housekeeper every round; each queue's
+    /// lock is taken once, the rates' own lock only to swap the results in.
     pub fn sample(&self, broker: &Broker, now_ms: u64) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let elapsed = now_ms.saturating_sub(inner.sampled_ms);
-        if elapsed < RATE_SAMPLE_INTERVAL_MS {
+        if !self.is_enabled() {
             return;
         }
-        let first = inner.sampled_ms == 0;
-        let mut totals = HashMap::new();
-        let mut rates = HashMap::new();
+        let (last_ms, mut previous) = {
+            let mut inner = self.lock();
+            let elapsed = now_ms.saturating_sub(inner.sampled_ms);
+            if elapsed < RATE_SAMPLE_INTERVAL_MS {
+                return;
+            }
+            (inner.sampled_ms, std::mem::take(&mut inner.queues))
+        };
+        let first = last_ms == 0;
+        let elapsed = now_ms.saturating_sub(last_ms).max(1);
+        let mut queues = HashMap::with_capacity(previous.len());
+        let mut total_rates = MessageRates::default();
+        let mut total_sample = [0u32; HISTORY_SERIES];
         for vh in broker.vhosts() {
             for q in vh.all_queues() {
                 let st = q.stats();
                 let now = Totals {
                     published: st.published,
                     delivered: st.delivered,
+                    delivered_no_ack: st.delivered_no_ack,
+                    got: st.got,
+                    got_no_ack: st.got_no_ack,
+                    get_empty: st.get_empty,
+                    redelivered: st.redelivered,
                     acked: st.acked,
+                    ready: st.ready as u64,
+                    unacked: st.unacked as u64,
                 };
                 let key = (Arc::clone(&vh.name), Arc::clone(&q.name));
-                if let Some(before) = inner.totals.get(&key).filter(|_| !first) {
-                    rates.insert(
-                        key.clone(),
-                        MessageRates {
-                            publish: per_second(now.published, before.published, elapsed),
-                            deliver_get: per_second(now.delivered, before.delivered, elapsed),
-                            ack: per_second(now.acked, before.acked, elapsed),
-                        },
-                    );
+                let prev = previous.remove(&key);
+                let known = !first && prev.is_some();
+                let mut s = prev.unwrap_or_default();
+                let before = if known {
+                    s.last
+                } else {
+                    Totals {
+                        ready: now.ready,
+                        unacked: now.unacked,
+                        ..now
+                    }
+                };
+                s.rates = if known {
+                    now.rates(&before, elapsed)
+                } else {
+                    MessageRates::default()
+                };
+                let sample = now.sample(&before);
+                push_bounded(&mut s.history, sample);
+                s.last = now;
+                total_rates.add(&s.rates);
+                for (t, v) in total_sample.iter_mut().zip(sample) {
+                    *t = t.saturating_add(v);
                 }
-                totals.insert(key, now);
+                queues.insert(key, s);
             }
         }
+        let mut inner = self.lock();
         inner.sampled_ms = now_ms;
-        inner.totals = totals;
-        inner.rates = rates;
+        push_bounded(&mut inner.timestamps, now_ms);
+        inner.queues = queues;
+        inner.total_rates = total_rates;
+        push_bounded(&mut inner.total_history, total_sample);
     }
 
     /// The rates of one queue (zero before its second sample).
     pub fn queue(&self, vhost: &str, queue: &str) -> MessageRates {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner
-            .rates
+        self.lock()
+            .queues
             .get(&(Arc::from(vhost), Arc::from(queue)))
-            .copied()
+            .map(|s| s.rates)
             .unwrap_or_default()
     }
 
     /// The sum of the rates of a vhost's queues.
     pub fn vhost(&self, vhost: &str) -> MessageRates {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.rates.iter().filter(|((v, _), _)| &**v == vhost).fold(
-            MessageRates::default(),
-            |a, (_, r)| MessageRates {
-                publish: a.publish + r.publish,
-                deliver_get: a.deliver_get + r.deliver_get,
-                ack: a.ack + r.ack,
-            },
-        )
+        let inner = self.lock();
+        let mut sum = MessageRates::default();
+        for ((v, _), s) in &inner.queues {
+            if &**v == vhost {
+                sum.add(&s.rates);
+            }
+        }
+        sum
+    }
+
+    /// The sum of every queue's rates.
+    pub fn total(&self) -> MessageRates {
+        self.lock().total_rates
+    }
+
+    /// One queue's history (empty before its first sample).
+    pub fn queue_history(&self, vhost: &str, queue: &str) -> History {
+        let inner = self.lock();
+        let Some(s) = inner.queues.get(&(Arc::from(vhost), Arc::from(queue))) else {
+            return History::default();
+        };
+        let skip = inner.timestamps.len().saturating_sub(s.history.len());
+        History {
+            timestamps: inner.timestamps.iter().skip(skip).copied().collect(),
+            samples: s.history.iter().copied().collect(),
+        }
+    }
+
+    /// The history of the sums over every queue.
+    pub fn total_history(&self) -> History {
+        let inner = self.lock();
+        let skip = inner
+            .timestamps
+            .len()
+            .saturating_sub(inner.total_history.len());
+        History {
+            timestamps: inner.timestamps.iter().skip(skip).copied().collect(),
+            samples: inner.total_history.iter().copied().collect(),
+        }
+    }
+
+    /// Queues with a history, and the bytes their histories hold (for the memory figure
+    /// in docs/http-api.md and its test).
+    pub fn history_footprint(&self) -> (usize, usize) {
+        let inner = self.lock();
+        let bytes = inner
+            .queues
+            .values()
+            .map(|s| {
+                s.history.capacity() * std::mem::size_of::<[u32; HISTORY_SERIES]>()
+                    + std::mem::size_of::<QueueSeries>()
+            })
+            .sum();
+        (inner.queues.len(), bytes)
     }
 }
 
@@ -118,6 +368,18 @@ impl Rates {
 mod tests {
     use super::*;
     use crate::broker::{BrokerConfig, QueueSpec};
+
+    fn publish(q: &Arc<crate::broker::queue::Queue>, n: usize) {
+        for _ in 0..n {
+            let msg = crate::broker::Message::new(
+                "",
+                "q",
+                crate::types::BasicProperties::default(),
+                Vec::<u8>::new(),
+            );
+            q.enqueue(Arc::new(msg));
+        }
+    }
 
     #[test]
     fn rates_are_differences_over_the_interval() {
@@ -132,21 +394,62 @@ mod tests {
         rates.sample(&broker, 1_000_000);
         assert_eq!(rates.queue("/", "q"), MessageRates::default());
         let q = vh.queue("q").unwrap();
-        for _ in 0..50 {
-            let msg = crate::broker::Message::new(
-                "",
-                "q",
-                crate::types::BasicProperties::default(),
-                Vec::<u8>::new(),
-            );
-            q.enqueue(Arc::new(msg));
-        }
+        publish(&q, 50);
         // Too early: nothing changes.
         rates.sample(&broker, 1_000_000 + RATE_SAMPLE_INTERVAL_MS - 1);
         assert_eq!(rates.queue("/", "q").publish, 0.0);
         rates.sample(&broker, 1_000_000 + 10_000);
         assert_eq!(rates.queue("/", "q").publish, 5.0);
+        assert_eq!(rates.queue("/", "q").ready, 5.0);
         assert_eq!(rates.vhost("/").publish, 5.0);
+        assert_eq!(rates.total().publish, 5.0);
         assert_eq!(rates.vhost("other").publish, 0.0);
+        // Two gets: one with an ack, one without, and one on an empty queue later.
+        assert!(q.get(|_, _| Some(1), true).is_some());
+        assert!(q.get(|_, _| Some(2), false).is_some());
+        rates.sample(&broker, 1_000_000 + 20_000);
+        let r = rates.queue("/", "q");
+        assert_eq!(
+            (r.get, r.get_no_ack, r.deliver_get, r.deliver),
+            (0.1, 0.1, 0.2, 0.0)
+        );
+    }
+
+    #[test]
+    fn history_is_bounded_aligned_and_dropped_with_its_queue() {
+        let broker = Broker::new(BrokerConfig::default());
+        let vh = broker.vhost("/").unwrap();
+        let rates = Rates::default();
+        rates.sample(&broker, 1_000);
+        let spec = QueueSpec {
+            name: "q".into(),
+            ..QueueSpec::default()
+        };
+        vh.declare_queue(&spec, 1).unwrap();
+        let q = vh.queue("q").unwrap();
+        for i in 1..=(RATE_HISTORY_SAMPLES as u64 + 10) {
+            publish(&q, 2);
+            rates.sample(&broker, 1_000 + i * RATE_SAMPLE_INTERVAL_MS);
+        }
+        let h = rates.queue_history("/", "q");
+        assert_eq!(h.samples.len(), RATE_HISTORY_SAMPLES);
+        assert_eq!(h.timestamps.len(), RATE_HISTORY_SAMPLES);
+        assert_eq!(
+            *h.timestamps.last().unwrap(),
+            1_000 + (RATE_HISTORY_SAMPLES as u64 + 10) * RATE_SAMPLE_INTERVAL_MS
+        );
+        let last = h.samples.last().unwrap();
+        assert_eq!(last[series::PUBLISH], 2);
+        assert_eq!(last[series::READY] as usize, q.stats().ready);
+        assert_eq!(rates.total_history().samples.len(), RATE_HISTORY_SAMPLES);
+        let (queues, bytes) = rates.history_footprint();
+        assert_eq!(queues, 1);
+        assert!(bytes < 4 * 1024, "{bytes} bytes for one queue");
+        vh.delete_queue("q", false, false, 1).unwrap();
+        rates.sample(&broker, 10_000_000);
+        assert_eq!(rates.queue_history("/", "q"), History::default());
+        rates.set_enabled(false);
+        rates.sample(&broker, 20_000_000);
+        assert_eq!(rates.total_history(), History::default());
     }
 }

@@ -255,6 +255,32 @@ pub static SETTINGS: &[Setting] = &[
         get: |s| show_addr_or_off(s.server.http_listen),
     },
     Setting {
+        name: "stats-collection",
+        flag_aliases: &[],
+        value_name: "on|off",
+        kind: ValueKind::Text,
+        reload: Reload::Restart,
+        secret: false,
+        set: |s, v| {
+            s.server.stats_collection = match v {
+                "on" => true,
+                "off" => false,
+                other => return Err(format!("'{other}' is not on or off")),
+            };
+            Ok(())
+        },
+        get: |s| {
+            Some(
+                if s.server.stats_collection {
+                    "on"
+                } else {
+                    "off"
+                }
+                .to_string(),
+            )
+        },
+    },
+    Setting {
         name: "data-dir",
         flag_aliases: &[],
         value_name: "DIR",

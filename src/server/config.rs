@@ -58,6 +58,10 @@ pub struct ServerConfig {
     /// Address of the management HTTP API (`--http-listen`; `None` = off; port 0 picks a
     /// free port). `docs/http-api.md`.
     pub http_listen: Option<SocketAddr>,
+    /// Whether message rates and their history are sampled (`--stats-collection`,
+    /// RabbitMQ's `disable_metrics_collector` inverted): off, rates read zero and no
+    /// history is kept. `docs/http-api.md` §5.
+    pub stats_collection: bool,
 }
 
 impl Default for ServerConfig {
@@ -75,6 +79,7 @@ impl Default for ServerConfig {
             tls: None,
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 15692))),
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 15672))),
+            stats_collection: true,
         }
     }
 }

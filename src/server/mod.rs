@@ -312,6 +312,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         Some(t) => (t.native_addr()?, t.amqp_addr()?),
         None => (None, None),
     };
+    broker.rates().set_enabled(config.stats_collection);
     let (metrics_slots, api_slots) = http::split_connections(fd_budget.http);
     let metrics = match config.metrics_listen {
         Some(a) => Some(http::listener::MetricsServer::start(

@@ -601,3 +601,122 @@ fn policies_are_set_listed_and_cleared_by_policymakers() {
         json!("len")
     );
 }
+
+/// Enqueues `n` empty messages into queue `name` of vhost `/`, as a publish would.
+fn enqueue(server: &TestServer, name: &str, n: usize) {
+    let q = server
+        .handle
+        .broker()
+        .vhost("/")
+        .unwrap()
+        .queue(name)
+        .unwrap();
+    for _ in 0..n {
+        let msg = relaymq::broker::Message::new(
+            "",
+            name,
+            relaymq::types::BasicProperties::default(),
+            Vec::<u8>::new(),
+        );
+        q.enqueue(std::sync::Arc::new(msg));
+    }
+}
+
+/// A time far enough ahead that the housekeeper's own samples (at the real time) fall
+/// inside the interval and are skipped, in ms since the Unix epoch.
+fn future_ms() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(now.as_millis()).unwrap() + 3_600_000
+}
+
+#[test]
+fn rates_and_their_history_are_reported_as_rabbitmq_does() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    assert_eq!(
+        api.put("/queues/%2F/sampled", &json!({"durable": false}))
+            .status,
+        201
+    );
+    let broker = server.handle.broker();
+    let t0 = future_ms();
+    enqueue(&server, "sampled", 10);
+    broker.rates().sample(broker, t0);
+    enqueue(&server, "sampled", 10);
+    broker.rates().sample(broker, t0 + 5_000);
+    let q = api.get_ok(
+        "/queues/%2F/sampled?msg_rates_age=60&msg_rates_incr=5&lengths_age=60&lengths_incr=5",
+    );
+    let publish = &q["message_stats"]["publish_details"];
+    assert_eq!(
+        (
+            q["message_stats"]["publish"].clone(),
+            publish["rate"].clone()
+        ),
+        (json!(20), json!(2.0))
+    );
+    assert_eq!(
+        publish["samples"],
+        json!([{"sample": 20, "timestamp": t0 + 5_000}, {"sample": 10, "timestamp": t0}])
+    );
+    assert_eq!(publish["avg_rate"], json!(2.0));
+    assert_eq!(
+        q["messages_ready_details"]["samples"][0],
+        json!({"sample": 20, "timestamp": t0 + 5_000})
+    );
+    assert_eq!(q["messages_details"]["rate"], json!(2.0));
+    // Without the age parameters: rates only.
+    let plain = api.get_ok("/queues/%2F/sampled");
+    assert_eq!(
+        plain["message_stats"]["publish_details"],
+        json!({"rate": 2.0})
+    );
+    for key in [
+        "deliver",
+        "deliver_no_ack",
+        "get",
+        "get_no_ack",
+        "get_empty",
+        "deliver_get",
+        "redeliver",
+        "ack",
+    ] {
+        assert!(plain["message_stats"][key].is_u64(), "{key}: {plain}");
+        assert!(
+            plain["message_stats"][format!("{key}_details")]["rate"].is_f64(),
+            "{key}"
+        );
+    }
+    let overview = api.get_ok("/overview?msg_rates_age=60&msg_rates_incr=5");
+    assert_eq!(overview["message_stats"]["publish"], json!(20));
+    assert_eq!(
+        overview["message_stats"]["publish_details"]["rate"],
+        json!(2.0)
+    );
+    assert_eq!(
+        overview["message_stats"]["publish_details"]["samples"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(overview["queue_totals"]["messages_ready"], json!(20));
+    // With collection off, nothing is sampled.
+    let off = TestServer::start_with(|c| {
+        c.http_listen = Some("127.0.0.1:0".parse().unwrap());
+        c.stats_collection = false;
+    });
+    assert_eq!(off.api().put("/queues/%2F/sampled", &json!({})).status, 201);
+    let b = off.handle.broker();
+    enqueue(&off, "sampled", 10);
+    b.rates().sample(b, t0);
+    enqueue(&off, "sampled", 10);
+    b.rates().sample(b, t0 + 5_000);
+    let q = off
+        .api()
+        .get_ok("/queues/%2F/sampled?msg_rates_age=60&msg_rates_incr=5");
+    assert_eq!(q["message_stats"]["publish_details"], json!({"rate": 0.0}));
+    assert_eq!(q["message_stats"]["publish"], json!(20));
+}

@@ -82,6 +82,8 @@ OPTIONS:
                              [default: 127.0.0.1:15692]
   --http-listen ADDR|off     management HTTP API address (/api, RabbitMQ's), or off
                              [default: 127.0.0.1:15672]
+  --stats-collection on|off  sample message rates and their 10-minute history
+                             (management API, list queues) [default: on]
   --data-dir DIR             data directory [default: ./data]
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          off|error|warn|info|debug|trace [default: info]

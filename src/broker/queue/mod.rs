@@ -124,6 +124,14 @@ pub struct QueueStats {
     pub published: u64,
     /// Messages delivered (pushed or got).
     pub delivered: u64,
+    /// Of those, pushed to consumers without acks (RabbitMQ's `deliver_no_ack`).
+    pub delivered_no_ack: u64,
+    /// Of those, fetched by `basic.get` awaiting an ack (RabbitMQ's `get`).
+    pub got: u64,
+    /// Of those, fetched by `basic.get` without an ack (RabbitMQ's `get_no_ack`).
+    pub got_no_ack: u64,
+    /// `basic.get` requests that found the queue empty (RabbitMQ's `get_empty`).
+    pub get_empty: u64,
     /// Messages acknowledged.
     pub acked: u64,
     /// Deliveries (pushed or got) of messages delivered before (RabbitMQ's `redeliver`).
@@ -766,6 +774,7 @@ impl Queue {
             if tracked {
                 st.stats.unacked += 1;
             } else {
+                st.stats.delivered_no_ack += 1;
                 // Without an ack the record is settled once the delivery is written.
                 self.settle_delivered(front.record);
             }
@@ -1002,6 +1011,7 @@ impl Queue {
         tracked: bool,
     ) -> Option<(u64, QueuedMessage, usize)> {
         if !self.load_head(st) {
+            st.stats.get_empty += 1;
             return None;
         }
         let left = st.ready.len().checked_sub(1)?;
@@ -1028,6 +1038,9 @@ impl Queue {
         st.stats.redelivered += u64::from(entry.redelivered);
         if tracked {
             st.stats.unacked += 1;
+            st.stats.got += 1;
+        } else {
+            st.stats.got_no_ack += 1;
         }
         let left = st.ready.len();
         if !tracked {

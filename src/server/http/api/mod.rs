@@ -17,6 +17,7 @@ mod list;
 mod node;
 mod policies;
 mod queues;
+mod stats;
 mod users;
 mod vhosts;
 

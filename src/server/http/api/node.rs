@@ -4,7 +4,7 @@
 //! 4.x: `rabbit_mgmt_wm_overview`, `rabbit_mgmt_wm_node`, `rabbit_mgmt_wm_health_check_*`).
 
 use super::auth::{require, require_vhost, sees_vhost, Need};
-use super::{json_reply, method_not_allowed, ApiError, Ctx};
+use super::{json_reply, method_not_allowed, stats, ApiError, Ctx};
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
 use serde_json::{json, Value};
@@ -88,9 +88,10 @@ fn contexts(ctx: &Ctx<'_>) -> Value {
     )
 }
 
-/// Sums over the queues the caller sees: (ready, unacked, consumers, queues).
-fn queue_sums(ctx: &Ctx<'_>) -> (usize, usize, usize, usize) {
+/// Sums over the queues the caller sees: (ready, unacked, consumers, queues, counters).
+fn queue_sums(ctx: &Ctx<'_>) -> (usize, usize, usize, usize, stats::Counters) {
     let (mut ready, mut unacked, mut consumers, mut queues) = (0, 0, 0, 0);
+    let mut counters = stats::Counters::default();
     for vh in ctx.broker().vhosts() {
         if !sees_vhost(ctx.broker(), &ctx.caller, &vh.name) {
             continue;
@@ -101,14 +102,35 @@ fn queue_sums(ctx: &Ctx<'_>) -> (usize, usize, usize, usize) {
             unacked += st.unacked;
             consumers += st.consumers;
             queues += 1;
+            counters.add(&stats::Counters::of(&st));
         }
     }
-    (ready, unacked, consumers, queues)
+    (ready, unacked, consumers, queues, counters)
 }
 
 fn overview(ctx: &Ctx<'_>) -> Value {
     let broker = ctx.broker();
-    let (ready, unacked, consumers, queues) = queue_sums(ctx);
+    let (ready, unacked, consumers, queues, counters) = queue_sums(ctx);
+    // Monitors see the whole broker's rates and history; other users the sums of the
+    // vhosts they may use (without history).
+    let windows = stats::windows(ctx.request);
+    let (rates, history) = if ctx.caller.is_monitor() {
+        (broker.rates().total(), broker.rates().total_history())
+    } else {
+        let mut sum = crate::broker::rates::MessageRates::default();
+        for vh in broker.vhosts() {
+            if sees_vhost(broker, &ctx.caller, &vh.name) {
+                let r = broker.rates().vhost(&vh.name);
+                sum.publish += r.publish;
+                sum.deliver_get += r.deliver_get;
+                sum.ack += r.ack;
+                sum.redeliver += r.redeliver;
+                sum.ready += r.ready;
+                sum.unacked += r.unacked;
+            }
+        }
+        (sum, crate::broker::rates::History::default())
+    };
     let exchanges: usize = broker
         .vhosts()
         .iter()
@@ -158,11 +180,7 @@ fn overview(ctx: &Ctx<'_>) -> Value {
             "queue_created": 0, "queue_created_details": rate(0.0),
             "queue_deleted": 0, "queue_deleted_details": rate(0.0),
         },
-        "queue_totals": {
-            "messages": ready + unacked, "messages_details": rate(0.0),
-            "messages_ready": ready, "messages_ready_details": rate(0.0),
-            "messages_unacknowledged": unacked, "messages_unacknowledged_details": rate(0.0),
-        },
+        "queue_totals": {},
         "object_totals": {
             "connections": connections.len(),
             "channels": channels,
@@ -170,12 +188,21 @@ fn overview(ctx: &Ctx<'_>) -> Value {
             "queues": queues,
             "consumers": consumers,
         },
-        "message_stats": {
-            "confirm": events.confirmed, "confirm_details": rate(0.0),
-            "return_unroutable": events.returned, "return_unroutable_details": rate(0.0),
-            "drop_unroutable": events.unroutable_dropped, "drop_unroutable_details": rate(0.0),
-        },
+        "message_stats": {},
     });
+    let mut totals = serde_json::Map::new();
+    stats::lengths(&mut totals, ready, unacked, &rates, &history, windows.1);
+    v["queue_totals"] = Value::Object(totals);
+    let mut message_stats = stats::message_stats(&counters, &rates, &history, windows.0);
+    for (name, total) in [
+        ("confirm", events.confirmed),
+        ("return_unroutable", events.returned),
+        ("drop_unroutable", events.unroutable_dropped),
+    ] {
+        message_stats.insert(name.into(), json!(total));
+        message_stats.insert(format!("{name}_details"), rate(0.0));
+    }
+    v["message_stats"] = Value::Object(message_stats);
     if ctx.caller.is_monitor() {
         v["node"] = json!(ctx.api.identity.node);
         v["listeners"] = listeners(ctx);

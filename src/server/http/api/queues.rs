@@ -5,6 +5,7 @@
 use super::auth::{require_vhost, sees_vhost};
 use super::list::{self, ListSpec};
 use super::node::rate;
+use super::stats;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::auth::permission::{refused, Access, Resource};
 use crate::broker::queue::Queue;
@@ -53,15 +54,22 @@ pub(super) fn table_json(t: &FieldTable) -> Value {
     FieldValue::Table(t.clone()).to_json()
 }
 
-/// A queue as RabbitMQ's management API shows it.
+/// A queue as RabbitMQ's management API shows it; `windows` ask for history
+/// ([`stats::windows`]).
 pub(super) fn render(
     node: &str,
     vhost: &str,
     q: &Queue,
     rates: &crate::broker::rates::Rates,
+    windows: (Option<stats::Window>, Option<stats::Window>),
 ) -> Value {
     let st = q.stats();
     let r = rates.queue(vhost, &q.name);
+    let history = if windows.0.is_some() || windows.1.is_some() {
+        rates.queue_history(vhost, &q.name)
+    } else {
+        crate::broker::rates::History::default()
+    };
     let stored = q.storage.as_ref().map(|x| x.stats()).unwrap_or_default();
     let settings = q.settings();
     let (policy, definition) = match &settings.policy {
@@ -77,7 +85,7 @@ pub(super) fn render(
     let utilisation = if active > 0 { 1.0 } else { 0.0 };
     let messages = st.ready + st.unacked;
     let persistent = usize::try_from(stored.records_valid).unwrap_or(usize::MAX);
-    json!({
+    let mut row = json!({
         "name": &*q.name,
         "vhost": vhost,
         "type": "classic",
@@ -95,12 +103,6 @@ pub(super) fn render(
         "consumers": st.consumers,
         "consumer_capacity": utilisation,
         "consumer_utilisation": utilisation,
-        "messages": messages,
-        "messages_details": rate(0.0),
-        "messages_ready": st.ready,
-        "messages_ready_details": rate(0.0),
-        "messages_unacknowledged": st.unacked,
-        "messages_unacknowledged_details": rate(0.0),
         "messages_ram": messages - st.ready_paged.min(messages),
         "messages_ready_ram": st.ready - st.ready_paged.min(st.ready),
         "messages_unacknowledged_ram": st.unacked,
@@ -127,17 +129,16 @@ pub(super) fn render(
             "avg_ack_ingress_rate": 0.0,
             "avg_ack_egress_rate": r.ack,
         },
-        "message_stats": {
-            "publish": st.published,
-            "publish_details": rate(r.publish),
-            "deliver_get": st.delivered,
-            "deliver_get_details": rate(r.deliver_get),
-            "ack": st.acked,
-            "ack_details": rate(r.ack),
-            "redeliver": st.redelivered,
-            "redeliver_details": rate(0.0),
-        },
-    })
+    });
+    if let Value::Object(m) = &mut row {
+        stats::lengths(m, st.ready, st.unacked, &r, &history, windows.1);
+        let counters = stats::Counters::of(&st);
+        m.insert(
+            "message_stats".into(),
+            Value::Object(stats::message_stats(&counters, &r, &history, windows.0)),
+        );
+    }
+    row
 }
 
 /// The queue fields sorted on without rendering.
@@ -175,13 +176,14 @@ fn list_queues(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiError> 
     }
     let node = ctx.api.identity.node.clone();
     let owner = Arc::clone(broker);
+    let windows = stats::windows(ctx.request);
     list::reply(
         ctx.request,
         items,
         ListSpec {
             default_sort: &["vhost", "name"],
             cheap,
-            render: Arc::new(move |(vh, q)| render(&node, vh, q, owner.rates())),
+            render: Arc::new(move |(vh, q)| render(&node, vh, q, owner.rates(), windows)),
         },
     )
 }
@@ -292,7 +294,8 @@ pub(super) fn route(
             require_vhost(broker, &ctx.caller, vh)?;
             let v = vhost(broker, vh)?;
             let q = v.queue(name).ok_or_else(ApiError::not_found)?;
-            let mut row = render(&ctx.api.identity.node, vh, &q, broker.rates());
+            let windows = stats::windows(ctx.request);
+            let mut row = render(&ctx.api.identity.node, vh, &q, broker.rates(), windows);
             row["consumer_details"] = json!([]);
             row["deliveries"] = json!([]);
             row["incoming"] = json!([]);
