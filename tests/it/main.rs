@@ -34,6 +34,7 @@ mod golden_shape;
 mod hostile_clients;
 mod hostile_input;
 mod http_api;
+mod http_topology;
 mod layering;
 mod length_limits;
 mod lifecycle_restart;

@@ -10,8 +10,12 @@
 //! pagination). Errors are `{"error": …, "reason": …}` with RabbitMQ's status codes.
 
 mod auth;
+mod bindings;
+mod direct;
 mod error;
+mod exchanges;
 mod list;
+mod messages;
 mod node;
 mod queues;
 mod users;
@@ -170,6 +174,8 @@ impl ManagementApi {
             | ["aliveness-test", _] => node::route(ctx, method, path, body),
             ["vhosts", ..] => vhosts::route(ctx, method, path, body),
             ["queues", ..] => queues::route(ctx, method, path, body),
+            ["exchanges", ..] => exchanges::route(ctx, method, path, body),
+            ["bindings", ..] => bindings::route(ctx, method, path, body),
             ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
             _ => Err(ApiError::not_found()),
         }

@@ -301,6 +301,10 @@ pub(super) fn route(
         ("PUT", ["queues", vh, name]) => put_queue(ctx, vh, name, body),
         ("DELETE", ["queues", vh, name]) => delete_queue(ctx, vh, name),
         (_, ["queues"]) | (_, ["queues", _]) | (_, ["queues", _, _]) => Err(method_not_allowed()),
+        (_, ["queues", _, _, "bindings"]) => super::bindings::route(ctx, method, path, body),
+        (_, ["queues", _, _, "contents" | "get" | "actions"]) => {
+            super::messages::route(ctx, method, path, body)
+        }
         _ => Err(ApiError::not_found()),
     }
 }
