@@ -10,10 +10,14 @@
 //! pagination). Errors are `{"error": …, "reason": …}` with RabbitMQ's status codes.
 
 mod auth;
+mod bindings;
 mod cluster;
 mod connections;
+mod direct;
 mod error;
+mod exchanges;
 mod list;
+mod messages;
 mod node;
 mod policies;
 mod queues;
@@ -185,6 +189,8 @@ impl ManagementApi {
             ["vhosts", ..] => vhosts::route(ctx, method, path, body),
             ["queues", ..] => queues::route(ctx, method, path, body),
             ["policies", ..] => policies::route(ctx, method, path, body),
+            ["exchanges", ..] => exchanges::route(ctx, method, path, body),
+            ["bindings", ..] => bindings::route(ctx, method, path, body),
             ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
             _ => Err(ApiError::not_found()),
         }

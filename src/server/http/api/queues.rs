@@ -3,6 +3,7 @@
 //! `rabbit_mgmt_wm_queue`; fields of `rabbit_mgmt_format:queue/1` plus the statistics).
 
 use super::auth::{require_vhost, sees_vhost};
+use super::direct;
 use super::list::{self, ListSpec};
 use super::node::rate;
 use super::stats;
@@ -188,17 +189,6 @@ fn list_queues(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiError> 
     )
 }
 
-fn bool_field(body: &Map<String, Value>, key: &str, default: bool) -> Result<bool, ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(Value::String(s)) if s == "true" || s == "false" => Ok(s == "true"),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "{key} must be a boolean, got {other}"
-        ))),
-    }
-}
-
 /// The `arguments` object of a body as a field table.
 ///
 /// # Errors
@@ -222,31 +212,31 @@ fn put_queue(
     vh: &str,
     name: &str,
     body: &mut Body<'_>,
-) -> Result<Response, ApiError> {
+) -> Result<Response, direct::Refusal> {
     let broker = ctx.broker();
     require_vhost(broker, &ctx.caller, vh)?;
-    let v = vhost(broker, vh)?;
+    let v = direct::vhost(broker, vh)?;
     let body = ctx.json_body(body)?;
-    permit(ctx, vh, Access::Configure, Resource::Queue, name)?;
+    direct::permit(ctx, vh, Access::Configure, Resource::Queue, name)?;
     let mut args = arguments(&body)?;
     if let Some(kind) = body.get("type").and_then(Value::as_str) {
         args.entry("x-queue-type".to_string())
             .or_insert_with(|| FieldValue::string(kind));
     }
     if let Some(dlx) = args.get("x-dead-letter-exchange").and_then(|v| v.as_str()) {
-        permit(ctx, vh, Access::Write, Resource::Exchange, dlx)?;
-        permit(ctx, vh, Access::Read, Resource::Queue, name)?;
+        direct::permit(ctx, vh, Access::Write, Resource::Exchange, dlx)?;
+        direct::permit(ctx, vh, Access::Read, Resource::Queue, name)?;
     }
     let spec = QueueSpec {
         name: name.to_string(),
         passive: false,
-        durable: bool_field(&body, "durable", true)?,
+        durable: direct::bool_field(&body, "durable", false)?,
         exclusive: false,
-        auto_delete: bool_field(&body, "auto_delete", false)?,
+        auto_delete: direct::bool_field(&body, "auto_delete", false)?,
         arguments: args,
     };
     let existed = v.queue(name).is_some();
-    v.declare_queue(&spec, 0)?;
+    v.declare_queue(&spec, 0).map_err(direct::direct_error)?;
     log::info!(
         "queue '{}' in vhost '{}' declared over HTTP by '{}'",
         name.escape_debug(),
@@ -259,14 +249,15 @@ fn put_queue(
 fn delete_queue(ctx: &Ctx<'_>, vh: &str, name: &str) -> Result<Response, ApiError> {
     let broker = ctx.broker();
     require_vhost(broker, &ctx.caller, vh)?;
-    let v = vhost(broker, vh)?;
+    let v = direct::vhost(broker, vh)?;
     let q = v.queue(name).ok_or_else(ApiError::not_found)?;
-    permit(ctx, vh, Access::Configure, Resource::Queue, name)?;
+    direct::permit(ctx, vh, Access::Configure, Resource::Queue, name)?;
     let if_empty = ctx.request.query("if-empty") == Some("true");
     let if_unused = ctx.request.query("if-unused") == Some("true");
     // The management API may delete an exclusive queue: it acts as its owner.
     let owner = q.owner.unwrap_or(0);
-    v.delete_queue(name, if_unused, if_empty, owner)?;
+    v.delete_queue(name, if_unused, if_empty, owner)
+        .map_err(direct::direct_error)?;
     log::info!(
         "queue '{}' in vhost '{}' deleted over HTTP by '{}'",
         name.escape_debug(),
@@ -301,9 +292,13 @@ pub(super) fn route(
             row["incoming"] = json!([]);
             Ok(json_reply(200, &row))
         }
-        ("PUT", ["queues", vh, name]) => put_queue(ctx, vh, name, body),
+        ("PUT", ["queues", vh, name]) => direct::answer(put_queue(ctx, vh, name, body)),
         ("DELETE", ["queues", vh, name]) => delete_queue(ctx, vh, name),
         (_, ["queues"]) | (_, ["queues", _]) | (_, ["queues", _, _]) => Err(method_not_allowed()),
+        (_, ["queues", _, _, "bindings"]) => super::bindings::route(ctx, method, path, body),
+        (_, ["queues", _, _, "contents" | "get" | "actions"]) => {
+            super::messages::route(ctx, method, path, body)
+        }
         _ => Err(ApiError::not_found()),
     }
 }
