@@ -10,7 +10,9 @@
 //! pagination). Errors are `{"error": …, "reason": …}` with RabbitMQ's status codes.
 
 mod auth;
+mod definitions;
 mod error;
+mod limits;
 mod list;
 mod node;
 mod queues;
@@ -18,6 +20,7 @@ mod users;
 mod vhosts;
 
 pub use auth::Caller;
+pub use definitions::DEFINITIONS_BODY_BYTES_MAX;
 pub use error::ApiError;
 
 use super::request::{Body, BodyError, Request};
@@ -170,7 +173,14 @@ impl ManagementApi {
             | ["aliveness-test", _] => node::route(ctx, method, path, body),
             ["vhosts", ..] => vhosts::route(ctx, method, path, body),
             ["queues", ..] => queues::route(ctx, method, path, body),
-            ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
+            ["users", ..]
+            | ["permissions", ..]
+            | ["topic-permissions", ..]
+            | ["auth", "hash_password", _] => users::route(ctx, method, path, body),
+            ["vhost-limits", ..] | ["user-limits", ..] => limits::route(ctx, method, path, body),
+            ["definitions", ..] | ["all-configuration"] => {
+                definitions::route(ctx, method, path, body)
+            }
             _ => Err(ApiError::not_found()),
         }
     }
