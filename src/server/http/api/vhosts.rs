@@ -30,6 +30,7 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
     }
     let r = broker.rates().vhost(&vh.name);
     let meta = vh.metadata();
+    let events = vh.counters().snapshot();
     json!({
         "name": &*vh.name,
         "description": meta.description,
@@ -50,6 +51,12 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
         "messages_unacknowledged": unacked,
         "messages_unacknowledged_details": rate(0.0),
         "message_stats": {
+            "confirm": events.confirmed,
+            "confirm_details": rate(0.0),
+            "drop_unroutable": events.unroutable_dropped,
+            "drop_unroutable_details": rate(0.0),
+            "return_unroutable": events.returned,
+            "return_unroutable_details": rate(0.0),
             "publish": 0,
             "publish_details": rate(r.publish),
             "deliver_get": 0,
