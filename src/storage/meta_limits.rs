@@ -183,6 +183,27 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_3_file_migrates_to_4_keeping_what_it_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let m = MetaStore::open(&path).unwrap();
+        m.put_vhost("v").unwrap();
+        drop(m);
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.execute_batch(
+            "DROP TABLE vhost_limits; DROP TABLE user_limits; DROP TABLE vhost_metadata;
+             UPDATE schema_version SET version = 3;",
+        )
+        .unwrap();
+        drop(db);
+        let m = MetaStore::open(&path).unwrap();
+        assert_eq!(m.load().unwrap().vhosts, vec!["v".to_string()]);
+        m.put_vhost_limits("v", &pairs(&[("max-queues", 1)]))
+            .unwrap();
+        assert_eq!(m.load().unwrap().vhost_limits.len(), 1);
+    }
+
+    #[test]
     fn limits_and_metadata_round_trip_and_go_with_their_owner() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("meta.db");
