@@ -15,7 +15,7 @@ use crate::auth::password::StoredHash;
 use crate::auth::permission::{PermissionDef, Permissions};
 use crate::error::{BrokerError, ReplyCode};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -66,6 +66,8 @@ struct Inner {
     users: HashMap<String, User>,
     /// user → vhost → permissions.
     grants: HashMap<String, HashMap<String, Grant>>,
+    /// user → RabbitMQ's user limits (`max-connections`, `max-channels`), as set.
+    limits: HashMap<String, BTreeMap<String, i64>>,
 }
 
 /// Users and permissions in memory.
@@ -181,9 +183,28 @@ impl UserRegistry {
         let mut inner = self.write();
         let existed = inner.users.remove(name).is_some();
         inner.grants.remove(name);
+        inner.limits.remove(name);
         drop(inner);
         self.changed();
         existed
+    }
+
+    /// `user`'s limits as set (empty when none or no such user).
+    pub fn limits(&self, user: &str) -> BTreeMap<String, i64> {
+        self.read().limits.get(user).cloned().unwrap_or_default()
+    }
+
+    /// Replaces `user`'s limits (an empty map removes them); nothing for an unknown user.
+    pub fn put_limits(&self, user: &str, limits: BTreeMap<String, i64>) {
+        let mut inner = self.write();
+        if !inner.users.contains_key(user) {
+            return;
+        }
+        if limits.is_empty() {
+            inner.limits.remove(user);
+        } else {
+            inner.limits.insert(user.to_string(), limits);
+        }
     }
 
     /// Sets `user`'s permissions in `vhost`.

@@ -2,7 +2,8 @@
 //! hosts, `queue/`, `exchange/` (one file per exchange type, bindings, routing),
 //! `consumer`, `channel/` (acknowledgement state, confirms, consumer timeouts), `session`
 //! (one client connection), `message/`, `dead_letter/`, `policy/`, `definitions/`
-//! (RabbitMQ's definitions file), `access/` (logins, users, permissions), the
+//! (RabbitMQ's definitions file), `access/` (logins, users, permissions), `limits`
+//! (RabbitMQ's vhost and user limits), the
 //! housekeeping thread and message rates.
 //!
 //! Protocol adapters drive it through [`Session`] (one per client connection) and receive
@@ -15,6 +16,7 @@ pub mod dead_letter;
 pub mod definitions;
 pub mod exchange;
 pub mod housekeeping;
+pub mod limits;
 pub mod listing;
 pub mod message;
 pub mod names;

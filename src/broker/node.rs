@@ -153,6 +153,9 @@ pub struct Broker {
     user_connections: Mutex<HashMap<String, usize>>,
     /// The limits in force, shared with every vhost.
     limits: Arc<LiveLimits>,
+    /// Serializes changes of user limits (read, merge, store, apply); a leaf lock taken
+    /// before the store's.
+    user_limits_changes: Mutex<()>,
     /// Open channels, for the consumer timeout.
     channels: ChannelRegistry,
     next_connection_id: AtomicU64,
@@ -205,6 +208,7 @@ impl Broker {
             connections: Mutex::new(HashMap::new()),
             user_connections: Mutex::new(HashMap::new()),
             limits,
+            user_limits_changes: Mutex::new(()),
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -263,6 +267,18 @@ impl Broker {
                         .with_counters(Arc::clone(&counters)),
                 ),
             );
+        }
+        for row in &definitions.vhost_limits {
+            if let Some(vh) = vhosts.get(&row.owner) {
+                let mut limits = vh.own_limits();
+                limits.insert(row.name.clone(), row.value);
+                vh.put_own_limits(limits);
+            }
+        }
+        for row in &definitions.vhost_metadata {
+            if let Some(vh) = vhosts.get(&row.vhost) {
+                vh.put_metadata(crate::broker::limits::VhostMetadata::from_row(row));
+            }
         }
         // Policies before queues: a recovered queue gets its effective settings (a TTL
         // from a policy included) before its messages are restored.
@@ -366,6 +382,7 @@ impl Broker {
             connections: Mutex::new(HashMap::new()),
             user_connections: Mutex::new(HashMap::new()),
             limits,
+            user_limits_changes: Mutex::new(()),
             channels: ChannelRegistry::default(),
             next_connection_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -562,11 +579,19 @@ impl Broker {
     /// count is exact: check and insert happen under the registry lock.
     ///
     /// # Errors
-    /// 530 NOT_ALLOWED when `connections_max` connections are open, or
-    /// `connections_per_user_max` of `info.user` (RabbitMQ's wording for its user limit:
-    /// "connection refused for user 'U': user connection limit (N) is reached"). The
-    /// connection is not registered then.
+    /// 530 NOT_ALLOWED when `connections_max` connections are open, the vhost's
+    /// `max-connections` limit is reached ("access to vhost 'V' refused for user 'U':
+    /// connection limit (N) is reached"), or `connections_per_user_max` or the user's
+    /// `max-connections` limit, whichever is lower (RabbitMQ's wording for its user limit:
+    /// "connection refused for user 'U': user connection limit (N) is reached"); checked
+    /// in RabbitMQ's order (`rabbit_reader`). The connection is not registered then.
     pub fn register_connection(&self, info: ConnectionInfo) -> Result<(), BrokerError> {
+        use crate::broker::limits::{in_force, MAX_CONNECTIONS};
+        // Read before the registry lock: the vhost map is not taken under it.
+        let vhost_max = self
+            .vhost(&info.vhost)
+            .and_then(|vh| vh.limit_in_force(MAX_CONNECTIONS));
+        let user_max = in_force(&self.users.limits(&info.user), MAX_CONNECTIONS);
         let mut conns = self.lock_connections();
         let total_max = self.limits.connections_max();
         if conns.len() >= total_max {
@@ -578,8 +603,26 @@ impl Broker {
                 ),
             ));
         }
+        if let Some(max) = vhost_max {
+            let open = conns.values().filter(|c| c.vhost == info.vhost).count() as u64;
+            if open >= max {
+                return Err(BrokerError::new(
+                    ReplyCode::NotAllowed,
+                    format!(
+                        "access to vhost '{}' refused for user '{}': connection limit ({max}) is reached",
+                        info.vhost, info.user
+                    ),
+                ));
+            }
+        }
         let mut users = self.lock_user_connections();
-        let per_user_max = self.limits.connections_per_user_max();
+        let per_user_max = match user_max {
+            Some(own) => self
+                .limits
+                .connections_per_user_max()
+                .min(usize::try_from(own).unwrap_or(usize::MAX)),
+            None => self.limits.connections_per_user_max(),
+        };
         let count = users.entry(info.user.clone()).or_insert(0);
         if *count >= per_user_max {
             if *count == 0 {
@@ -597,6 +640,13 @@ impl Broker {
         conns.insert(info.id, info);
         self.connections_opened.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The lock that serializes changes of user limits.
+    pub(crate) fn user_limits_changes(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.user_limits_changes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Removes a closed connection from the registry (and from its user's count).

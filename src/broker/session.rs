@@ -186,7 +186,8 @@ impl Session {
     ///
     /// # Errors
     /// 504 CHANNEL_ERROR when `n` is 0 or already open; 530 NOT_ALLOWED when the
-    /// negotiated channel-max channels are open already (both close the connection).
+    /// negotiated channel-max channels are open already, or the user's `max-channels`
+    /// limit is reached (all close the connection).
     pub fn open_channel(&mut self, n: u16) -> Result<(), BrokerError> {
         if n == 0 || self.channels.contains_key(&n) {
             return Err(BrokerError::new(
@@ -206,6 +207,10 @@ impl Session {
                     self.channel_max
                 ),
             ));
+        }
+        if let Some(user) = &self.user {
+            // RabbitMQ's user limit `max-channels`, over all the user's connections.
+            self.broker.check_user_channel_limit(user)?;
         }
         let shared = Arc::new(Channel::new(self.id, n, Arc::clone(&self.sink)));
         self.broker

@@ -104,6 +104,12 @@ pub struct VirtualHost {
     consumer_timeout_ms: u64,
     /// The broker's limits in force (queues and exchanges per vhost, name length).
     limits: Arc<LiveLimits>,
+    /// RabbitMQ's vhost limits set on this vhost (`max-connections`, `max-queues`;
+    /// `crate::broker::limits`). Changed under `changes`; a leaf lock.
+    pub(crate) own_limits: RwLock<crate::broker::limits::LimitMap>,
+    /// Description, tags and default queue type (the management API's vhost metadata).
+    /// Changed under `changes`; a leaf lock.
+    pub(crate) metadata: RwLock<crate::broker::limits::VhostMetadata>,
 }
 
 /// Exchanges every vhost has that do not count against `exchanges_per_vhost_max`: the
@@ -414,6 +420,8 @@ impl VirtualHost {
             queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,
             consumer_timeout_ms: crate::limits::CONSUMER_TIMEOUT_MS_DEFAULT,
             limits: Arc::new(LiveLimits::default()),
+            own_limits: RwLock::default(),
+            metadata: RwLock::default(),
         }
     }
 
@@ -564,12 +572,23 @@ impl VirtualHost {
         self.exchanges().len().saturating_sub(BUILTIN_EXCHANGES)
     }
 
-    /// Whether one more queue, `name`, fits under `--max-queues-per-vhost`.
+    /// Queues this vhost may hold: `--max-queues-per-vhost`, or its `max-queues` vhost
+    /// limit when that is lower.
+    pub fn queues_max(&self) -> usize {
+        let own = self.limit_in_force(crate::broker::limits::MAX_QUEUES);
+        let global = self.limits.queues_per_vhost_max();
+        own.map_or(global, |n| {
+            global.min(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+
+    /// Whether one more queue, `name`, fits under `--max-queues-per-vhost` and the vhost's
+    /// `max-queues` limit.
     ///
     /// # Errors
     /// As [`queue_limit_reached`].
     fn check_queue_limit(&self, name: &str) -> Result<(), BrokerError> {
-        let max = self.limits.queues_per_vhost_max();
+        let max = self.queues_max();
         if self.queue_count() >= max {
             return Err(queue_limit_reached(name, &self.name, max));
         }

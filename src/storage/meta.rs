@@ -103,8 +103,38 @@
 //!     PRIMARY KEY (vhost, name)
 //! ) WITHOUT ROWID;
 //! ```
+//!
+//! # Schema version 4
+//!
+//! ```sql
+//! -- Limits and vhost metadata (version 4): RabbitMQ's vhost limits (max-connections,
+//! -- max-queues) and user limits (max-connections, max-channels); a negative value is
+//! -- kept as set and means no limit.
+//! CREATE TABLE vhost_limits (
+//!     vhost TEXT NOT NULL REFERENCES vhosts (name),
+//!     name  TEXT NOT NULL,
+//!     value INTEGER NOT NULL,
+//!     PRIMARY KEY (vhost, name)
+//! ) WITHOUT ROWID;
+//! CREATE TABLE user_limits (
+//!     user  TEXT NOT NULL REFERENCES users (name),
+//!     name  TEXT NOT NULL,
+//!     value INTEGER NOT NULL,
+//!     PRIMARY KEY (user, name)
+//! ) WITHOUT ROWID;
+//! -- A vhost's description, tags (separated by commas) and default queue type.
+//! CREATE TABLE vhost_metadata (
+//!     vhost              TEXT NOT NULL PRIMARY KEY REFERENCES vhosts (name),
+//!     description        TEXT NOT NULL,
+//!     tags               TEXT NOT NULL,
+//!     default_queue_type TEXT NOT NULL
+//! ) WITHOUT ROWID;
+//! ```
 
 use crate::storage::error::StorageError;
+use crate::storage::meta_limits::{
+    load_vhost_limits, load_vhost_metadata, LimitRow, VhostMetadataRow,
+};
 use crate::storage::meta_policies::{load_policies, PolicyRow};
 use crate::types::codec::Reader;
 use crate::types::field_table::{decode_table, encode_table};
@@ -114,12 +144,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Current schema version.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Step `i` migrates a file at schema version `i` to version `i + 1` (version 0 is an
 /// empty file). Each step runs in its own transaction together with the version update, so
 /// a crash mid-migration leaves the file at a whole version.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
 
 /// Version 1: the whole schema. Kept identical to the module documentation (a unit test
 /// checks every line).
@@ -212,6 +242,33 @@ CREATE TABLE policies (
 
 /// How long a statement waits for a lock held by another connection (only `--check` or an
 /// operator's `sqlite3` can hold one; the server uses a single connection).
+/// Version 4: vhost and user limits, vhost metadata. Kept identical to the module
+/// documentation.
+const SCHEMA_V4: &str = "
+-- Limits and vhost metadata (version 4): RabbitMQ's vhost limits (max-connections,
+-- max-queues) and user limits (max-connections, max-channels); a negative value is
+-- kept as set and means no limit.
+CREATE TABLE vhost_limits (
+    vhost TEXT NOT NULL REFERENCES vhosts (name),
+    name  TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (vhost, name)
+) WITHOUT ROWID;
+CREATE TABLE user_limits (
+    user  TEXT NOT NULL REFERENCES users (name),
+    name  TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (user, name)
+) WITHOUT ROWID;
+-- A vhost's description, tags (separated by commas) and default queue type.
+CREATE TABLE vhost_metadata (
+    vhost              TEXT NOT NULL PRIMARY KEY REFERENCES vhosts (name),
+    description        TEXT NOT NULL,
+    tags               TEXT NOT NULL,
+    default_queue_type TEXT NOT NULL
+) WITHOUT ROWID;
+";
+
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A durable exchange.
@@ -278,6 +335,10 @@ pub struct Definitions {
     pub bindings: Vec<BindingDef>,
     /// Policies, sorted by (vhost, name) (schema version 3).
     pub policies: Vec<PolicyRow>,
+    /// Vhost limits, sorted by (vhost, name) (schema version 4).
+    pub vhost_limits: Vec<LimitRow>,
+    /// Vhost metadata rows, sorted by vhost (schema version 4).
+    pub vhost_metadata: Vec<VhostMetadataRow>,
 }
 
 /// The definitions store: one SQLite connection to `meta.db`. Not `Sync`; the broker
@@ -437,6 +498,8 @@ impl MetaStore {
             });
         }
         let policies = load_policies(&tx).map_err(&err)?;
+        let vhost_limits = load_vhost_limits(&tx).map_err(&err)?;
+        let vhost_metadata = load_vhost_metadata(&tx).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Definitions {
             vhosts,
@@ -444,6 +507,8 @@ impl MetaStore {
             queues,
             bindings,
             policies,
+            vhost_limits,
+            vhost_metadata,
         })
     }
 
@@ -475,6 +540,8 @@ impl MetaStore {
             tx.execute("DELETE FROM bindings WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM permissions WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM policies WHERE vhost = ?1", params![name])?;
+            tx.execute("DELETE FROM vhost_limits WHERE vhost = ?1", params![name])?;
+            tx.execute("DELETE FROM vhost_metadata WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM queues WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM exchanges WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM vhosts WHERE name = ?1", params![name])?;
@@ -897,6 +964,7 @@ mod tests {
             .lines()
             .chain(SCHEMA_V2.lines())
             .chain(SCHEMA_V3.lines())
+            .chain(SCHEMA_V4.lines())
             .map(str::trim)
             .filter(|l| !l.is_empty())
         {

@@ -8,6 +8,9 @@ use crate::storage::meta::{
     insert_binding, insert_vhost, is_valid_queue_id, upsert_exchange, upsert_queue, BindingDef,
     ExchangeDef, MetaStore, QueueDef,
 };
+use crate::storage::meta_limits::{
+    replace_user_limits, replace_vhost_limits, upsert_vhost_metadata, VhostMetadataRow,
+};
 use crate::storage::meta_policies::{upsert_policy, PolicyRow};
 use crate::storage::meta_users::{insert_permission, insert_user, PermissionRow, UserDef};
 use rusqlite::{params, Transaction};
@@ -33,6 +36,12 @@ pub struct MetaBatch {
     pub queues: Vec<QueueDef>,
     /// Bindings between durable ends to store.
     pub bindings: Vec<BindingDef>,
+    /// Vhost metadata to store (each replaces the stored row).
+    pub vhost_metadata: Vec<VhostMetadataRow>,
+    /// Vhosts whose limits are replaced by the given set.
+    pub vhost_limits: Vec<(String, Vec<(String, i64)>)>,
+    /// Users whose limits are replaced by the given set.
+    pub user_limits: Vec<(String, Vec<(String, i64)>)>,
 }
 
 impl MetaBatch {
@@ -45,6 +54,9 @@ impl MetaBatch {
             + self.exchanges.len()
             + self.queues.len()
             + self.bindings.len()
+            + self.vhost_metadata.len()
+            + self.vhost_limits.len()
+            + self.user_limits.len()
     }
 
     /// Whether the batch has no row.
@@ -60,6 +72,8 @@ impl MetaBatch {
         all.extend(self.exchanges.iter().map(|x| x.vhost.as_str()));
         all.extend(self.queues.iter().map(|q| q.vhost.as_str()));
         all.extend(self.bindings.iter().map(|b| b.vhost.as_str()));
+        all.extend(self.vhost_metadata.iter().map(|m| m.vhost.as_str()));
+        all.extend(self.vhost_limits.iter().map(|(v, _)| v.as_str()));
         all
     }
 }
@@ -152,6 +166,18 @@ fn write_rows(tx: &Transaction<'_>, batch: &MetaBatch) -> Result<(), BatchError>
         };
         row(what, insert_binding(tx, b))?;
     }
+    for m in &batch.vhost_metadata {
+        let what = || format!("metadata of vhost {:?}", m.vhost);
+        row(what, upsert_vhost_metadata(tx, m))?;
+    }
+    for (v, limits) in &batch.vhost_limits {
+        let what = || format!("limits of vhost {v:?}");
+        row(what, replace_vhost_limits(tx, v, limits))?;
+    }
+    for (u, limits) in &batch.user_limits {
+        let what = || format!("limits of user {u:?}");
+        row(what, replace_user_limits(tx, u, limits))?;
+    }
     Ok(())
 }
 
@@ -208,6 +234,7 @@ mod tests {
                 routing_key: "k".into(),
                 arguments: FieldTable::new(),
             }],
+            ..MetaBatch::default()
         }
     }
 

@@ -42,6 +42,8 @@ pub struct AccessDefs {
     pub permissions: Vec<PermissionRow>,
     /// The default user has not been created yet (first start with schema version 2).
     pub default_user_pending: bool,
+    /// User limits by (user, name) (schema version 4).
+    pub user_limits: Vec<crate::storage::meta_limits::LimitRow>,
 }
 
 impl MetaStore {
@@ -86,10 +88,12 @@ impl MetaStore {
                 .query_row("SELECT 1 FROM default_user_pending", [], |_| Ok(()))
                 .optional()?
                 .is_some();
+            let user_limits = crate::storage::meta_limits::load_user_limits(tx)?;
             Ok(AccessDefs {
                 users,
                 permissions,
                 default_user_pending,
+                user_limits,
             })
         })
     }
@@ -127,6 +131,7 @@ impl MetaStore {
     pub fn delete_user(&self, name: &str) -> Result<bool, StorageError> {
         self.write("delete_user", |tx| {
             tx.execute("DELETE FROM permissions WHERE user = ?1", params![name])?;
+            tx.execute("DELETE FROM user_limits WHERE user = ?1", params![name])?;
             Ok(tx.execute("DELETE FROM users WHERE name = ?1", params![name])? > 0)
         })
     }

@@ -6,7 +6,7 @@
 //! ```text
 //! <data-dir>/LOCK                      held (flock) by the running server
 //! <data-dir>/meta.db                   vhosts, durable exchanges/queues, bindings, users,
-//!                                      permissions, policies (WAL)
+//!                                      permissions, policies, limits (WAL)
 //! <data-dir>/queues/<id>/queue_data.N  message records of one durable queue
 //! <data-dir>/queues/<id>/queue_acks.N  delivered/settled entries for segment N
 //! <data-dir>/queues/<id>/queue_stat    "N\ttotal\tvalid" per segment (a rebuildable hint)
@@ -28,6 +28,7 @@ pub mod handle_cache;
 pub mod lock;
 pub mod meta;
 pub mod meta_batch;
+pub mod meta_limits;
 pub mod meta_policies;
 pub mod meta_users;
 pub mod queue_store;

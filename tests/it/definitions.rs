@@ -518,7 +518,6 @@ fn elements_that_cannot_be_honoured_are_reported_and_the_rest_imported() {
     let summary = import(&conn, &doc.to_string());
     let skipped = not_honoured(&summary);
     for expected in [
-        "users[0] (name 'lim'): user limits not honoured",
         "topic_permissions[0] (user 'lim', vhost '/', exchange 'amq.topic'): not imported",
         "parameters[0] (vhost '/', component 'shovel', name 's1'): not imported",
         "global_parameters[2] (name 'something_else'): not imported",
@@ -533,7 +532,7 @@ fn elements_that_cannot_be_honoured_are_reported_and_the_rest_imported() {
             "{expected} missing from {skipped:#?}"
         );
     }
-    assert_eq!(skipped.len(), 9, "{skipped:#?}");
+    assert_eq!(skipped.len(), 8, "{skipped:#?}");
     assert_eq!(summary["created"]["queues"], 2);
     assert_eq!(summary["created"]["bindings"], 1);
     connect_as(&server, "lim", "admin-secret", "/");

@@ -33,6 +33,7 @@ mod fuzz_corpus;
 mod golden_shape;
 mod hostile_clients;
 mod hostile_input;
+mod http_admin;
 mod http_api;
 mod http_connections;
 mod http_topology;

@@ -86,6 +86,11 @@ impl Broker {
                 tags: u.tags,
             });
         }
+        for row in defs.user_limits {
+            let mut limits = self.users.limits(&row.owner);
+            limits.insert(row.name, row.value);
+            self.users.put_limits(&row.owner, limits);
+        }
         for p in defs.permissions {
             let def = PermissionDef {
                 configure: p.configure,

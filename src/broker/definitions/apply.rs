@@ -12,6 +12,7 @@ use super::changes::{exchange_of, Changes, NewBinding};
 use super::plan::QueueItem;
 use crate::auth::users::User;
 use crate::broker::exchange::Destination;
+use crate::broker::limits::to_pairs;
 use crate::broker::policy::Policy;
 use crate::broker::queue::storage::QueueStorage;
 use crate::broker::queue::{Leaving, Queue};
@@ -164,6 +165,21 @@ pub(super) fn batch(changes: &Changes<'_>, stores: &Stores) -> MetaBatch {
                 }
             })
             .collect(),
+        vhost_metadata: changes
+            .vhost_metadata
+            .iter()
+            .map(|(v, m)| m.to_row(v))
+            .collect(),
+        vhost_limits: changes
+            .vhost_limits
+            .iter()
+            .map(|(v, l)| (v.to_string(), to_pairs(l)))
+            .collect(),
+        user_limits: changes
+            .user_limits
+            .iter()
+            .map(|(u, l)| (u.to_string(), to_pairs(l)))
+            .collect(),
     }
 }
 
@@ -179,6 +195,10 @@ pub(super) fn apply_access(broker: &Broker, changes: &Changes<'_>) {
         });
         let how = if replaced { "replaced" } else { "created" };
         log::info!("user '{}' {how} from imported definitions", u.name);
+    }
+    for (u, limits) in &changes.user_limits {
+        broker.users().put_limits(u, limits.clone());
+        log::info!("limits of user '{u}' set from imported definitions");
     }
     for p in &changes.permissions {
         // The patterns were compiled when the document was validated: this cannot fail.
@@ -211,6 +231,13 @@ pub(super) fn apply_to_vhost(
     stores: &mut Stores,
 ) -> Vec<(Arc<Queue>, Vec<Leaving>)> {
     let name = &*vh.name;
+    if let Some((_, m)) = changes.vhost_metadata.iter().find(|(v, _)| *v == name) {
+        vh.put_metadata(m.clone());
+    }
+    if let Some((_, limits)) = changes.vhost_limits.iter().find(|(v, _)| *v == name) {
+        vh.put_own_limits(limits.clone());
+        log::info!("limits of vhost '{name}' set from imported definitions");
+    }
     let policies: Vec<Policy> = changes
         .policies
         .iter()

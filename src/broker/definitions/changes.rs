@@ -19,6 +19,7 @@ use super::summary::SectionCount;
 use crate::auth::users::UserRegistry;
 use crate::broker::exchange::{Binding, Destination, ExchangeKind, Router};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
+use crate::broker::limits::{LimitMap, VhostMetadata};
 use crate::broker::policy::POLICIES_PER_VHOST_MAX;
 use crate::broker::queue::Queue;
 use crate::broker::vhost::{
@@ -58,6 +59,12 @@ pub(super) struct Changes<'p> {
     pub(super) queues: Vec<&'p QueueItem<'p>>,
     /// Bindings to create.
     pub(super) bindings: Vec<NewBinding<'p>>,
+    /// Vhost metadata to set (each differs from the vhost's, or the vhost is new).
+    pub(super) vhost_metadata: Vec<(&'p str, VhostMetadata)>,
+    /// Vhost limits to set, each replacing the vhost's.
+    pub(super) vhost_limits: Vec<(&'p str, LimitMap)>,
+    /// User limits to set, each the user's merged with the file's.
+    pub(super) user_limits: Vec<(&'p str, LimitMap)>,
     /// Section name → counts, in the order applied.
     pub(super) counts: Vec<(&'static str, SectionCount)>,
     /// What the operator should know (the importing user replaced).
@@ -100,6 +107,9 @@ pub(super) fn decide<'p>(
         exchanges: Vec::new(),
         queues: Vec::new(),
         bindings: Vec::new(),
+        vhost_metadata: Vec::new(),
+        vhost_limits: Vec::new(),
+        user_limits: Vec::new(),
         counts: Vec::new(),
         warnings: Vec::new(),
         not_honoured: Vec::new(),
@@ -118,6 +128,7 @@ pub(super) fn decide<'p>(
     changes.counts.push(("users", c));
     let c = permissions(now, plan, &vhost_known, &mut changes)?;
     changes.counts.push(("permissions", c));
+    limits_and_metadata(now, plan, &vhost_known, &mut changes)?;
     let c = policies(now, plan, &vhost_known, &mut changes)?;
     changes.counts.push(("policies", c));
     let c = exchanges(now, plan, &vhost_known, &mut changes)?;
@@ -296,6 +307,60 @@ fn policies<'p>(
     Ok(c)
 }
 
+/// Vhost metadata, vhost limits (a `vhosts` element's, replaced by a `vhost-limits`
+/// parameter's) and user limits (merged into the user's), each kept only when it changes
+/// something. Not counted in the summary's sections.
+fn limits_and_metadata<'p>(
+    now: &Current<'_>,
+    plan: &'p Plan<'p>,
+    vhost_known: &impl Fn(&super::model::Element<'_>, &str) -> Result<(), BrokerError>,
+    changes: &mut Changes<'p>,
+) -> Result<(), BrokerError> {
+    let mut vhost_limits: Vec<(&'p str, LimitMap)> = Vec::new();
+    let mut set_vhost_limits = |vhost: &'p str, limits: &LimitMap| match vhost_limits
+        .iter_mut()
+        .find(|(v, _)| *v == vhost)
+    {
+        Some(entry) => entry.1 = limits.clone(),
+        None => vhost_limits.push((vhost, limits.clone())),
+    };
+    for v in &plan.vhosts {
+        let current = now.vhost(&v.name);
+        if let Some(m) = &v.metadata {
+            if current.is_none_or(|vh| vh.metadata() != *m) {
+                changes.vhost_metadata.retain(|(name, _)| *name != v.name);
+                changes.vhost_metadata.push((&v.name, m.clone()));
+            }
+        }
+        if let Some(limits) = &v.limits {
+            set_vhost_limits(&v.name, limits);
+        }
+    }
+    for l in &plan.vhost_limits {
+        vhost_known(&l.at, &l.vhost)?;
+        set_vhost_limits(&l.vhost, &l.limits);
+    }
+    changes.vhost_limits = vhost_limits
+        .into_iter()
+        .filter(|(v, limits)| now.vhost(v).is_none_or(|vh| vh.own_limits() != *limits))
+        .collect();
+    for u in &plan.users {
+        if u.limits.is_empty() {
+            continue;
+        }
+        let base = match changes.user_limits.iter().position(|(n, _)| *n == u.name) {
+            Some(at) => changes.user_limits.remove(at).1,
+            None => now.users.limits(&u.name),
+        };
+        let mut merged = base.clone();
+        merged.extend(u.limits.iter().map(|(k, v)| (k.clone(), *v)));
+        if merged != now.users.limits(&u.name) || now.users.user(&u.name).is_none() {
+            changes.user_limits.push((&u.name, merged));
+        }
+    }
+    Ok(())
+}
+
 /// Counts new objects per vhost against a per-vhost limit.
 struct Tally<'p> {
     added: HashMap<&'p str, usize>,
@@ -382,8 +447,11 @@ fn queues<'p>(
     let mut c = SectionCount::default();
     let mut planned: HashMap<(&str, &str), &QueueItem<'p>> = HashMap::new();
     let mut tally = Tally::new();
-    let max = now.limits.queues_per_vhost_max();
+    let global_max = now.limits.queues_per_vhost_max();
     for q in &plan.queues {
+        // The vhost's own `max-queues` as it is now (RabbitMQ checks the limits in force
+        // before the file's are applied).
+        let max = now.vhost(&q.vhost).map_or(global_max, |vh| vh.queues_max());
         vhost_known(&q.at, &q.vhost)?;
         check_name_bytes("queue name", &q.spec.name, now.limits.name_bytes_max())
             .map_err(|e| q.at.wrap(e))?;

@@ -11,6 +11,7 @@
 
 use super::RABBIT_FORMAT_VERSION;
 use crate::broker::exchange::Destination;
+use crate::broker::limits;
 use crate::broker::names;
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
@@ -31,7 +32,7 @@ pub fn export(broker: &Broker) -> Value {
         "vhosts": vhosts.iter().map(|v| vhost(v)).collect::<Vec<_>>(),
         "permissions": permissions(broker),
         "topic_permissions": [],
-        "parameters": [],
+        "parameters": vhosts.iter().filter_map(|v| vhost_limits_parameter(v)).collect::<Vec<_>>(),
         "global_parameters": [],
         "policies": broker.policies().iter().map(|p| p.to_rabbitmq_json()).collect::<Vec<_>>(),
         "queues": vhosts.iter().flat_map(|v| queues(v)).collect::<Vec<_>>(),
@@ -41,7 +42,7 @@ pub fn export(broker: &Broker) -> Value {
 }
 
 /// `users`: name, password_hash, hashing_algorithm, tags (a list, as RabbitMQ 3.10),
-/// limits (none).
+/// limits (an object, `{}` when none).
 fn users(broker: &Broker) -> Vec<Value> {
     let mut all = broker.users().users();
     all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -52,18 +53,40 @@ fn users(broker: &Broker) -> Vec<Value> {
                 "password_hash": u.hash.hash,
                 "hashing_algorithm": u.hash.algorithm,
                 "tags": u.tags,
-                "limits": {},
+                "limits": limits::to_json(&broker.users().limits(&u.name)),
             })
         })
         .collect()
 }
 
-/// One `vhosts` element: name, empty metadata, no limits.
-fn vhost(v: &VirtualHost) -> Value {
+/// One `vhosts` element: name, limits (`[]` when none, as RabbitMQ 3.10 writes it; an
+/// object otherwise, as 4.x) and metadata (description and tags; the default queue type
+/// when it is not `classic`).
+pub fn vhost(v: &VirtualHost) -> Value {
+    let own = v.own_limits();
+    let meta = v.metadata();
+    let mut metadata = json!({"description": meta.description, "tags": meta.tags});
+    if meta.default_queue_type != limits::DEFAULT_QUEUE_TYPE {
+        metadata["default_queue_type"] = json!(meta.default_queue_type);
+    }
     json!({
         "name": &*v.name,
-        "limits": [],
-        "metadata": {"description": "", "tags": []},
+        "limits": if own.is_empty() { json!([]) } else { limits::to_json(&own) },
+        "metadata": metadata,
+    })
+}
+
+/// The `parameters` element holding a vhost's limits, as RabbitMQ exports them (component
+/// `vhost-limits`, name `limits`); `None` when it has none.
+pub fn vhost_limits_parameter(v: &VirtualHost) -> Option<Value> {
+    let own = v.own_limits();
+    (!own.is_empty()).then(|| {
+        json!({
+            "vhost": &*v.name,
+            "component": limits::VHOST_LIMITS_COMPONENT,
+            "name": limits::VHOST_LIMITS_TERM,
+            "value": limits::to_json(&own),
+        })
     })
 }
 
@@ -87,7 +110,7 @@ fn permissions(broker: &Broker) -> Vec<Value> {
 
 /// Queues other than exclusive ones (they die with their connection: RabbitMQ leaves
 /// them out too), durable or not, by name.
-fn queues(v: &VirtualHost) -> Vec<Value> {
+pub fn queues(v: &VirtualHost) -> Vec<Value> {
     let mut all: Vec<_> = v
         .all_queues()
         .into_iter()
@@ -114,7 +137,7 @@ fn exported_exchange(name: &str) -> bool {
 }
 
 /// Exchanges other than the default one and `amq.*`, durable or not, by name.
-fn exchanges(v: &VirtualHost) -> Vec<Value> {
+pub fn exchanges(v: &VirtualHost) -> Vec<Value> {
     let mut all: Vec<_> = v
         .all_exchanges()
         .into_iter()
@@ -138,7 +161,7 @@ fn exchanges(v: &VirtualHost) -> Vec<Value> {
 
 /// Bindings whose both ends are in the export or built in (an `amq.*` exchange, as
 /// RabbitMQ): not those of exclusive queues, nor the default exchange's implicit ones.
-fn bindings(v: &VirtualHost) -> Vec<Value> {
+pub fn bindings(v: &VirtualHost) -> Vec<Value> {
     let mut rows: Vec<(String, String, &'static str, String, Value)> = Vec::new();
     for (source, b) in v.all_bindings() {
         if source.is_empty() {

@@ -15,12 +15,14 @@
 //! exchanges; RabbitMQ skips them too) and the bindings to them, bindings whose source or
 //! destination is neither in the document nor on the server (RabbitMQ exports the bindings
 //! of exclusive queues but not the queues, and no internal exchange), topic permissions,
-//! runtime parameters (federation, shovel, ...), global parameters other than
-//! `cluster_name` and RabbitMQ's internal ones, user and vhost limits, policy definition
+//! runtime parameters (federation, shovel, ...) other than `vhost-limits`, global
+//! parameters other than `cluster_name` and RabbitMQ's internal ones, policy definition
 //! keys RelayMQ keeps but does not act on (`ha-mode`, ...), queue arguments RelayMQ does not
 //! implement (`x-single-active-consumer` true: the queue is imported without it), quorum
 //! queues (imported as classic queues) and streams (not imported, nor their bindings).
-//! Vhost descriptions and tags are not kept, silently. Unknown fields are ignored, as
+//! Vhost metadata (description, tags, default queue type), vhost limits (the
+//! `vhost-limits` parameters, or a `vhosts` element's `limits`) and user limits (merged
+//! into the user's, as RabbitMQ's `put_user`) are imported. Unknown fields are ignored, as
 //! RabbitMQ ignores them.
 //!
 //! Locks: the slow part (creating stores) runs with none. Then the changes lock of every
@@ -64,8 +66,22 @@ const NOTHING_APPLIED: &str = "; nothing was imported";
 /// another connection's exclusive queue; 541 INTERNAL_ERROR when a queue's store cannot
 /// be created (disk full, too many open files) or `meta.db` refuses the commit.
 pub fn import(broker: &Broker, json: &str, importer: &str) -> Result<ImportSummary, BrokerError> {
+    import_within(broker, json, importer, super::DEFINITIONS_JSON_BYTES_MAX)
+}
+
+/// As [`import()`], for a document of at most `bytes_max` bytes (the management API's
+/// uploads are larger than a native-protocol payload).
+///
+/// # Errors
+/// As [`import()`].
+pub fn import_within(
+    broker: &Broker,
+    json: &str,
+    importer: &str,
+    bytes_max: usize,
+) -> Result<ImportSummary, BrokerError> {
     let started = Instant::now();
-    let result = import_all_or_nothing(broker, json, importer);
+    let result = import_all_or_nothing(broker, json, importer, bytes_max);
     match &result {
         Ok(summary) => {
             for line in &summary.not_honoured {
@@ -90,8 +106,9 @@ fn import_all_or_nothing(
     broker: &Broker,
     json: &str,
     importer: &str,
+    bytes_max: usize,
 ) -> Result<ImportSummary, BrokerError> {
-    let doc = model::parse(json)?;
+    let doc = model::parse_within(json, bytes_max)?;
     let mut summary = ImportSummary::default();
     let plan = validate(&doc, &mut summary)?;
     // A first decision without locks finds the new durable queues, whose stores (files,

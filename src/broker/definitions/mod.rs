@@ -18,7 +18,7 @@ pub mod summary;
 mod validate;
 
 pub use export::export;
-pub use import::import;
+pub use import::{import, import_within};
 pub use summary::ImportSummary;
 
 pub use crate::limits::DEFINITIONS_JSON_BYTES_MAX;

@@ -15,21 +15,29 @@ pub type Document = Map<String, Value>;
 /// 406 PRECONDITION_FAILED for text over [`super::DEFINITIONS_JSON_BYTES_MAX`] bytes, text
 /// that is not JSON (with line and column) or JSON that is not an object.
 pub fn parse(json: &str) -> Result<Document, BrokerError> {
-    if json.len() > super::DEFINITIONS_JSON_BYTES_MAX {
+    parse_within(json, super::DEFINITIONS_JSON_BYTES_MAX)
+}
+
+/// The start of the error text of a document that is not JSON, or not a JSON object.
+pub const NOT_JSON: &str = "definitions are not valid JSON";
+
+/// Parses a whole document of at most `bytes_max` bytes.
+///
+/// # Errors
+/// As [`parse`], with `bytes_max` for the limit.
+pub fn parse_within(json: &str, bytes_max: usize) -> Result<Document, BrokerError> {
+    if json.len() > bytes_max {
         return Err(BrokerError::precondition(format!(
-            "definitions of {} bytes exceed the limit of {} bytes",
+            "definitions of {} bytes exceed the limit of {bytes_max} bytes",
             json.len(),
-            super::DEFINITIONS_JSON_BYTES_MAX
         )));
     }
     match serde_json::from_str::<Value>(json) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(BrokerError::precondition(
-            "definitions must be a JSON object (as rabbitmqctl export_definitions writes)",
-        )),
-        Err(e) => Err(BrokerError::precondition(format!(
-            "definitions are not valid JSON: {e}"
+        Ok(_) => Err(BrokerError::precondition(format!(
+            "{NOT_JSON}: they must be a JSON object (as rabbitmqctl export_definitions writes)"
         ))),
+        Err(e) => Err(BrokerError::precondition(format!("{NOT_JSON}: {e}"))),
     }
 }
 
@@ -210,6 +218,7 @@ mod tests {
     #[test]
     fn bad_documents_are_refused() {
         assert!(parse("[1]").unwrap_err().text.contains("JSON object"));
+        assert!(parse("[1]").unwrap_err().text.starts_with(NOT_JSON));
         assert!(parse("{").unwrap_err().text.contains("not valid JSON"));
         let doc = parse(r#"{"users":{"a":1},"vhosts":[1]}"#).unwrap();
         assert_eq!(

@@ -6,6 +6,7 @@ use super::model::Element;
 use crate::auth::password::StoredHash;
 use crate::auth::permission::PermissionDef;
 use crate::broker::exchange::{Destination, ExchangeKind};
+use crate::broker::limits::{LimitMap, VhostMetadata};
 use crate::broker::policy::Policy;
 use crate::broker::{ExchangeSpec, QueueSpec};
 use crate::types::FieldTable;
@@ -14,6 +15,19 @@ use std::collections::{BTreeSet, HashMap};
 /// A validated `vhosts` element.
 pub(super) struct VhostDef {
     pub(super) name: String,
+    /// Its description, tags and default queue type, when the element has any.
+    pub(super) metadata: Option<VhostMetadata>,
+    /// Its `limits`, when not empty (RabbitMQ 4.x writes them here and as a
+    /// `vhost-limits` parameter; the parameter wins).
+    pub(super) limits: Option<LimitMap>,
+}
+
+/// A validated `parameters` element of component `vhost-limits`: the vhost's limits,
+/// replacing the ones it has (`rabbit_vhost_limit:set/3`).
+pub(super) struct VhostLimitsItem<'a> {
+    pub(super) at: Element<'a>,
+    pub(super) vhost: String,
+    pub(super) limits: LimitMap,
 }
 
 /// A validated `users` element, its hash checked.
@@ -21,6 +35,8 @@ pub(super) struct UserDef {
     pub(super) name: String,
     pub(super) hash: StoredHash,
     pub(super) tags: Vec<String>,
+    /// Its `limits`, merged into the user's (`rabbit_auth_backend_internal:put_user/3`).
+    pub(super) limits: LimitMap,
 }
 
 /// A validated `permissions` element, its patterns checked.
@@ -109,6 +125,7 @@ pub(super) struct Plan<'a> {
     pub(super) vhosts: Vec<VhostDef>,
     pub(super) users: Vec<UserDef>,
     pub(super) permissions: Vec<PermissionItem<'a>>,
+    pub(super) vhost_limits: Vec<VhostLimitsItem<'a>>,
     pub(super) policies: Vec<PolicyItem<'a>>,
     pub(super) exchanges: Vec<ExchangeItem<'a>>,
     pub(super) queues: Vec<QueueItem<'a>>,
@@ -123,6 +140,7 @@ impl Plan<'_> {
         let mut all = BTreeSet::new();
         all.extend(self.vhosts.iter().map(|v| v.name.as_str()));
         all.extend(self.permissions.iter().map(|p| p.vhost.as_str()));
+        all.extend(self.vhost_limits.iter().map(|l| l.vhost.as_str()));
         all.extend(self.policies.iter().map(|p| p.policy.def.vhost.as_str()));
         all.extend(self.exchanges.iter().map(|x| x.vhost.as_str()));
         all.extend(self.queues.iter().map(|q| q.vhost.as_str()));

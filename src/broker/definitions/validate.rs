@@ -7,13 +7,17 @@
 use super::model::{self, Document, Element};
 use super::plan::{
     BindingItem, ExchangeItem, ObjectKind, PermissionItem, Plan, PolicyItem, QueueItem, Skipped,
-    UserDef, VhostDef,
+    UserDef, VhostDef, VhostLimitsItem,
 };
 use super::summary::ImportSummary;
 use crate::auth::password::StoredHash;
 use crate::auth::permission::{PermissionDef, Permissions};
 use crate::auth::users::{check_user_name, parse_tags};
 use crate::broker::exchange::{Destination, ExchangeKind};
+use crate::broker::limits::{
+    self, LimitMap, VhostMetadata, USER_LIMITS, USER_LIMITS_TERM, VHOST_LIMITS,
+    VHOST_LIMITS_COMPONENT, VHOST_LIMITS_TERM,
+};
 use crate::broker::names;
 use crate::broker::policy::{Policy, PolicyDef};
 use crate::broker::vhost::{check_queue_arguments, UNSUPPORTED_QUEUE_ARGUMENTS};
@@ -42,9 +46,10 @@ pub(super) fn validate<'a>(
     doc: &'a Document,
     summary: &mut ImportSummary,
 ) -> Result<Plan<'a>, BrokerError> {
-    let vhosts = vhosts(doc, summary)?;
-    let users = users(doc, summary)?;
+    let vhosts = vhosts(doc)?;
+    let users = users(doc)?;
     let permissions = permissions(doc)?;
+    let vhost_limits = vhost_limits(doc)?;
     unsupported_sections(doc, summary)?;
     let policies = policies(doc, summary)?;
     let mut skipped = Skipped::default();
@@ -55,6 +60,7 @@ pub(super) fn validate<'a>(
         vhosts,
         users,
         permissions,
+        vhost_limits,
         policies,
         exchanges,
         queues,
@@ -63,24 +69,32 @@ pub(super) fn validate<'a>(
     })
 }
 
-fn vhosts(doc: &Document, summary: &mut ImportSummary) -> Result<Vec<VhostDef>, BrokerError> {
+fn vhosts(doc: &Document) -> Result<Vec<VhostDef>, BrokerError> {
     let mut out = Vec::new();
     for e in model::elements(doc, "vhosts")? {
         let name = e.str("name")?;
         if name.is_empty() {
             return Err(e.error("'name' must not be empty"));
         }
-        if !e.is_empty_field("limits") {
-            summary.skip(format!("{}: vhost limits not honoured", e.label()));
-        }
+        let limits = match e.fields.get("limits") {
+            Some(Value::Object(m)) if !m.is_empty() => Some(
+                limits::validate(VHOST_LIMITS_TERM, &VHOST_LIMITS, m)
+                    .map_err(|err| e.invalid(err))?,
+            ),
+            _ if e.is_empty_field("limits") => None,
+            Some(_) => return Err(e.error("'limits' must be an object")),
+            None => None,
+        };
         out.push(VhostDef {
             name: name.to_string(),
+            metadata: vhost_metadata(&e)?,
+            limits,
         });
     }
     Ok(out)
 }
 
-fn users(doc: &Document, summary: &mut ImportSummary) -> Result<Vec<UserDef>, BrokerError> {
+fn users(doc: &Document) -> Result<Vec<UserDef>, BrokerError> {
     let mut out = Vec::new();
     for e in model::elements(doc, "users")? {
         let name = e.str("name")?;
@@ -105,13 +119,19 @@ fn users(doc: &Document, summary: &mut ImportSummary) -> Result<Vec<UserDef>, Br
             Some(_) => return Err(e.error("'tags' must be a list or a string")),
         };
         let tags = parse_tags(&text).map_err(|err| e.invalid(err))?;
-        if !e.is_empty_field("limits") {
-            summary.skip(format!("{}: user limits not honoured", e.label()));
-        }
+        let limits = match e.fields.get("limits") {
+            Some(Value::Object(m)) => {
+                limits::validate(USER_LIMITS_TERM, &USER_LIMITS, m).map_err(|err| e.invalid(err))?
+            }
+            _ if e.is_empty_field("limits") => LimitMap::new(),
+            Some(_) => return Err(e.error("'limits' must be an object")),
+            None => LimitMap::new(),
+        };
         out.push(UserDef {
             name: name.to_string(),
             hash,
             tags,
+            limits,
         });
     }
     Ok(out)
@@ -136,6 +156,74 @@ fn permissions(doc: &Document) -> Result<Vec<PermissionItem<'_>>, BrokerError> {
     Ok(out)
 }
 
+/// The metadata of a `vhosts` element: RabbitMQ 4.x's `metadata` object, or 3.x's
+/// `description` and `tags` fields (`rabbit_definitions:add_vhost/2`); `None` when it has
+/// neither.
+fn vhost_metadata(e: &Element<'_>) -> Result<Option<VhostMetadata>, BrokerError> {
+    let meta = match e.fields.get("metadata") {
+        Some(Value::Object(m)) => Some(m),
+        None | Some(Value::Null) => None,
+        Some(_) => return Err(e.error("'metadata' must be an object")),
+    };
+    let field = |key: &str| {
+        e.fields
+            .get(key)
+            .filter(|v| !v.is_null())
+            .or_else(|| meta.and_then(|m| m.get(key)).filter(|v| !v.is_null()))
+    };
+    if meta.is_none() && field("description").is_none() && field("tags").is_none() {
+        return Ok(None);
+    }
+    let description = match field("description") {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(e.error("'description' must be a string")),
+    };
+    let tags = match field("tags") {
+        None => Vec::new(),
+        Some(Value::String(s)) => crate::broker::limits::split_vhost_tags(s),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        Some(_) => return Err(e.error("'tags' must be a list or a string")),
+    };
+    let default_queue_type = match field("default_queue_type") {
+        None => crate::broker::limits::DEFAULT_QUEUE_TYPE.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(e.error("'default_queue_type' must be a string")),
+    };
+    limits::check_queue_type(&default_queue_type).map_err(|err| e.invalid(err))?;
+    Ok(Some(VhostMetadata {
+        description,
+        tags,
+        default_queue_type,
+    }))
+}
+
+/// `parameters` elements of component `vhost-limits` (name `limits`): a vhost's limits, as
+/// RabbitMQ exports them.
+fn vhost_limits(doc: &Document) -> Result<Vec<VhostLimitsItem<'_>>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "parameters")? {
+        if e.str_or("component", "")? != VHOST_LIMITS_COMPONENT {
+            continue;
+        }
+        let limits = match e.fields.get("value") {
+            Some(Value::Object(m)) => limits::validate(VHOST_LIMITS_TERM, &VHOST_LIMITS, m)
+                .map_err(|err| e.invalid(err))?,
+            _ => return Err(e.error("'value' must be an object")),
+        };
+        out.push(VhostLimitsItem {
+            at: e,
+            vhost: vhost_of(&e)?.to_string(),
+            limits,
+        });
+    }
+    Ok(out)
+}
+
 /// Sections RelayMQ has no equivalent for: each element is reported.
 fn unsupported_sections(doc: &Document, summary: &mut ImportSummary) -> Result<(), BrokerError> {
     for e in model::elements(doc, "topic_permissions")? {
@@ -145,6 +233,9 @@ fn unsupported_sections(doc: &Document, summary: &mut ImportSummary) -> Result<(
         ));
     }
     for e in model::elements(doc, "parameters")? {
+        if e.str_or("component", "")? == VHOST_LIMITS_COMPONENT {
+            continue;
+        }
         summary.skip(format!(
             "{}: not imported (RelayMQ has no runtime parameters such as federation or shovels)",
             e.label()

@@ -13,9 +13,11 @@ mod auth;
 mod bindings;
 mod cluster;
 mod connections;
+mod definitions;
 mod direct;
 mod error;
 mod exchanges;
+mod limits;
 mod list;
 mod messages;
 mod node;
@@ -26,6 +28,7 @@ mod users;
 mod vhosts;
 
 pub use auth::Caller;
+pub use definitions::DEFINITIONS_BODY_BYTES_MAX;
 pub use error::ApiError;
 
 use super::request::{Body, BodyError, Request};
@@ -191,7 +194,14 @@ impl ManagementApi {
             ["policies", ..] => policies::route(ctx, method, path, body),
             ["exchanges", ..] => exchanges::route(ctx, method, path, body),
             ["bindings", ..] => bindings::route(ctx, method, path, body),
-            ["users", ..] | ["permissions"] => users::route(ctx, method, path, body),
+            ["users", ..]
+            | ["permissions", ..]
+            | ["topic-permissions", ..]
+            | ["auth", "hash_password", _] => users::route(ctx, method, path, body),
+            ["vhost-limits", ..] | ["user-limits", ..] => limits::route(ctx, method, path, body),
+            ["definitions", ..] | ["all-configuration"] => {
+                definitions::route(ctx, method, path, body)
+            }
             _ => Err(ApiError::not_found()),
         }
     }

@@ -1,15 +1,23 @@
-//! Virtual hosts: `GET /api/vhosts`, `GET /api/vhosts/{name}` (RabbitMQ 4.x:
-//! `rabbit_mgmt_wm_vhosts`, `rabbit_mgmt_wm_vhost`).
+//! Virtual hosts: `GET /api/vhosts`, `GET/PUT/DELETE /api/vhosts/{name}`,
+//! `GET /api/vhosts/{name}/permissions` and `/topic-permissions` (RabbitMQ 4.x:
+//! `rabbit_mgmt_wm_vhosts`, `rabbit_mgmt_wm_vhost`, `rabbit_mgmt_wm_permissions_vhost`,
+//! `rabbit_mgmt_wm_topic_permissions_vhost`). Changes are for administrators and run the
+//! broker's own operations (those of the native protocol's admin requests), logged with
+//! the administrator's name.
 
-use super::auth::{require_vhost, sees_vhost};
+use super::auth::{require, require_vhost, sees_vhost, Need};
 use super::list::{self, ListSpec};
 use super::node::rate;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
+use crate::auth::permission::PermissionDef;
+use crate::broker::limits::{
+    check_queue_type, split_vhost_tags, VhostMetadata, DEFAULT_QUEUE_TYPE,
+};
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 /// A vhost as RabbitMQ's management API shows it.
@@ -21,12 +29,18 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
         unacked += st.unacked;
     }
     let r = broker.rates().vhost(&vh.name);
+    let meta = vh.metadata();
+    let events = vh.counters().snapshot();
     json!({
         "name": &*vh.name,
-        "description": "",
-        "tags": [],
-        "default_queue_type": "classic",
-        "metadata": {"description": "", "tags": [], "default_queue_type": "classic"},
+        "description": meta.description,
+        "tags": meta.tags,
+        "default_queue_type": meta.default_queue_type,
+        "metadata": {
+            "description": meta.description,
+            "tags": meta.tags,
+            "default_queue_type": meta.default_queue_type,
+        },
         "tracing": false,
         "protected_from_deletion": false,
         "cluster_state": {node: "running"},
@@ -37,6 +51,12 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
         "messages_unacknowledged": unacked,
         "messages_unacknowledged_details": rate(0.0),
         "message_stats": {
+            "confirm": events.confirmed,
+            "confirm_details": rate(0.0),
+            "drop_unroutable": events.unroutable_dropped,
+            "drop_unroutable_details": rate(0.0),
+            "return_unroutable": events.returned,
+            "return_unroutable_details": rate(0.0),
             "publish": 0,
             "publish_details": rate(r.publish),
             "deliver_get": 0,
@@ -55,6 +75,142 @@ fn cheap(vh: &Arc<VirtualHost>, field: &str) -> Option<Value> {
     (field == "name").then(|| json!(&*vh.name))
 }
 
+/// A body field that is a string, or absent (`null` too).
+///
+/// # Errors
+/// 400 when it is something else.
+fn string_field<'a>(body: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{key} must be a string, got {other}"
+        ))),
+    }
+}
+
+/// The vhost tags of a body: a comma-separated string or a list of strings
+/// (`rabbit_vhost:parse_tags/1`); absent is none.
+///
+/// # Errors
+/// 400 for another value.
+fn tags_field(body: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
+    match body.get("tags") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) if s == "undefined" || s == "null" => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(split_vhost_tags(s)),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|t| {
+                t.as_str()
+                    .map(|t| t.trim().to_string())
+                    .ok_or_else(|| ApiError::bad_request("tags must be strings"))
+            })
+            .filter(|t| t.as_ref().map_or(true, |t| !t.is_empty()))
+            .collect(),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "tags must be a string or a list, got {other}"
+        ))),
+    }
+}
+
+/// `PUT /api/vhosts/{name}` (`rabbit_vhost:put_vhost/6`): creates the vhost, its creator
+/// getting full permissions there, or updates an existing one's metadata — a field left
+/// out is reset (`description` to "", `tags` to none) except `default_queue_type`, which
+/// is kept. `tracing` is accepted and ignored (RelayMQ has no firehose tracer).
+fn put_vhost(ctx: &Ctx<'_>, name: &str, body: &mut Body<'_>) -> Result<Response, ApiError> {
+    let body = ctx.json_body(body)?;
+    let broker = ctx.broker();
+    let description = string_field(&body, "description")?
+        .unwrap_or("")
+        .to_string();
+    let tags = tags_field(&body)?;
+    // `defaultqueuetype` was RabbitMQ 3.11.0's name for it (rabbitmq-server#7734).
+    let queue_type = match string_field(&body, "default_queue_type")? {
+        Some(t) => Some(t),
+        None => string_field(&body, "defaultqueuetype")?,
+    };
+    let queue_type = queue_type.filter(|t| !t.is_empty() && *t != "undefined");
+    if let Some(t) = queue_type {
+        check_queue_type(t)?;
+    }
+    let by = ctx.caller.name.escape_debug().to_string();
+    let existed = broker.vhost(name);
+    let previous_type = existed.as_ref().map(|vh| vh.metadata().default_queue_type);
+    let metadata = VhostMetadata {
+        description,
+        tags,
+        default_queue_type: queue_type
+            .map(str::to_string)
+            .or(previous_type)
+            .unwrap_or_else(|| DEFAULT_QUEUE_TYPE.to_string()),
+    };
+    if existed.is_none() {
+        broker.declare_vhost(name)?;
+        log::info!(
+            "vhost '{}' created over HTTP by '{by}'",
+            name.escape_debug()
+        );
+        if broker.grant_creator(&ctx.caller.name, name)? {
+            log::info!(
+                "permissions of user '{by}' in vhost '{}' set by '{by}' (full access, as its creator)",
+                name.escape_debug()
+            );
+        }
+    }
+    if existed.as_ref().is_none_or(|vh| vh.metadata() != metadata) {
+        broker.set_vhost_metadata(name, metadata)?;
+        if existed.is_some() {
+            log::info!(
+                "vhost '{}' updated over HTTP by '{by}'",
+                name.escape_debug()
+            );
+        }
+    }
+    Ok(Response::empty(if existed.is_some() { 204 } else { 201 }))
+}
+
+/// `DELETE /api/vhosts/{name}`: the vhost and everything in it; its connections are
+/// closed.
+fn delete_vhost(ctx: &Ctx<'_>, name: &str) -> Result<Response, ApiError> {
+    let broker = ctx.broker();
+    if broker.vhost(name).is_none() {
+        return Err(ApiError::not_found());
+    }
+    let gone = broker.delete_vhost(name)?;
+    log::info!(
+        "vhost '{}' deleted over HTTP by '{}': {} queues with {} messages deleted, {} connections closed",
+        name.escape_debug(),
+        ctx.caller.name.escape_debug(),
+        gone.queues,
+        gone.messages,
+        gone.connections
+    );
+    Ok(Response::empty(204))
+}
+
+/// A permission row as RabbitMQ's management API shows it.
+pub(super) fn permission_row(user: &str, vhost: &str, p: &PermissionDef) -> Value {
+    json!({"user": user, "vhost": vhost, "configure": p.configure, "write": p.write, "read": p.read})
+}
+
+/// A list of JSON rows with RabbitMQ's list conventions, sorted by `default_sort`.
+pub(super) fn rows_reply(
+    ctx: &Ctx<'_>,
+    rows: Vec<Value>,
+    default_sort: &'static [&'static str],
+) -> Result<Response, ApiError> {
+    list::reply(
+        ctx.request,
+        rows,
+        ListSpec {
+            default_sort,
+            cheap: |v, f| v.get(f).cloned(),
+            render: Arc::new(Value::clone),
+        },
+    )
+}
+
 /// Answers `/api/vhosts...`.
 ///
 /// # Errors
@@ -63,7 +219,7 @@ pub(super) fn route(
     ctx: &Ctx<'_>,
     method: &str,
     path: &[&str],
-    _body: &mut Body<'_>,
+    body: &mut Body<'_>,
 ) -> Result<Response, ApiError> {
     let broker = ctx.broker();
     match (method, path) {
@@ -92,7 +248,36 @@ pub(super) fn route(
                 &render(broker, &ctx.api.identity.node, &vh),
             ))
         }
-        (_, ["vhosts"]) | (_, ["vhosts", _]) => Err(method_not_allowed()),
+        ("PUT", ["vhosts", name]) => {
+            require(&ctx.caller, Need::Administrator)?;
+            put_vhost(ctx, name, body)
+        }
+        ("DELETE", ["vhosts", name]) => {
+            require(&ctx.caller, Need::Administrator)?;
+            delete_vhost(ctx, name)
+        }
+        ("GET", ["vhosts", name, "permissions"]) => {
+            require(&ctx.caller, Need::Administrator)?;
+            broker.vhost(name).ok_or_else(ApiError::not_found)?;
+            let rows = broker
+                .users()
+                .all_permissions()
+                .into_iter()
+                .filter(|(_, v, _)| v == name)
+                .map(|(u, v, p)| permission_row(&u, &v, &p))
+                .collect();
+            rows_reply(ctx, rows, &["vhost", "user"])
+        }
+        ("GET", ["vhosts", name, "topic-permissions"]) => {
+            // RelayMQ has no topic permissions: an existing vhost has none.
+            require(&ctx.caller, Need::Administrator)?;
+            broker.vhost(name).ok_or_else(ApiError::not_found)?;
+            rows_reply(ctx, Vec::new(), &["vhost", "user"])
+        }
+        (_, ["vhosts"])
+        | (_, ["vhosts", _])
+        | (_, ["vhosts", _, "permissions"])
+        | (_, ["vhosts", _, "topic-permissions"]) => Err(method_not_allowed()),
         _ => Err(ApiError::not_found()),
     }
 }
