@@ -220,6 +220,7 @@ fn node_row(ctx: &Ctx<'_>) -> Value {
     let fd_used = crate::limits::fds::open_fds().unwrap_or(0);
     let (opened, closed) = broker.connection_totals();
     let processors = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads();
     json!({
         "name": ctx.api.identity.node,
         "type": "disc",
@@ -244,9 +245,9 @@ fn node_row(ctx: &Ctx<'_>) -> Value {
         "sockets_used": broker.sockets_open(),
         "sockets_used_details": rate(0.0),
         "sockets_total": budget.map_or(0, |b| b.sockets as u64),
-        "proc_used": 0,
+        "proc_used": threads.0,
         "proc_used_details": rate(0.0),
-        "proc_total": 0,
+        "proc_total": threads.1,
         "run_queue": 0,
         "partitions": [],
         "cluster_links": [],
@@ -270,6 +271,29 @@ fn node_row(ctx: &Ctx<'_>) -> Value {
         "queue_created": 0, "queue_created_details": rate(0.0),
         "queue_deleted": 0, "queue_deleted_details": rate(0.0),
     })
+}
+
+/// The process's threads and how many it may have, for RabbitMQ's `proc_used` and
+/// `proc_total` (Erlang processes there): `Threads:` of `/proc/self/status`, and the
+/// soft `RLIMIT_NPROC` (threads count against it), else `kernel.threads-max`.
+fn threads() -> (u64, u64) {
+    let used = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(1);
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nproc)
+        .current
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/threads-max")
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    (used, limit)
 }
 
 /// The alarms in effect, RabbitMQ's `rabbit_alarm:format_as_maps/1` shape.
