@@ -11,7 +11,7 @@
 mod relaymq_bench;
 
 use relaymq_bench::args::{self, Invocation, Options, Target};
-use relaymq_bench::{compare, idle, interrupt, null_relay, recovery, run, BenchError};
+use relaymq_bench::{compare, http_api, idle, interrupt, null_relay, recovery, run, BenchError};
 use std::io::Write;
 
 fn main() {
@@ -23,6 +23,7 @@ fn main() {
     match argv.peek().and_then(|a| a.to_str()) {
         Some(idle::SUBCOMMAND) => std::process::exit(idle::main(argv.skip(1))),
         Some(recovery::SUBCOMMAND) => std::process::exit(recovery::main(argv.skip(1))),
+        Some(http_api::SUBCOMMAND) => std::process::exit(http_api::main(argv.skip(1))),
         _ => {}
     }
     let mut opts = match args::parse(argv) {

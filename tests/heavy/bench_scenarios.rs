@@ -331,3 +331,53 @@ fn bench_script_quick_runs_one_scenario() {
     );
     assert!(stdout.contains("native-1-1-1-no-ack"), "{stdout}");
 }
+
+/// `relaymq-bench http-api` starts a server, declares its queues and reports every figure
+/// of the management API's speed and memory; a bad flag is a usage error.
+#[test]
+fn http_api_reports_latencies_and_memory() {
+    let out = Command::new(BENCH)
+        .args([
+            "http-api",
+            "--server",
+            SERVER,
+            "--queues",
+            "300",
+            "--requests",
+            "5",
+            "--json",
+        ])
+        .output()
+        .expect("relaymq-bench runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("JSON");
+    assert_eq!(v["queues"], 300);
+    for key in [
+        "overview_median_ms",
+        "queues_page_median_ms",
+        "queues_page_p99_ms",
+        "queues_unpaginated_ms",
+        "queues_unpaginated_server_rss_growth_bytes",
+        "rate_history_bytes",
+    ] {
+        assert!(v[key].is_number(), "{key} in {v}");
+    }
+    // 300 queues listed whole: each row is a few hundred bytes of JSON.
+    assert!(
+        v["queues_unpaginated_bytes"].as_u64().unwrap() > 300 * 500,
+        "{v}"
+    );
+    for args in [
+        &["http-api"][..],
+        &["http-api", "--server", SERVER, "--requests", "0"],
+    ] {
+        let out = bench(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}

@@ -289,6 +289,7 @@ fn help_flags(name: &str, path: &str, flag: &Regex) -> BTreeSet<String> {
     if name == "relaymq-bench" {
         runs.push(vec!["idle", "--help"]);
         runs.push(vec!["recovery", "--help"]);
+        runs.push(vec!["http-api", "--help"]);
     }
     let mut flags = BTreeSet::new();
     for args in runs {

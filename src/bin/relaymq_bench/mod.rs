@@ -8,6 +8,7 @@
 pub mod amqp;
 pub mod args;
 pub mod compare;
+pub mod http_api;
 pub mod idle;
 pub mod interrupt;
 pub mod native;
