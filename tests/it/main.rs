@@ -35,6 +35,7 @@ mod hostile_clients;
 mod hostile_input;
 mod http_admin;
 mod http_api;
+mod http_authorization;
 mod http_clients;
 mod http_connections;
 mod http_topology;

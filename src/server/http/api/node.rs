@@ -318,8 +318,9 @@ fn failed(body: Value) -> Response {
     json_reply(HEALTH_CHECK_FAILURE_STATUS, &body)
 }
 
+/// The health checks: any management user may run them, as RabbitMQ's
+/// (`rabbit_mgmt_wm_health_check_*:is_authorized/2` is `rabbit_mgmt_util:is_authorized`).
 fn health(ctx: &Ctx<'_>, check: &[&str]) -> Result<Response, ApiError> {
-    require(&ctx.caller, Need::Monitor)?;
     Ok(match check {
         ["alarms"] | ["local-alarms"] => {
             let alarms = alarms(ctx);
@@ -454,10 +455,7 @@ pub(super) fn route(
             Ok(json_reply(200, &node_row(ctx)))
         }
         ("GET", ["health", "checks", check @ ..]) => health(ctx, check),
-        ("GET", ["healthchecks", "node"]) | ("GET", ["healthchecks", "node", _]) => {
-            require(&ctx.caller, Need::Monitor)?;
-            Ok(ok())
-        }
+        ("GET", ["healthchecks", "node"]) | ("GET", ["healthchecks", "node", _]) => Ok(ok()),
         ("GET", ["aliveness-test", vhost]) => {
             require_vhost(ctx.broker(), &ctx.caller, vhost)?;
             if ctx.broker().vhost(vhost).is_none() {
