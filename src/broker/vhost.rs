@@ -637,6 +637,8 @@ impl VirtualHost {
             };
         }
         let kind = check_exchange_spec(spec, &self.name, self.limits.name_bytes_max())?;
+        crate::types::field_table::check_nesting(&spec.arguments, "exchange arguments")
+            .map_err(BrokerError::precondition)?;
         let _changes = self.changes();
         let existing = self.exchange(name);
         // RabbitMQ checks the reserved prefix only when creating: an equivalent redeclare
@@ -778,6 +780,8 @@ impl VirtualHost {
     ) -> Result<(), BrokerError> {
         let _changes = self.changes();
         let src = self.check_binding_ends(source, destination, connection_id)?;
+        crate::types::field_table::check_nesting(arguments, "binding arguments")
+            .map_err(BrokerError::precondition)?;
         src.router().validate(key, arguments)?;
         if src.durable && self.is_stored_destination(destination) {
             let def = self.binding_def(source, destination, key, arguments);
@@ -917,6 +921,8 @@ impl VirtualHost {
             let q = self.queue_for(&spec.name, connection_id)?;
             return Ok(declared(&q));
         }
+        crate::types::field_table::check_nesting(&spec.arguments, "queue arguments")
+            .map_err(BrokerError::precondition)?;
         check_queue_arguments(&spec.arguments).map_err(|mut e| {
             // RabbitMQ names the queue and vhost: "invalid arg 'x-…' for queue 'q' in
             // vhost '/': …".

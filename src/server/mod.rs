@@ -313,7 +313,8 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         None => (None, None),
     };
     broker.rates().set_enabled(config.stats_collection);
-    let (metrics_slots, api_slots) = http::split_connections(fd_budget.http);
+    let (metrics_slots, api_slots) =
+        http::split_connections(fd_budget.http, config.metrics_listen.is_some());
     let metrics = match config.metrics_listen {
         Some(a) => Some(http::listener::MetricsServer::start(
             a,

@@ -250,6 +250,37 @@ fn encode_value(out: &mut Vec<u8>, v: &FieldValue) {
     }
 }
 
+/// How deep tables and arrays nest inside `table`: 0 when it holds only scalars, 1 with a
+/// table or array of scalars among its values, and so on.
+pub fn nesting_depth(table: &FieldTable) -> usize {
+    fn value(v: &FieldValue) -> usize {
+        match v {
+            FieldValue::Table(t) => 1 + nesting_depth(t),
+            FieldValue::Array(items) => 1 + items.iter().map(value).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+    table.values().map(value).max().unwrap_or(0)
+}
+
+/// Checks that `table` nests no deeper than a decoder accepts ([`FIELD_TABLE_DEPTH_MAX`]
+/// levels below it, less one so arrays at the last level decode too), so that what is
+/// accepted from JSON (the management API, definitions, the CLI) can be stored, sent and
+/// read back: a table decoded from the wire always passes.
+///
+/// # Errors
+/// A text naming `what` and the limit.
+pub fn check_nesting(table: &FieldTable, what: &str) -> Result<(), String> {
+    let depth = nesting_depth(table);
+    if depth >= FIELD_TABLE_DEPTH_MAX {
+        return Err(format!(
+            "{what} nest {depth} levels deep; at most {} are allowed",
+            FIELD_TABLE_DEPTH_MAX - 1
+        ));
+    }
+    Ok(())
+}
+
 /// Reads a table in its wire form.
 ///
 /// # Errors

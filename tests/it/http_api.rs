@@ -720,3 +720,125 @@ fn rates_and_their_history_are_reported_as_rabbitmq_does() {
     assert_eq!(q["message_stats"]["publish_details"], json!({"rate": 0.0}));
     assert_eq!(q["message_stats"]["publish"], json!(20));
 }
+
+/// `{"x": {"x": … N levels … 1}}`.
+fn nested(levels: usize) -> serde_json::Value {
+    (0..levels).fold(json!(1), |inner, _| json!({ "x": inner }))
+}
+
+/// Arguments and headers nested deeper than a field table may are refused, so nothing
+/// is stored that the broker could not read back at its next start; as deep as allowed
+/// is accepted, stored and read back after a kill -9.
+#[test]
+fn arguments_nested_too_deeply_are_refused_before_they_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = crate::common::ServerProcess::start(&data, &["--http-listen", "127.0.0.1:0"]);
+    let http: std::net::SocketAddr = server.ready["http_listen"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let api = crate::common::http::Api::guest(http);
+    // The arguments object is the outer table: N objects nest N - 1 levels below it.
+    let deep = nested(relaymq::limits::FIELD_TABLE_DEPTH_MAX + 1);
+    let fine = nested(relaymq::limits::FIELD_TABLE_DEPTH_MAX);
+    let r = api.put(
+        "/queues/%2F/deep",
+        &json!({"durable": true, "arguments": deep}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("levels deep"), "{}", r.text());
+    let r = api.put(
+        "/exchanges/%2F/deep",
+        &json!({"type": "direct", "durable": true, "arguments": deep}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(
+        api.put(
+            "/queues/%2F/fine",
+            &json!({"durable": true, "arguments": fine})
+        )
+        .status,
+        201
+    );
+    let r = api.post(
+        "/bindings/%2F/e/amq.direct/q/fine",
+        &json!({"routing_key": "k", "arguments": deep}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let publish = |headers: &serde_json::Value| {
+        api.post(
+            "/exchanges/%2F/amq.default/publish",
+            &json!({"properties": {"delivery_mode": 2, "headers": headers}, "routing_key": "fine", "payload": "p", "payload_encoding": "string"}),
+        )
+    };
+    assert_eq!(publish(&deep).status, 400);
+    assert_eq!(publish(&fine).json(), json!({"routed": true}));
+    let mut defs = api.get_ok("/definitions");
+    defs["queues"].as_array_mut().unwrap().push(json!({"name": "imported", "vhost": "/", "durable": true, "auto_delete": false, "arguments": deep}));
+    assert_eq!(api.post("/definitions", &defs).status, 400);
+    server.kill9();
+    let server = crate::common::ServerProcess::start(&data, &["--http-listen", "127.0.0.1:0"]);
+    let http: std::net::SocketAddr = server.ready["http_listen"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let q = crate::common::http::Api::guest(http).get_ok("/queues/%2F/fine");
+    assert_eq!(
+        (q["arguments"].clone(), q["messages"].clone()),
+        (fine, json!(1))
+    );
+    assert!(server.terminate().success());
+}
+
+/// Clients that drip a body they were refused (no credentials) do not hold the handler
+/// threads, and a burst of more concurrent clients than the server has slots waits in
+/// the backlog instead of being reset.
+#[test]
+fn refused_slow_bodies_and_bursts_do_not_block_other_clients() {
+    let server = TestServer::with_api();
+    let addr = server.http_addr();
+    let dripping: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(
+                b"PUT /api/queues/%2F/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+            )
+            .unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(server.api().get("/health/checks/alarms").status, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(dripping);
+    let workers: Vec<_> = (0..150)
+        .map(|_| {
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|_| {
+                        crate::common::http::request(
+                            addr,
+                            "GET",
+                            "/api/overview",
+                            Some(("guest", "guest")),
+                            None,
+                            &[],
+                        )
+                        .status
+                    })
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    for w in workers {
+        assert!(w.join().expect("client thread").iter().all(|s| *s == 200));
+    }
+}

@@ -173,14 +173,20 @@ impl<'a> Element<'a> {
     /// The `arguments` object as a field table (empty when absent).
     ///
     /// # Errors
-    /// 406 when it is not an object.
+    /// 406 when it is not an object, or nests deeper than a field table may
+    /// ([`crate::types::field_table::check_nesting`]).
     pub fn arguments(&self) -> Result<FieldTable, BrokerError> {
         match self.fields.get("arguments") {
             None | Some(Value::Null) => Ok(FieldTable::new()),
-            Some(Value::Object(map)) => Ok(map
-                .iter()
-                .map(|(k, v)| (k.clone(), FieldValue::from_json(v)))
-                .collect()),
+            Some(Value::Object(map)) => {
+                let table: FieldTable = map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), FieldValue::from_json(v)))
+                    .collect();
+                crate::types::field_table::check_nesting(&table, "'arguments'")
+                    .map_err(|e| self.error(&e))?;
+                Ok(table)
+            }
             Some(_) => Err(self.error("'arguments' must be an object")),
         }
     }

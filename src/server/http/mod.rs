@@ -11,9 +11,14 @@ pub mod response;
 pub mod server;
 
 /// Connections of the HTTP part of the file-descriptor budget (`http`) the metrics
-/// endpoint gets: a quarter, at least 1 and at most
-/// [`listener::METRICS_CONNECTIONS_MAX`] (Prometheus scrapes one page at a time).
-pub fn split_connections(http: usize) -> (usize, usize) {
-    let metrics = (http / 4).clamp(1, listener::METRICS_CONNECTIONS_MAX);
+/// endpoint and the management API get: the metrics endpoint, when on, a quarter (at
+/// least 1, at most [`listener::METRICS_CONNECTIONS_MAX`]: Prometheus scrapes one page at
+/// a time), the API the rest.
+pub fn split_connections(http: usize, metrics_on: bool) -> (usize, usize) {
+    let metrics = if metrics_on {
+        (http / 4).clamp(1, listener::METRICS_CONNECTIONS_MAX)
+    } else {
+        0
+    };
     (metrics, http.saturating_sub(metrics).max(1))
 }

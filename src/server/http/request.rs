@@ -371,6 +371,11 @@ impl<'a> Body<'a> {
         }
     }
 
+    /// Moves the deadline of the rest of the body to `at`.
+    pub(super) fn set_deadline(&mut self, at: Instant) {
+        self.deadline = at;
+    }
+
     /// Whether the client waits for `100 Continue` before it sends the body (nothing
     /// was read yet).
     pub(super) fn continue_pending(&self) -> bool {

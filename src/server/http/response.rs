@@ -2,7 +2,13 @@
 //! either bytes (sent with `Content-Length`) or written by a closure as it is produced
 //! (sent `chunked`, RFC 9112 §7.1), so a long list is streamed in bounded memory.
 
+use flate2::write::GzEncoder;
+use flate2::Compression;
 use std::io::{self, BufWriter, Write};
+
+/// Smallest body compressed when the client accepts gzip, in bytes: below it the gzip
+/// header and the CPU cost more than they save.
+pub const GZIP_BYTES_MIN: usize = 1024;
 
 /// Size of the buffer a streamed body is written through, in bytes: one chunk on the
 /// wire per buffer, and the most of a streamed body held in memory at once.
@@ -147,6 +153,58 @@ impl Response {
         out.flush()
     }
 
+    /// The answer compressed with gzip (RFC 9110 §8.4) when it is worth it: a body of at
+    /// least [`GZIP_BYTES_MIN`] bytes, or a streamed one, of a compressible type (JSON,
+    /// text, JavaScript, CSS, HTML), and not already encoded. Adds `content-encoding` and
+    /// `vary: accept-encoding`. The caller decides whether the client accepts gzip.
+    pub fn gzipped(mut self) -> Response {
+        let compressible = self.headers.iter().any(|(n, v)| {
+            n == "content-type"
+                && ["json", "text/", "javascript", "css", "html", "svg"]
+                    .iter()
+                    .any(|t| v.contains(t))
+        });
+        let encoded = self.headers.iter().any(|(n, _)| n == "content-encoding");
+        if !compressible || encoded {
+            return self;
+        }
+        self.body = match self.body {
+            ResponseBody::Bytes(b) if b.len() >= GZIP_BYTES_MIN => {
+                let mut gz = GzEncoder::new(Vec::with_capacity(b.len() / 4), Compression::fast());
+                if gz.write_all(&b).is_err() {
+                    return Response {
+                        body: ResponseBody::Bytes(b),
+                        ..self
+                    };
+                }
+                match gz.finish() {
+                    Ok(z) => ResponseBody::Bytes(z),
+                    Err(_) => {
+                        return Response {
+                            body: ResponseBody::Bytes(b),
+                            ..self
+                        }
+                    }
+                }
+            }
+            ResponseBody::Stream(write) => ResponseBody::Stream(Box::new(move |w| {
+                let mut gz = GzEncoder::new(w, Compression::fast());
+                write(&mut gz)?;
+                gz.finish().map(|_| ())
+            })),
+            other => {
+                return Response {
+                    body: other,
+                    ..self
+                };
+            }
+        };
+        self.headers
+            .push(("content-encoding".into(), "gzip".into()));
+        self.headers.push(("vary".into(), "accept-encoding".into()));
+        self
+    }
+
     /// Whether the connection is to be closed after it.
     pub fn closes(&self) -> bool {
         self.close
@@ -235,6 +293,41 @@ mod tests {
         let text = written(stream, true, 0);
         assert!(text.contains("connection: close\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\nx"), "{text}");
+    }
+
+    #[test]
+    fn large_and_streamed_bodies_are_gzipped_small_ones_not() {
+        use std::io::Read;
+        let big = vec![b'a'; 10_000];
+        let r = Response::bytes(200, "application/json", big.clone()).gzipped();
+        assert!(r
+            .headers
+            .iter()
+            .any(|(n, v)| n == "content-encoding" && v == "gzip"));
+        let ResponseBody::Bytes(z) = &r.body else {
+            panic!("bytes")
+        };
+        assert!(z.len() < 200, "{}", z.len());
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&z[..])
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(back, big);
+        let small = Response::bytes(200, "application/json", b"{}".to_vec()).gzipped();
+        assert!(small.headers.iter().all(|(n, _)| n != "content-encoding"));
+        let binary = Response::bytes(200, "application/octet-stream", big.clone()).gzipped();
+        assert!(binary.headers.iter().all(|(n, _)| n != "content-encoding"));
+        let stream = Response::stream(
+            200,
+            "application/json",
+            Box::new(|w| w.write_all(&[b'b'; 5000])),
+        )
+        .gzipped();
+        let mut out = Vec::new();
+        stream.write_to(&mut out, false, true, 1).expect("writes");
+        let head = String::from_utf8_lossy(&out);
+        assert!(head.contains("content-encoding: gzip\r\n"), "{head}");
+        assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub const HTTP_WRITE_STALL_MS: u64 = 30_000;
 /// connection can be kept; a longer rest closes the connection instead.
 pub const HTTP_DRAIN_BYTES_MAX: u64 = 64 * 1024;
 
+/// Longest time spent draining the unread rest of a body after the answer, in ms: a
+/// rest that does not arrive by then closes the connection.
+pub const HTTP_DRAIN_WAIT_MS: u64 = 200;
+
 /// Longest wait on the `Poll` before deadlines and the stop channel are checked, in ms.
 const POLL_TIMEOUT_MS: u64 = 100;
 
@@ -277,6 +281,11 @@ impl IoLoop {
 
     fn accept_all(&mut self) {
         loop {
+            // With every slot being served, new connections wait in the listen backlog
+            // (they are accepted once a request ends) rather than being closed.
+            if self.slots.iter().all(Option::is_some) && self.oldest_waiting().is_none() {
+                return;
+            }
             let (mut stream, peer) = match self.listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -299,7 +308,7 @@ impl IoLoop {
                         i
                     }
                     None => {
-                        log::debug!(
+                        log::warn!(
                             "{}: every connection slot is being served; closing the connection from {peer}",
                             self.name
                         );
@@ -526,12 +535,23 @@ fn serve(
         let response = service.handle(&request, &mut body);
         keep_alive &= !response.closes();
         if keep_alive && !body.is_finished() {
-            // Drain a short rest so the connection can be kept; otherwise close it.
+            // Drain a short rest that is arriving promptly so the connection can be
+            // kept; otherwise close it (a client dripping a body it was refused must not
+            // hold this thread: at most HTTP_DRAIN_WAIT_MS).
+            body.set_deadline(Instant::now() + Duration::from_millis(HTTP_DRAIN_WAIT_MS));
             keep_alive = !body.continue_pending()
                 && body.unread().is_some_and(|n| n <= HTTP_DRAIN_BYTES_MAX)
                 && io::copy(&mut body, &mut io::sink()).is_ok()
                 && body.is_finished();
         }
+        response
+    };
+    let accepts_gzip = request
+        .header("accept-encoding")
+        .is_some_and(|v| v.split(',').any(|t| t.trim().starts_with("gzip")));
+    let response = if accepts_gzip {
+        response.gzipped()
+    } else {
         response
     };
     let head_only = request.method == "HEAD";
