@@ -36,6 +36,7 @@ mod hostile_input;
 mod http_admin;
 mod http_api;
 mod http_connections;
+mod http_parameters;
 mod http_topology;
 mod layering;
 mod length_limits;
