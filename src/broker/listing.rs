@@ -132,11 +132,17 @@ pub fn queues_with_rates(vh: &VirtualHost, rates: &crate::broker::rates::Rates) 
             let stored = q.storage.as_ref().map(|x| x.stats()).unwrap_or_default();
             let storage_failed =
                 q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed());
-            let policy = q.settings().policy.clone();
-            let (policy_name, policy_definition) = match &policy {
-                Some(p) => (s(&p.def.name), json_table(&p.def.definition)),
-                None => (FieldValue::Void, FieldTable::new()),
-            };
+            let settings = q.settings();
+            let policy_name = settings
+                .policy
+                .as_ref()
+                .map_or(FieldValue::Void, |p| s(&p.def.name));
+            // The policy merged with the operator policy, as RabbitMQ shows it.
+            let policy_definition =
+                json_table(&crate::broker::policy::operator::merge_definitions(
+                    settings.policy.as_deref(),
+                    settings.operator_policy.as_deref(),
+                ));
             row(vec![
                 ("name", s(&q.name)),
                 ("vhost", s(&vh.name)),

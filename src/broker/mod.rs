@@ -21,6 +21,7 @@ pub mod listing;
 pub mod message;
 pub mod names;
 pub mod node;
+pub mod parameters;
 pub mod policy;
 pub mod queue;
 pub mod rates;

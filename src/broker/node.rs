@@ -181,6 +181,9 @@ pub struct Broker {
     recovered: RecoveredMessages,
     /// Client sockets open now, handshaking ones included (kept by the I/O thread).
     sockets_open: AtomicUsize,
+    /// Global runtime parameters (`cluster_name`, ...) by name
+    /// (`crate::broker::parameters`); a leaf lock, held across their store.
+    pub(crate) global_parameters: Mutex<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 impl Broker {
@@ -222,6 +225,7 @@ impl Broker {
             rates: crate::broker::rates::Rates::default(),
             recovered: RecoveredMessages::default(),
             sockets_open: AtomicUsize::new(0),
+            global_parameters: Mutex::default(),
             config,
         }
     }
@@ -298,6 +302,8 @@ impl Broker {
                 ),
             }
         }
+        // Operator policies and runtime parameters, before queues (as policies).
+        let global_parameters = crate::broker::parameters::restore(&vhosts, &definitions);
         for e in definitions.exchanges {
             let Some(vh) = vhosts.get(&e.vhost) else {
                 continue;
@@ -396,6 +402,7 @@ impl Broker {
             rates: crate::broker::rates::Rates::default(),
             recovered,
             sockets_open: AtomicUsize::new(0),
+            global_parameters: Mutex::new(global_parameters),
             config,
         }
     }

@@ -92,6 +92,13 @@ pub struct VirtualHost {
     /// name is chosen by [`crate::broker::policy::for_queue`]. Changed only under
     /// `changes`; a leaf lock.
     pub(crate) policies: Mutex<Vec<Arc<Policy>>>,
+    /// The vhost's operator policies (`crate::broker::policy::operator`), as `policies`:
+    /// changed only under `changes`; a leaf lock.
+    pub(crate) operator_policies: Mutex<Vec<Arc<Policy>>>,
+    /// Runtime parameters stored for components RelayMQ keeps but does not act on
+    /// (`crate::broker::parameters`), by (component, name). Changed only under `changes`;
+    /// a leaf lock.
+    pub(crate) parameters: Mutex<crate::broker::parameters::ParameterMap>,
     /// Where durable definitions are committed; `None` for an in-memory broker.
     durability: Option<Arc<Durability>>,
     /// Message events (confirms, returns, unroutable drops, dead-letterings), counted here
@@ -415,6 +422,8 @@ impl VirtualHost {
             deleted: AtomicBool::new(false),
             changes: Mutex::new(()),
             policies: Mutex::new(Vec::new()),
+            operator_policies: Mutex::new(Vec::new()),
+            parameters: Mutex::default(),
             durability,
             counters: Arc::new(VhostCounters::default()),
             queue_memory_bytes: crate::limits::QUEUE_MEMORY_BYTES_DEFAULT,

@@ -130,10 +130,43 @@
 //!     default_queue_type TEXT NOT NULL
 //! ) WITHOUT ROWID;
 //! ```
+//!
+//! # Schema version 5
+//!
+//! ```sql
+//! -- Runtime parameters, global parameters and operator policies (version 5):
+//! -- RabbitMQ's runtime parameters of a vhost (component, name, a JSON value), its
+//! -- global parameters (cluster_name, ...) and its operator policies (the policies'
+//! -- fields). Values and definitions are JSON texts kept as written.
+//! CREATE TABLE runtime_parameters (
+//!     vhost     TEXT NOT NULL REFERENCES vhosts (name),
+//!     component TEXT NOT NULL,
+//!     name      TEXT NOT NULL,
+//!     value     TEXT NOT NULL,
+//!     PRIMARY KEY (vhost, component, name)
+//! ) WITHOUT ROWID;
+//! CREATE TABLE global_parameters (
+//!     name  TEXT NOT NULL PRIMARY KEY,
+//!     value TEXT NOT NULL
+//! ) WITHOUT ROWID;
+//! CREATE TABLE operator_policies (
+//!     vhost      TEXT NOT NULL REFERENCES vhosts (name),
+//!     name       TEXT NOT NULL,
+//!     pattern    TEXT NOT NULL,
+//!     apply_to   TEXT NOT NULL,
+//!     priority   INTEGER NOT NULL,
+//!     definition TEXT NOT NULL,
+//!     PRIMARY KEY (vhost, name)
+//! ) WITHOUT ROWID;
+//! ```
 
 use crate::storage::error::StorageError;
 use crate::storage::meta_limits::{
     load_vhost_limits, load_vhost_metadata, LimitRow, VhostMetadataRow,
+};
+use crate::storage::meta_parameters::{
+    load_global_parameters, load_operator_policies, load_parameters, GlobalParameterRow,
+    ParameterRow,
 };
 use crate::storage::meta_policies::{load_policies, PolicyRow};
 use crate::types::codec::Reader;
@@ -144,12 +177,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Current schema version.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Step `i` migrates a file at schema version `i` to version `i + 1` (version 0 is an
 /// empty file). Each step runs in its own transaction together with the version update, so
 /// a crash mid-migration leaves the file at a whole version.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
+    [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
 
 /// Version 1: the whole schema. Kept identical to the module documentation (a unit test
 /// checks every line).
@@ -240,8 +274,6 @@ CREATE TABLE policies (
 ) WITHOUT ROWID;
 ";
 
-/// How long a statement waits for a lock held by another connection (only `--check` or an
-/// operator's `sqlite3` can hold one; the server uses a single connection).
 /// Version 4: vhost and user limits, vhost metadata. Kept identical to the module
 /// documentation.
 const SCHEMA_V4: &str = "
@@ -269,6 +301,37 @@ CREATE TABLE vhost_metadata (
 ) WITHOUT ROWID;
 ";
 
+/// Version 5: runtime parameters, global parameters, operator policies. Kept identical
+/// to the module documentation.
+const SCHEMA_V5: &str = "
+-- Runtime parameters, global parameters and operator policies (version 5):
+-- RabbitMQ's runtime parameters of a vhost (component, name, a JSON value), its
+-- global parameters (cluster_name, ...) and its operator policies (the policies'
+-- fields). Values and definitions are JSON texts kept as written.
+CREATE TABLE runtime_parameters (
+    vhost     TEXT NOT NULL REFERENCES vhosts (name),
+    component TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (vhost, component, name)
+) WITHOUT ROWID;
+CREATE TABLE global_parameters (
+    name  TEXT NOT NULL PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE operator_policies (
+    vhost      TEXT NOT NULL REFERENCES vhosts (name),
+    name       TEXT NOT NULL,
+    pattern    TEXT NOT NULL,
+    apply_to   TEXT NOT NULL,
+    priority   INTEGER NOT NULL,
+    definition TEXT NOT NULL,
+    PRIMARY KEY (vhost, name)
+) WITHOUT ROWID;
+";
+
+/// How long a statement waits for a lock held by another connection (only `--check` or an
+/// operator's `sqlite3` can hold one; the server uses a single connection).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A durable exchange.
@@ -339,6 +402,12 @@ pub struct Definitions {
     pub vhost_limits: Vec<LimitRow>,
     /// Vhost metadata rows, sorted by vhost (schema version 4).
     pub vhost_metadata: Vec<VhostMetadataRow>,
+    /// Runtime parameters, sorted by (vhost, component, name) (schema version 5).
+    pub parameters: Vec<ParameterRow>,
+    /// Global parameters, sorted by name (schema version 5).
+    pub global_parameters: Vec<GlobalParameterRow>,
+    /// Operator policies, sorted by (vhost, name) (schema version 5).
+    pub operator_policies: Vec<PolicyRow>,
 }
 
 /// The definitions store: one SQLite connection to `meta.db`. Not `Sync`; the broker
@@ -500,6 +569,9 @@ impl MetaStore {
         let policies = load_policies(&tx).map_err(&err)?;
         let vhost_limits = load_vhost_limits(&tx).map_err(&err)?;
         let vhost_metadata = load_vhost_metadata(&tx).map_err(&err)?;
+        let parameters = load_parameters(&tx).map_err(&err)?;
+        let global_parameters = load_global_parameters(&tx).map_err(&err)?;
+        let operator_policies = load_operator_policies(&tx).map_err(&err)?;
         tx.commit().map_err(&err)?;
         Ok(Definitions {
             vhosts,
@@ -509,6 +581,9 @@ impl MetaStore {
             policies,
             vhost_limits,
             vhost_metadata,
+            parameters,
+            global_parameters,
+            operator_policies,
         })
     }
 
@@ -542,6 +617,14 @@ impl MetaStore {
             tx.execute("DELETE FROM policies WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM vhost_limits WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM vhost_metadata WHERE vhost = ?1", params![name])?;
+            tx.execute(
+                "DELETE FROM runtime_parameters WHERE vhost = ?1",
+                params![name],
+            )?;
+            tx.execute(
+                "DELETE FROM operator_policies WHERE vhost = ?1",
+                params![name],
+            )?;
             tx.execute("DELETE FROM queues WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM exchanges WHERE vhost = ?1", params![name])?;
             tx.execute("DELETE FROM vhosts WHERE name = ?1", params![name])?;

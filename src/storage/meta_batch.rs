@@ -11,6 +11,10 @@ use crate::storage::meta::{
 use crate::storage::meta_limits::{
     replace_user_limits, replace_vhost_limits, upsert_vhost_metadata, VhostMetadataRow,
 };
+use crate::storage::meta_parameters::{
+    upsert_global_parameter, upsert_operator_policy, upsert_parameter, GlobalParameterRow,
+    ParameterRow,
+};
 use crate::storage::meta_policies::{upsert_policy, PolicyRow};
 use crate::storage::meta_users::{insert_permission, insert_user, PermissionRow, UserDef};
 use rusqlite::{params, Transaction};
@@ -42,6 +46,12 @@ pub struct MetaBatch {
     pub vhost_limits: Vec<(String, Vec<(String, i64)>)>,
     /// Users whose limits are replaced by the given set.
     pub user_limits: Vec<(String, Vec<(String, i64)>)>,
+    /// Runtime parameters to store (each replaces the stored row of its key).
+    pub parameters: Vec<ParameterRow>,
+    /// Global parameters to store (each replaces the stored row of its name).
+    pub global_parameters: Vec<GlobalParameterRow>,
+    /// Operator policies to store (each replaces the stored row of its vhost and name).
+    pub operator_policies: Vec<PolicyRow>,
 }
 
 impl MetaBatch {
@@ -57,6 +67,9 @@ impl MetaBatch {
             + self.vhost_metadata.len()
             + self.vhost_limits.len()
             + self.user_limits.len()
+            + self.parameters.len()
+            + self.global_parameters.len()
+            + self.operator_policies.len()
     }
 
     /// Whether the batch has no row.
@@ -74,6 +87,8 @@ impl MetaBatch {
         all.extend(self.bindings.iter().map(|b| b.vhost.as_str()));
         all.extend(self.vhost_metadata.iter().map(|m| m.vhost.as_str()));
         all.extend(self.vhost_limits.iter().map(|(v, _)| v.as_str()));
+        all.extend(self.parameters.iter().map(|p| p.vhost.as_str()));
+        all.extend(self.operator_policies.iter().map(|p| p.vhost.as_str()));
         all
     }
 }
@@ -177,6 +192,23 @@ fn write_rows(tx: &Transaction<'_>, batch: &MetaBatch) -> Result<(), BatchError>
     for (u, limits) in &batch.user_limits {
         let what = || format!("limits of user {u:?}");
         row(what, replace_user_limits(tx, u, limits))?;
+    }
+    for p in &batch.parameters {
+        let what = || {
+            format!(
+                "parameter {:?} of component {:?} in vhost {:?}",
+                p.name, p.component, p.vhost
+            )
+        };
+        row(what, upsert_parameter(tx, p))?;
+    }
+    for p in &batch.global_parameters {
+        let what = || format!("global parameter {:?}", p.name);
+        row(what, upsert_global_parameter(tx, p))?;
+    }
+    for p in &batch.operator_policies {
+        let what = || format!("operator policy {:?} in vhost {:?}", p.name, p.vhost);
+        row(what, upsert_operator_policy(tx, p))?;
     }
     Ok(())
 }

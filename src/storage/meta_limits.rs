@@ -192,7 +192,8 @@ mod tests {
         let db = rusqlite::Connection::open(&path).unwrap();
         db.execute_batch(
             "DROP TABLE vhost_limits; DROP TABLE user_limits; DROP TABLE vhost_metadata;
-             UPDATE schema_version SET version = 3;",
+             DROP TABLE runtime_parameters; DROP TABLE global_parameters;
+             DROP TABLE operator_policies; UPDATE schema_version SET version = 3;",
         )
         .unwrap();
         drop(db);

@@ -29,6 +29,7 @@ pub mod lock;
 pub mod meta;
 pub mod meta_batch;
 pub mod meta_limits;
+pub mod meta_parameters;
 pub mod meta_policies;
 pub mod meta_users;
 pub mod queue_store;

@@ -519,8 +519,8 @@ fn elements_that_cannot_be_honoured_are_reported_and_the_rest_imported() {
     let skipped = not_honoured(&summary);
     for expected in [
         "topic_permissions[0] (user 'lim', vhost '/', exchange 'amq.topic'): not imported",
-        "parameters[0] (vhost '/', component 'shovel', name 's1'): not imported",
-        "global_parameters[2] (name 'something_else'): not imported",
+        "parameters[0] (vhost '/', component 'shovel', name 's1'): stored but not acted on",
+        "global_parameters[2] (name 'something_else'): stored but not acted on",
         "policies[0] (vhost '/', name 'p'): definition key(s) ha-mode kept but not acted on",
         "queues[0] (vhost '/', name 'quorum-q'): queue type 'quorum' not honoured",
         "queues[1] (vhost '/', name 'stream-q'): not imported (RelayMQ has no streams)",

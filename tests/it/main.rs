@@ -38,6 +38,7 @@ mod http_api;
 mod http_authorization;
 mod http_clients;
 mod http_connections;
+mod http_parameters;
 mod http_topology;
 mod layering;
 mod length_limits;

@@ -488,7 +488,9 @@ fn a_schema_2_meta_db_migrates_to_3_keeping_users_and_definitions() {
     {
         let db = rusqlite::Connection::open(&path).unwrap();
         db.execute_batch(
-            "DROP TABLE vhost_limits; DROP TABLE user_limits; DROP TABLE vhost_metadata;
+            "DROP TABLE runtime_parameters; DROP TABLE global_parameters;
+             DROP TABLE operator_policies;
+             DROP TABLE vhost_limits; DROP TABLE user_limits; DROP TABLE vhost_metadata;
              DROP TABLE policies; UPDATE schema_version SET version = 2;",
         )
         .unwrap();

@@ -22,6 +22,7 @@ use crate::error::BrokerError;
 use crate::storage::durability::Durability;
 use crate::storage::meta::{BindingDef, ExchangeDef, QueueDef};
 use crate::storage::meta_batch::MetaBatch;
+use crate::storage::meta_parameters::{GlobalParameterRow, ParameterRow};
 use crate::storage::meta_policies::PolicyRow;
 use crate::storage::meta_users::{PermissionRow, UserDef as UserRow};
 use std::collections::HashMap;
@@ -180,6 +181,29 @@ pub(super) fn batch(changes: &Changes<'_>, stores: &Stores) -> MetaBatch {
             .iter()
             .map(|(u, l)| (u.to_string(), to_pairs(l)))
             .collect(),
+        parameters: changes
+            .parameters
+            .iter()
+            .map(|p| ParameterRow {
+                vhost: p.vhost.clone(),
+                component: p.component.clone(),
+                name: p.name.clone(),
+                value: p.value.to_string(),
+            })
+            .collect(),
+        global_parameters: changes
+            .global_parameters
+            .iter()
+            .map(|(n, v)| GlobalParameterRow {
+                name: n.to_string(),
+                value: v.to_string(),
+            })
+            .collect(),
+        operator_policies: changes
+            .operator_policies
+            .iter()
+            .map(|p| p.policy.def.to_row())
+            .collect(),
     }
 }
 
@@ -195,6 +219,18 @@ pub(super) fn apply_access(broker: &Broker, changes: &Changes<'_>) {
         });
         let how = if replaced { "replaced" } else { "created" };
         log::info!("user '{}' {how} from imported definitions", u.name);
+    }
+    if !changes.global_parameters.is_empty() {
+        broker.install_global_parameters(
+            changes
+                .global_parameters
+                .iter()
+                .map(|(n, v)| (n.to_string(), (*v).clone()))
+                .collect(),
+        );
+        for (n, _) in &changes.global_parameters {
+            log::info!("global parameter '{n}' set from imported definitions");
+        }
     }
     for (u, limits) in &changes.user_limits {
         broker.users().put_limits(u, limits.clone());
@@ -250,7 +286,36 @@ pub(super) fn apply_to_vhost(
             p.policy.clone()
         })
         .collect();
-    let dropped = vh.install_policies(policies);
+    let mut dropped = vh.install_policies(policies);
+    let operator_policies: Vec<Policy> = changes
+        .operator_policies
+        .iter()
+        .filter(|p| p.policy.def.vhost == name)
+        .map(|p| {
+            log::info!(
+                "operator policy '{}' in vhost '{name}' set from imported definitions",
+                p.policy.def.name
+            );
+            p.policy.clone()
+        })
+        .collect();
+    dropped.extend(vh.install_operator_policies(operator_policies));
+    vh.install_parameters(
+        changes
+            .parameters
+            .iter()
+            .filter(|p| p.vhost == name)
+            .map(|p| {
+                log::warn!(
+                    "runtime parameter '{}' of component '{}' in vhost '{name}' imported: \
+                     stored but not acted on by RelayMQ",
+                    p.name,
+                    p.component
+                );
+                (p.component.clone(), p.name.clone(), p.value.clone())
+            })
+            .collect(),
+    );
     for x in changes.exchanges.iter().filter(|x| x.vhost == name) {
         vh.insert_exchange(exchange_of(x));
     }

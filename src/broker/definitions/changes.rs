@@ -13,13 +13,16 @@
 //! but not the queues, and refuses the whole file there.
 
 use super::plan::{
-    BindingItem, ExchangeItem, ObjectKind, PermissionItem, Plan, PolicyItem, QueueItem, UserDef,
+    BindingItem, ExchangeItem, ObjectKind, ParameterItem, PermissionItem, Plan, PolicyItem,
+    QueueItem, UserDef,
 };
 use super::summary::SectionCount;
 use crate::auth::users::UserRegistry;
 use crate::broker::exchange::{Binding, Destination, ExchangeKind, Router};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::limits::{LimitMap, VhostMetadata};
+use crate::broker::parameters::PARAMETERS_PER_VHOST_MAX;
+use crate::broker::policy::operator::OPERATOR_POLICIES_PER_VHOST_MAX;
 use crate::broker::policy::POLICIES_PER_VHOST_MAX;
 use crate::broker::queue::Queue;
 use crate::broker::vhost::{
@@ -65,6 +68,12 @@ pub(super) struct Changes<'p> {
     pub(super) vhost_limits: Vec<(&'p str, LimitMap)>,
     /// User limits to set, each the user's merged with the file's.
     pub(super) user_limits: Vec<(&'p str, LimitMap)>,
+    /// Operator policies to set (each replaces one of its vhost and name).
+    pub(super) operator_policies: Vec<&'p PolicyItem<'p>>,
+    /// Stored runtime parameters to set (each replaces one of its key).
+    pub(super) parameters: Vec<&'p ParameterItem<'p>>,
+    /// Global parameters to set.
+    pub(super) global_parameters: Vec<(&'p str, &'p serde_json::Value)>,
     /// Section name → counts, in the order applied.
     pub(super) counts: Vec<(&'static str, SectionCount)>,
     /// What the operator should know (the importing user replaced).
@@ -110,6 +119,9 @@ pub(super) fn decide<'p>(
         vhost_metadata: Vec::new(),
         vhost_limits: Vec::new(),
         user_limits: Vec::new(),
+        operator_policies: Vec::new(),
+        parameters: Vec::new(),
+        global_parameters: Vec::new(),
         counts: Vec::new(),
         warnings: Vec::new(),
         not_honoured: Vec::new(),
@@ -131,6 +143,7 @@ pub(super) fn decide<'p>(
     limits_and_metadata(now, plan, &vhost_known, &mut changes)?;
     let c = policies(now, plan, &vhost_known, &mut changes)?;
     changes.counts.push(("policies", c));
+    parameters(now, plan, &vhost_known, &mut changes)?;
     let c = exchanges(now, plan, &vhost_known, &mut changes)?;
     changes.counts.push(("exchanges", c));
     let c = queues(now, plan, &vhost_known, &mut changes)?;
@@ -305,6 +318,67 @@ fn policies<'p>(
         );
     }
     Ok(c)
+}
+
+/// Operator policies, stored runtime parameters and global parameters: each replaces what
+/// it names (as RabbitMQ's `set_parameter`); the bounds per vhost are checked. Not counted
+/// in the summary's sections.
+fn parameters<'p>(
+    now: &Current<'_>,
+    plan: &'p Plan<'p>,
+    vhost_known: &impl Fn(&super::model::Element<'_>, &str) -> Result<(), BrokerError>,
+    changes: &mut Changes<'p>,
+) -> Result<(), BrokerError> {
+    let mut op_names: HashMap<&str, HashSet<String>> = HashMap::new();
+    for p in &plan.operator_policies {
+        let def = &p.policy.def;
+        vhost_known(&p.at, &def.vhost)?;
+        let in_vhost = op_names.entry(def.vhost.as_str()).or_insert_with(|| {
+            now.vhost(&def.vhost)
+                .map(|vh| {
+                    vh.operator_policies()
+                        .iter()
+                        .map(|p| p.def.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        if in_vhost.insert(def.name.clone()) && in_vhost.len() > OPERATOR_POLICIES_PER_VHOST_MAX {
+            return Err(p.at.wrap(BrokerError::precondition(format!(
+                "vhost '{}' would have more than {OPERATOR_POLICIES_PER_VHOST_MAX} operator \
+                 policies, the most allowed",
+                def.vhost
+            ))));
+        }
+        changes.operator_policies.push(p);
+    }
+    let mut added: HashMap<&str, HashSet<(&str, &str)>> = HashMap::new();
+    for p in &plan.parameters {
+        vhost_known(&p.at, &p.vhost)?;
+        let current = now.vhost(&p.vhost);
+        let is_new = current
+            .as_ref()
+            .is_none_or(|vh| !vh.has_stored_parameter(&p.component, &p.name));
+        let new_here = added.entry(p.vhost.as_str()).or_default();
+        if is_new {
+            new_here.insert((p.component.as_str(), p.name.as_str()));
+        }
+        let total = current.map_or(0, |vh| vh.stored_parameter_count()) + new_here.len();
+        if total > PARAMETERS_PER_VHOST_MAX {
+            return Err(p.at.wrap(BrokerError::precondition(format!(
+                "vhost '{}' would have more than {PARAMETERS_PER_VHOST_MAX} runtime \
+                 parameters, the most allowed",
+                p.vhost
+            ))));
+        }
+        changes.parameters.push(p);
+    }
+    changes.global_parameters = plan
+        .global_parameters
+        .iter()
+        .map(|(n, v)| (n.as_str(), v))
+        .collect();
+    Ok(())
 }
 
 /// Vhost metadata, vhost limits (a `vhosts` element's, replaced by a `vhost-limits`

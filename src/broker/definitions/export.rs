@@ -32,8 +32,8 @@ pub fn export(broker: &Broker) -> Value {
         "vhosts": vhosts.iter().map(|v| vhost(v)).collect::<Vec<_>>(),
         "permissions": permissions(broker),
         "topic_permissions": [],
-        "parameters": vhosts.iter().filter_map(|v| vhost_limits_parameter(v)).collect::<Vec<_>>(),
-        "global_parameters": [],
+        "parameters": vhosts.iter().flat_map(|v| v.runtime_parameters()).map(|p| p.to_json()).collect::<Vec<_>>(),
+        "global_parameters": broker.global_parameters().into_iter().map(|(name, value)| json!({"name": name, "value": value})).collect::<Vec<_>>(),
         "policies": broker.policies().iter().map(|p| p.to_rabbitmq_json()).collect::<Vec<_>>(),
         "queues": vhosts.iter().flat_map(|v| queues(v)).collect::<Vec<_>>(),
         "exchanges": vhosts.iter().flat_map(|v| exchanges(v)).collect::<Vec<_>>(),
@@ -73,20 +73,6 @@ pub fn vhost(v: &VirtualHost) -> Value {
         "name": &*v.name,
         "limits": if own.is_empty() { json!([]) } else { limits::to_json(&own) },
         "metadata": metadata,
-    })
-}
-
-/// The `parameters` element holding a vhost's limits, as RabbitMQ exports them (component
-/// `vhost-limits`, name `limits`); `None` when it has none.
-pub fn vhost_limits_parameter(v: &VirtualHost) -> Option<Value> {
-    let own = v.own_limits();
-    (!own.is_empty()).then(|| {
-        json!({
-            "vhost": &*v.name,
-            "component": limits::VHOST_LIMITS_COMPONENT,
-            "name": limits::VHOST_LIMITS_TERM,
-            "value": limits::to_json(&own),
-        })
     })
 }
 

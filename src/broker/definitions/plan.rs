@@ -120,6 +120,16 @@ impl Skipped {
     }
 }
 
+/// A validated `parameters` element of a component RelayMQ stores but does not act on
+/// (`crate::broker::parameters::STORED_COMPONENTS`).
+pub(super) struct ParameterItem<'a> {
+    pub(super) at: Element<'a>,
+    pub(super) vhost: String,
+    pub(super) component: String,
+    pub(super) name: String,
+    pub(super) value: serde_json::Value,
+}
+
 /// The whole document, validated.
 pub(super) struct Plan<'a> {
     pub(super) vhosts: Vec<VhostDef>,
@@ -127,6 +137,12 @@ pub(super) struct Plan<'a> {
     pub(super) permissions: Vec<PermissionItem<'a>>,
     pub(super) vhost_limits: Vec<VhostLimitsItem<'a>>,
     pub(super) policies: Vec<PolicyItem<'a>>,
+    /// `parameters` elements of component `operator_policy`, compiled.
+    pub(super) operator_policies: Vec<PolicyItem<'a>>,
+    /// Other stored `parameters` elements.
+    pub(super) parameters: Vec<ParameterItem<'a>>,
+    /// `global_parameters` elements other than RabbitMQ's internal ones, (name, value).
+    pub(super) global_parameters: Vec<(String, serde_json::Value)>,
     pub(super) exchanges: Vec<ExchangeItem<'a>>,
     pub(super) queues: Vec<QueueItem<'a>>,
     pub(super) bindings: Vec<BindingItem<'a>>,
@@ -142,6 +158,12 @@ impl Plan<'_> {
         all.extend(self.permissions.iter().map(|p| p.vhost.as_str()));
         all.extend(self.vhost_limits.iter().map(|l| l.vhost.as_str()));
         all.extend(self.policies.iter().map(|p| p.policy.def.vhost.as_str()));
+        all.extend(
+            self.operator_policies
+                .iter()
+                .map(|p| p.policy.def.vhost.as_str()),
+        );
+        all.extend(self.parameters.iter().map(|p| p.vhost.as_str()));
         all.extend(self.exchanges.iter().map(|x| x.vhost.as_str()));
         all.extend(self.queues.iter().map(|q| q.vhost.as_str()));
         all.extend(self.bindings.iter().map(|b| b.vhost.as_str()));

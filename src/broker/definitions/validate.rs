@@ -6,8 +6,8 @@
 
 use super::model::{self, Document, Element};
 use super::plan::{
-    BindingItem, ExchangeItem, ObjectKind, PermissionItem, Plan, PolicyItem, QueueItem, Skipped,
-    UserDef, VhostDef, VhostLimitsItem,
+    BindingItem, ExchangeItem, ObjectKind, ParameterItem, PermissionItem, Plan, PolicyItem,
+    QueueItem, Skipped, UserDef, VhostDef, VhostLimitsItem,
 };
 use super::summary::ImportSummary;
 use crate::auth::password::StoredHash;
@@ -19,6 +19,10 @@ use crate::broker::limits::{
     VHOST_LIMITS_COMPONENT, VHOST_LIMITS_TERM,
 };
 use crate::broker::names;
+use crate::broker::parameters::{
+    check_operator_policy, operator_policy_from_value, CLUSTER_NAME, OPERATOR_POLICY_COMPONENT,
+    PARAMETER_VALUE_BYTES_MAX, STORED_COMPONENTS,
+};
 use crate::broker::policy::{Policy, PolicyDef};
 use crate::broker::vhost::{check_queue_arguments, UNSUPPORTED_QUEUE_ARGUMENTS};
 use crate::broker::{ExchangeSpec, QueueSpec};
@@ -27,9 +31,9 @@ use crate::types::FieldValue;
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Global parameters RelayMQ ignores without reporting them: the cluster's name and
-/// RabbitMQ's internal cluster id (RabbitMQ writes both in every export).
-const IGNORED_GLOBAL_PARAMETERS: [&str; 2] = ["cluster_name", "internal_cluster_id"];
+/// The prefix of RabbitMQ's internal global parameters (`internal_cluster_id`), which
+/// are not imported and not reported (`rabbit_definitions:is_internal_parameter/1`).
+const INTERNAL_GLOBAL_PARAMETER_PREFIX: &str = "internal";
 
 /// Why a queue named `amq.*` is not imported (the server names such queues: a client's
 /// `amq.gen-…` queue; RabbitMQ skips them with a warning too).
@@ -52,6 +56,8 @@ pub(super) fn validate<'a>(
     let vhost_limits = vhost_limits(doc)?;
     unsupported_sections(doc, summary)?;
     let policies = policies(doc, summary)?;
+    let (operator_policies, parameters) = parameters(doc, summary)?;
+    let global_parameters = global_parameters(doc, summary)?;
     let mut skipped = Skipped::default();
     let exchanges = exchanges(doc, &mut skipped, summary)?;
     let queues = queues(doc, &mut skipped, summary)?;
@@ -62,6 +68,9 @@ pub(super) fn validate<'a>(
         permissions,
         vhost_limits,
         policies,
+        operator_policies,
+        parameters,
+        global_parameters,
         exchanges,
         queues,
         bindings,
@@ -233,21 +242,90 @@ fn unsupported_sections(doc: &Document, summary: &mut ImportSummary) -> Result<(
         ));
     }
     for e in model::elements(doc, "parameters")? {
-        if e.str_or("component", "")? == VHOST_LIMITS_COMPONENT {
+        let component = e.str_or("component", "")?;
+        if component == VHOST_LIMITS_COMPONENT
+            || component == OPERATOR_POLICY_COMPONENT
+            || STORED_COMPONENTS.contains(&component)
+        {
             continue;
         }
         summary.skip(format!(
-            "{}: not imported (RelayMQ has no runtime parameters such as federation or shovels)",
+            "{}: not imported (RelayMQ has no runtime parameter component '{component}')",
             e.label()
         ));
     }
-    for e in model::elements(doc, "global_parameters")? {
-        let name = e.str_or("name", "")?;
-        if !IGNORED_GLOBAL_PARAMETERS.contains(&name) {
-            summary.skip(format!("{}: not imported", e.label()));
+    Ok(())
+}
+
+/// The `parameters` elements RelayMQ imports: operator policies, then stored ones.
+type ParameterItems<'a> = (Vec<PolicyItem<'a>>, Vec<ParameterItem<'a>>);
+
+/// `parameters` elements: operator policies (compiled as `PUT /api/operator-policies`
+/// compiles them) and those of [`STORED_COMPONENTS`] (stored, reported as not acted on).
+fn parameters<'a>(
+    doc: &'a Document,
+    summary: &mut ImportSummary,
+) -> Result<ParameterItems<'a>, BrokerError> {
+    let mut operator_policies = Vec::new();
+    let mut stored = Vec::new();
+    for e in model::elements(doc, "parameters")? {
+        let component = e.str_or("component", "")?;
+        let value = e.fields.get("value").cloned().unwrap_or(Value::Null);
+        if component == OPERATOR_POLICY_COMPONENT {
+            let def = operator_policy_from_value(vhost_of(&e)?, e.str("name")?, &value)
+                .map_err(|err| e.invalid(err))?;
+            let policy = check_operator_policy(def).map_err(|err| e.invalid(err))?;
+            operator_policies.push(PolicyItem { at: e, policy });
+        } else if STORED_COMPONENTS.contains(&component) {
+            if value.to_string().len() > PARAMETER_VALUE_BYTES_MAX {
+                return Err(e.error(format!(
+                    "'value' is longer than {PARAMETER_VALUE_BYTES_MAX} bytes"
+                )));
+            }
+            summary.skip(format!(
+                "{}: stored but not acted on (RelayMQ has no federation or shovels)",
+                e.label()
+            ));
+            stored.push(ParameterItem {
+                at: e,
+                vhost: vhost_of(&e)?.to_string(),
+                component: component.to_string(),
+                name: e.str("name")?.to_string(),
+                value,
+            });
         }
     }
-    Ok(())
+    Ok((operator_policies, stored))
+}
+
+/// `global_parameters` elements other than RabbitMQ's internal ones: `cluster_name` sets
+/// the cluster's name, as RabbitMQ's import does; any other is stored and reported as not
+/// acted on.
+fn global_parameters(
+    doc: &Document,
+    summary: &mut ImportSummary,
+) -> Result<Vec<(String, Value)>, BrokerError> {
+    let mut out = Vec::new();
+    for e in model::elements(doc, "global_parameters")? {
+        let name = e.str("name")?;
+        if name.starts_with(INTERNAL_GLOBAL_PARAMETER_PREFIX) {
+            continue;
+        }
+        let value = e.fields.get("value").cloned().unwrap_or(Value::Null);
+        if name == CLUSTER_NAME && value.as_str().is_none_or(str::is_empty) {
+            return Err(e.error("'value' of cluster_name must be a non-empty string"));
+        }
+        if value.to_string().len() > PARAMETER_VALUE_BYTES_MAX {
+            return Err(e.error(format!(
+                "'value' is longer than {PARAMETER_VALUE_BYTES_MAX} bytes"
+            )));
+        }
+        if name != CLUSTER_NAME {
+            summary.skip(format!("{}: stored but not acted on", e.label()));
+        }
+        out.push((name.to_string(), value));
+    }
+    Ok(out)
 }
 
 /// Policies, checked as `relaymq-cli policy set` checks them (a bad pattern, apply-to or

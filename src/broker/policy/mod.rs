@@ -10,6 +10,7 @@
 //! is the user's page.
 
 pub mod admin;
+pub mod operator;
 pub mod vhost;
 
 use crate::auth::permission::{REGEX_BACKTRACK_STEPS_MAX, REGEX_COMPILED_BYTES_MAX};

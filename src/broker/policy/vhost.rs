@@ -36,9 +36,10 @@ impl VirtualHost {
     /// Gives a queue that is not shared yet (declare, recovery) its effective settings.
     pub(crate) fn apply_policies(&self, q: &Queue) {
         let winner = self.policy_for_queue(&q.name);
+        let operator = self.operator_policy_for_queue(&q.name);
         // A fresh queue holds nothing to trim; a recovered one is trimmed by its next
         // publish, as with arguments.
-        let _ = q.apply_settings(QueueSettings::effective(&q.arguments, winner));
+        let _ = q.apply_settings(QueueSettings::effective(&q.arguments, winner, operator));
     }
 
     /// Adds a policy at recovery (no commit, no queue yet).
@@ -124,23 +125,25 @@ impl VirtualHost {
         Ok(())
     }
 
-    /// Gives every queue whose winning policy changed its new settings (changes lock
-    /// held); returns what lowered length limits dropped.
-    fn reevaluate_queues(&self) -> Vec<(Arc<Queue>, Vec<Leaving>)> {
+    /// Gives every queue whose winning policy or operator policy changed its new settings
+    /// (changes lock held); returns what lowered length limits dropped.
+    pub(crate) fn reevaluate_queues(&self) -> Vec<(Arc<Queue>, Vec<Leaving>)> {
         let list = self.policy_list().clone();
+        let operator_list = self.operator_policy_list().clone();
+        let same = |a: &Option<Arc<Policy>>, b: &Option<Arc<Policy>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
         let mut dropped = Vec::new();
         for q in self.all_queues() {
             let winner = policy::for_queue(&list, &q.name).cloned();
-            let current = q.settings().policy.clone();
-            let same = match (&winner, &current) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            if same {
+            let operator = policy::for_queue(&operator_list, &q.name).cloned();
+            let current = q.settings();
+            if same(&winner, &current.policy) && same(&operator, &current.operator_policy) {
                 continue;
             }
-            let out = q.apply_settings(QueueSettings::effective(&q.arguments, winner));
+            let out = q.apply_settings(QueueSettings::effective(&q.arguments, winner, operator));
             if !out.is_empty() {
                 dropped.push((q, out));
             }

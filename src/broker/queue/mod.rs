@@ -302,7 +302,7 @@ impl Queue {
             storage_id: None,
             storage: None,
             memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
-            settings: RwLock::new(Arc::new(QueueSettings::effective(&arguments, None))),
+            settings: RwLock::new(Arc::new(QueueSettings::effective(&arguments, None, None))),
             consumer_timeout_ms: lifecycle
                 .consumer_timeout_ms
                 .unwrap_or(CONSUMER_TIMEOUT_MS_DEFAULT),

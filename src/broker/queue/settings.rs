@@ -16,6 +16,12 @@
 //! | `x-dead-letter-routing-key` | `dead-letter-routing-key` | the argument when given |
 //! | `x-max-priority` | — | the argument only (a policy cannot make a priority queue) |
 //! | `x-consumer-timeout` | — | the argument only |
+//!
+//! An operator policy (`crate::broker::policy::operator`) that applies too is merged in
+//! as RabbitMQ 4.x merges it: each numeric key (`message-ttl`, `expires`, `max-length`,
+//! `max-length-bytes`, `delivery-limit`) takes the smallest of the argument, the policy
+//! and the operator policy; `overflow` is the argument's when given, else the operator
+//! policy's, else the policy's.
 
 use crate::broker::dead_letter::DeadLetter;
 use crate::broker::policy::Policy;
@@ -36,6 +42,8 @@ pub struct QueueSettings {
     pub dead_letter: Option<DeadLetter>,
     /// The policy that applies, if any.
     pub policy: Option<Arc<Policy>>,
+    /// The operator policy that applies, if any.
+    pub operator_policy: Option<Arc<Policy>>,
 }
 
 fn smaller<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -54,8 +62,13 @@ fn text_argument(arguments: &FieldTable, key: &str) -> Option<String> {
 
 impl QueueSettings {
     /// The effective settings of a queue declared with `arguments` (already validated at
-    /// declare; an argument that no longer parses counts as absent) under `policy`.
-    pub fn effective(arguments: &FieldTable, policy: Option<Arc<Policy>>) -> QueueSettings {
+    /// declare; an argument that no longer parses counts as absent) under `policy` and
+    /// `operator_policy`.
+    pub fn effective(
+        arguments: &FieldTable,
+        policy: Option<Arc<Policy>>,
+        operator_policy: Option<Arc<Policy>>,
+    ) -> QueueSettings {
         let mut lifecycle = LifecycleArgs::from_arguments(arguments).unwrap_or_default();
         let mut length_limit = LengthLimit::from_arguments(arguments).unwrap_or_default();
         let mut exchange = text_argument(arguments, "x-dead-letter-exchange");
@@ -75,6 +88,19 @@ impl QueueSettings {
             exchange = exchange.or_else(|| s.dead_letter_exchange.clone());
             routing_key = routing_key.or_else(|| s.dead_letter_routing_key.clone());
         }
+        if let Some(op) = &operator_policy {
+            let s = &op.settings;
+            lifecycle.message_ttl_ms = smaller(lifecycle.message_ttl_ms, s.message_ttl_ms);
+            lifecycle.expires_ms = smaller(lifecycle.expires_ms, s.expires_ms);
+            lifecycle.delivery_limit = smaller(lifecycle.delivery_limit, s.delivery_limit);
+            length_limit.max_messages = smaller(length_limit.max_messages, s.max_length);
+            length_limit.max_bytes = smaller(length_limit.max_bytes, s.max_length_bytes);
+            if !arguments.contains_key("x-overflow") {
+                if let Some(o) = s.overflow {
+                    length_limit.overflow = o;
+                }
+            }
+        }
         // A routing key without an exchange dead-letters nothing (RabbitMQ).
         let dead_letter = exchange.map(|exchange| DeadLetter {
             exchange,
@@ -85,6 +111,7 @@ impl QueueSettings {
             length_limit,
             dead_letter,
             policy,
+            operator_policy,
         }
     }
 }
@@ -131,7 +158,7 @@ mod tests {
             ("x-overflow", FieldValue::string("reject-publish")),
             ("x-dead-letter-exchange", FieldValue::string("arg")),
         ]);
-        let s = QueueSettings::effective(&a, p.clone());
+        let s = QueueSettings::effective(&a, p.clone(), None);
         assert_eq!(s.lifecycle.message_ttl_ms, Some(300));
         assert_eq!(s.lifecycle.expires_ms, Some(500));
         assert_eq!(s.lifecycle.delivery_limit, Some(3));
@@ -145,11 +172,28 @@ mod tests {
                 routing_key: Some("pk".into())
             })
         );
-        let plain = QueueSettings::effective(&FieldTable::new(), p);
+        let plain = QueueSettings::effective(&FieldTable::new(), p, None);
         assert_eq!(plain.length_limit.overflow, Overflow::DropHead);
         assert_eq!(plain.dead_letter.unwrap().exchange, "pol");
-        let none = QueueSettings::effective(&a, None);
+        let none = QueueSettings::effective(&a, None, None);
         assert_eq!(none.length_limit.max_messages, Some(5));
         assert_eq!(none.lifecycle.message_ttl_ms, Some(60_000));
+    }
+
+    #[test]
+    fn an_operator_policy_lowers_limits_and_sets_overflow() {
+        let user = policy(serde_json::json!({"max-length": 10, "message-ttl": 50,
+                                             "overflow": "drop-head"}));
+        let op = policy(serde_json::json!({"max-length": 4, "message-ttl": 500,
+                                           "overflow": "reject-publish", "expires": 7}));
+        let a = args(&[("x-max-length", FieldValue::I64(8))]);
+        let s = QueueSettings::effective(&a, user, op.clone());
+        assert_eq!(s.length_limit.max_messages, Some(4));
+        assert_eq!(s.lifecycle.message_ttl_ms, Some(50));
+        assert_eq!(s.lifecycle.expires_ms, Some(7));
+        assert_eq!(s.length_limit.overflow, Overflow::RejectPublish);
+        assert!(s.operator_policy.is_some());
+        let only = QueueSettings::effective(&FieldTable::new(), None, op);
+        assert_eq!(only.length_limit.max_messages, Some(4));
     }
 }

@@ -13,8 +13,8 @@
 
 use super::auth::{require, Need};
 use super::{method_not_allowed, read_body, ApiError, Ctx, JSON};
+use crate::broker::definitions;
 use crate::broker::definitions::model::NOT_JSON;
-use crate::broker::definitions::{self, export::vhost_limits_parameter};
 use crate::error::ReplyCode;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
@@ -106,14 +106,17 @@ fn vhost_export(ctx: &Ctx<'_>, vhost: &str) -> Result<Value, ApiError> {
         "limits".into(),
         crate::broker::limits::to_json(&vh.own_limits()),
     );
-    let parameters: Vec<Value> = vhost_limits_parameter(&vh)
-        .map(|mut p| {
+    let parameters: Vec<Value> = vh
+        .runtime_parameters()
+        .iter()
+        .map(|p| {
+            let mut p = p.to_json();
             if let Some(m) = p.as_object_mut() {
                 m.remove("vhost");
             }
-            vec![p]
+            p
         })
-        .unwrap_or_default();
+        .collect();
     out.insert("parameters".into(), Value::Array(parameters));
     for section in ["policies", "queues", "exchanges", "bindings"] {
         out.insert(section.into(), Value::Array(of_vhost(&all, section, vhost)));

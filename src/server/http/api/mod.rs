@@ -21,6 +21,8 @@ mod limits;
 mod list;
 mod messages;
 mod node;
+mod operator_policies;
+mod parameters;
 mod policies;
 mod queues;
 mod stats;
@@ -157,9 +159,12 @@ impl ManagementApi {
         ManagementApi { broker, identity }
     }
 
-    /// The cluster's name: the node's name (RabbitMQ's default).
+    /// The cluster's name: the one set (`PUT /api/cluster-name`, the `cluster_name`
+    /// global parameter), else the node's name (`rabbit_nodes:cluster_name/0`).
     fn cluster_name(&self) -> String {
-        self.identity.node.clone()
+        self.broker
+            .cluster_name()
+            .unwrap_or_else(|| self.identity.node.clone())
     }
 
     /// Answers an authenticated request whose path is `/api/` + `path`.
@@ -192,6 +197,10 @@ impl ManagementApi {
             ["vhosts", ..] => vhosts::route(ctx, method, path, body),
             ["queues", ..] => queues::route(ctx, method, path, body),
             ["policies", ..] => policies::route(ctx, method, path, body),
+            ["parameters", ..] | ["global-parameters", ..] => {
+                parameters::route(ctx, method, path, body)
+            }
+            ["operator-policies", ..] => operator_policies::route(ctx, method, path, body),
             ["exchanges", ..] => exchanges::route(ctx, method, path, body),
             ["bindings", ..] => bindings::route(ctx, method, path, body),
             ["users", ..]

@@ -425,6 +425,28 @@ fn certificate_expiration(ctx: &Ctx<'_>, within: &str, unit: &str) -> Result<Res
     Ok(ok())
 }
 
+/// `PUT /api/cluster-name` `{"name": …}` (administrators; `rabbit_mgmt_wm_cluster_name`):
+/// stores the name as the `cluster_name` global parameter; 204.
+///
+/// # Errors
+/// 401 for a user who is not an administrator; 400 `[{key_missing,name}]`, or for a name
+/// that is not a non-empty string.
+fn put_cluster_name(ctx: &Ctx<'_>, body: &mut Body<'_>) -> Result<Response, ApiError> {
+    require(&ctx.caller, Need::Administrator)?;
+    let body = ctx.json_body(body)?;
+    let name = body
+        .get("name")
+        .ok_or_else(|| ApiError::bad_request("[{key_missing,name}]"))?;
+    ctx.broker()
+        .set_global_parameter(crate::broker::parameters::CLUSTER_NAME, name.clone())?;
+    log::info!(
+        "cluster name set to '{}' over HTTP by '{}'",
+        name.as_str().unwrap_or_default().escape_debug(),
+        ctx.caller.name.escape_debug()
+    );
+    Ok(Response::empty(204))
+}
+
 /// Answers the node's endpoints.
 ///
 /// # Errors
@@ -433,9 +455,10 @@ pub(super) fn route(
     ctx: &Ctx<'_>,
     method: &str,
     path: &[&str],
-    _body: &mut Body<'_>,
+    body: &mut Body<'_>,
 ) -> Result<Response, ApiError> {
     match (method, path) {
+        ("PUT", ["cluster-name"]) => put_cluster_name(ctx, body),
         ("GET", ["overview"]) => Ok(json_reply(200, &overview(ctx))),
         ("GET", ["whoami"]) => Ok(json_reply(
             200,
@@ -465,8 +488,8 @@ pub(super) fn route(
         }
         (
             _,
-            ["overview" | "whoami" | "extensions" | "nodes" | "aliveness-test" | "health"
-            | "healthchecks", ..],
+            ["overview" | "cluster-name" | "whoami" | "extensions" | "nodes" | "aliveness-test"
+            | "health" | "healthchecks", ..],
         ) => Err(method_not_allowed()),
         _ => Err(ApiError::not_found()),
     }

@@ -73,10 +73,12 @@ pub(super) fn render(
     };
     let stored = q.storage.as_ref().map(|x| x.stats()).unwrap_or_default();
     let settings = q.settings();
-    let (policy, definition) = match &settings.policy {
-        Some(p) => (json!(p.def.name), Value::Object(p.def.definition.clone())),
-        None => (Value::Null, json!({})),
-    };
+    let policy = settings.policy.as_ref().map(|p| json!(p.def.name));
+    let operator_policy = settings.operator_policy.as_ref().map(|p| json!(p.def.name));
+    let definition = Value::Object(crate::broker::policy::operator::merge_definitions(
+        settings.policy.as_deref(),
+        settings.operator_policy.as_deref(),
+    ));
     let consumers = q.consumers();
     let exclusive_tag = consumers
         .iter()
@@ -97,7 +99,7 @@ pub(super) fn render(
         "node": node,
         "state": if q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed()) { "down" } else { "running" },
         "policy": policy,
-        "operator_policy": null,
+        "operator_policy": operator_policy,
         "effective_policy_definition": definition,
         "exclusive_consumer_tag": exclusive_tag,
         "single_active_consumer_tag": null,

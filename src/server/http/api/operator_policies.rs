@@ -1,0 +1,148 @@
+//! Operator policies (RabbitMQ 4.x): `GET /api/operator-policies`,
+//! `/api/operator-policies/{vhost}` (`rabbit_mgmt_wm_operator_policies`: any management
+//! user, the vhosts they may use), `GET/PUT/DELETE /api/operator-policies/{vhost}/{name}`
+//! (`rabbit_mgmt_wm_operator_policy`: administrators only). The body is a policy's:
+//! `pattern` and `definition` required, `priority` (default 0) and `apply-to` (default
+//! `all`) optional; only the keys of
+//! [`crate::broker::policy::operator::OPERATOR_POLICY_KEYS`] are accepted. They are
+//! enforced: a queue's settings merge its policy with its operator policy, the lower value
+//! of each numeric key winning (`crate::broker::queue::settings`).
+
+use super::auth::{require, require_vhost, sees_vhost, Need};
+use super::list::{self, ListSpec};
+use super::{json_reply, method_not_allowed, ApiError, Ctx};
+use crate::broker::policy::PolicyDef;
+use crate::server::http::request::Body;
+use crate::server::http::response::Response;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn list_operator_policies(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiError> {
+    let broker = ctx.broker();
+    if let Some(v) = only {
+        require_vhost(broker, &ctx.caller, v)?;
+        broker.vhost(v).ok_or_else(ApiError::not_found)?;
+    }
+    let items: Vec<PolicyDef> = broker
+        .operator_policies()
+        .into_iter()
+        .filter(|p| only.is_none_or(|v| p.vhost == v))
+        .filter(|p| ctx.caller.is_admin() || sees_vhost(broker, &ctx.caller, &p.vhost))
+        .collect();
+    list::reply(
+        ctx.request,
+        items,
+        ListSpec {
+            default_sort: &["priority"],
+            cheap: |p, f| match f {
+                "name" => Some(json!(p.name)),
+                "vhost" => Some(json!(p.vhost)),
+                "priority" => Some(json!(p.priority)),
+                _ => None,
+            },
+            render: Arc::new(PolicyDef::to_rabbitmq_json),
+        },
+    )
+}
+
+/// `priority` as a number or a numeric string (`rabbitmqadmin` sends strings).
+fn priority(v: Option<&Value>) -> Result<i64, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .ok_or_else(|| ApiError::bad_request(format!("{n} priority must be a number"))),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("\"{s}\" priority must be a number"))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{other} priority must be a number"
+        ))),
+    }
+}
+
+fn put_operator_policy(
+    ctx: &Ctx<'_>,
+    vhost: &str,
+    name: &str,
+    body: &mut Body<'_>,
+) -> Result<Response, ApiError> {
+    let broker = ctx.broker();
+    if broker.vhost(vhost).is_none() {
+        return Err(ApiError::new(404, "not_found", "vhost_not_found"));
+    }
+    let mut body = ctx.json_body(body)?;
+    for key in ["pattern", "definition"] {
+        if !body.contains_key(key) {
+            return Err(ApiError::bad_request(format!("[{{key_missing,{key}}}]")));
+        }
+    }
+    // The definition may arrive as a JSON text (rabbitmqadmin's `definition='{…}'`).
+    if let Some(Value::String(text)) = body.get("definition") {
+        let parsed: Value = serde_json::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("definition is not JSON: {e}")))?;
+        body.insert("definition".into(), parsed);
+    }
+    let priority = priority(body.get("priority"))?;
+    body.insert("priority".into(), json!(priority));
+    if body.get("apply-to").is_none_or(Value::is_null) {
+        body.insert("apply-to".into(), json!("all"));
+    }
+    body.insert("vhost".into(), json!(vhost));
+    body.insert("name".into(), json!(name));
+    let def = PolicyDef::from_rabbitmq_json(&Value::Object(body))?;
+    let replaced = broker.set_operator_policy(def)?;
+    log::info!(
+        "operator policy '{}' in vhost '{}' set over HTTP by '{}'",
+        name.escape_debug(),
+        vhost.escape_debug(),
+        ctx.caller.name.escape_debug()
+    );
+    Ok(Response::empty(if replaced { 204 } else { 201 }))
+}
+
+/// Answers `/api/operator-policies...`.
+///
+/// # Errors
+/// As RabbitMQ: 400 for a bad operator policy (with the validation text), 401 for a
+/// change or a read of one by a user who is not an administrator, 404, 405.
+pub(super) fn route(
+    ctx: &Ctx<'_>,
+    method: &str,
+    path: &[&str],
+    body: &mut Body<'_>,
+) -> Result<Response, ApiError> {
+    match (method, path) {
+        ("GET", ["operator-policies"]) => list_operator_policies(ctx, None),
+        ("GET", ["operator-policies", vhost]) => list_operator_policies(ctx, Some(vhost)),
+        (_, ["operator-policies", vhost, name]) => {
+            require(&ctx.caller, Need::Administrator)?;
+            match method {
+                "GET" => {
+                    let p = ctx
+                        .broker()
+                        .operator_policies()
+                        .into_iter()
+                        .find(|p| p.vhost == *vhost && p.name == *name)
+                        .ok_or_else(ApiError::not_found)?;
+                    Ok(json_reply(200, &p.to_rabbitmq_json()))
+                }
+                "PUT" => put_operator_policy(ctx, vhost, name, body),
+                "DELETE" => {
+                    ctx.broker().clear_operator_policy(vhost, name)?;
+                    log::info!(
+                        "operator policy '{}' in vhost '{}' cleared over HTTP by '{}'",
+                        name.escape_debug(),
+                        vhost.escape_debug(),
+                        ctx.caller.name.escape_debug()
+                    );
+                    Ok(Response::empty(204))
+                }
+                _ => Err(method_not_allowed()),
+            }
+        }
+        (_, ["operator-policies", ..]) => Err(method_not_allowed()),
+        _ => Err(ApiError::not_found()),
+    }
+}
