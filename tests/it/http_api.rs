@@ -842,3 +842,47 @@ fn refused_slow_bodies_and_bursts_do_not_block_other_clients() {
         assert!(w.join().expect("client thread").iter().all(|s| *s == 200));
     }
 }
+
+#[test]
+fn columns_filter_single_objects_and_malformed_bodies_are_not_json() {
+    let server = TestServer::with_api();
+    let api = server.api();
+    let o = api.get_ok("/overview?columns=rabbitmq_version,object_totals.queues");
+    assert_eq!(o.as_object().unwrap().len(), 2, "{o}");
+    assert!(
+        o["object_totals"]["queues"].is_u64() && o["object_totals"].as_object().unwrap().len() == 1,
+        "{o}"
+    );
+    assert_eq!(api.put("/queues/%2F/c", &json!({})).status, 201);
+    assert_eq!(
+        api.get_ok("/queues/%2F/c?columns=name"),
+        json!({"name": "c"})
+    );
+    // A page keeps its shape; its items are filtered.
+    let page = api.get_ok("/queues?page=1&columns=name");
+    assert_eq!(
+        (page["total_count"].clone(), page["items"].clone()),
+        (json!(1), json!([{"name": "c"}]))
+    );
+    for body in ["{not json", "[1,2]"] {
+        let r = request(
+            server.http_addr(),
+            "PUT",
+            "/api/vhosts/v2",
+            Some(("guest", "guest")),
+            Some(body.as_bytes()),
+            &[],
+        );
+        assert_eq!(
+            (r.status, r.json()),
+            (400, json!({"error": "bad_request", "reason": "not_json"})),
+            "{body}"
+        );
+    }
+    let node = api.get_ok("/nodes")[0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(api.get(&format!("/healthchecks/node/{node}")).status, 200);
+    assert_eq!(api.get("/healthchecks/node/rabbit@nope").status, 404);
+}

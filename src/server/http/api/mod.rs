@@ -80,15 +80,9 @@ impl Ctx<'_> {
     /// 400 for malformed JSON or a body that is not an object; 413 past
     /// [`API_BODY_BYTES_MAX`].
     fn json_body(&self, body: &mut Body<'_>) -> Result<serde_json::Map<String, Value>, ApiError> {
-        let bytes = read_body(body, API_BODY_BYTES_MAX)?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(serde_json::Map::new());
-        }
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err(ApiError::bad_request("JSON body must be an object")),
-            Err(e) => Err(ApiError::bad_request(format!("failed to decode JSON: {e}"))),
-        }
+        // RabbitMQ's `rabbit_mgmt_util:decode/1`: 400 `not_json` for anything but an
+        // object; an empty body, `null` or `undefined` is an empty object.
+        direct::decode(&read_body(body, API_BODY_BYTES_MAX)?)
     }
 }
 
@@ -246,10 +240,35 @@ impl Service for ManagementApi {
         // HEAD answers as GET, without the body (the server drops it).
         let method = if method == "HEAD" { "GET" } else { method };
         match self.route(&ctx, method, rest, body) {
-            Ok(r) => r,
+            Ok(r) => single_object_columns(request, r),
             Err(e) => e.into_response(),
         }
     }
+}
+
+/// `columns=` applied to a single object (`/api/overview`, `/api/queues/{v}/{q}`, …) as
+/// RabbitMQ's `reply/3` applies it to every reply; lists apply it themselves
+/// ([`list::reply`]) and are streamed, so only a whole JSON object is filtered here.
+fn single_object_columns(request: &Request, r: Response) -> Response {
+    // A page of a list is an object too, whose items were filtered already.
+    let Some(cols) = request
+        .query("columns")
+        .filter(|_| request.query("page").is_none())
+    else {
+        return r;
+    };
+    let super::response::ResponseBody::Bytes(bytes) = &r.body else {
+        return r;
+    };
+    let Ok(v @ Value::Object(_)) = serde_json::from_slice::<Value>(bytes) else {
+        return r;
+    };
+    let cols: Vec<Vec<String>> = cols
+        .split(',')
+        .filter(|c| !c.is_empty())
+        .map(|c| c.split('.').map(str::to_string).collect())
+        .collect();
+    json_reply(r.status, &list::keep_columns(v, &cols))
 }
 
 /// A JSON answer.

@@ -478,7 +478,9 @@ pub(super) fn route(
             Ok(json_reply(200, &node_row(ctx)))
         }
         ("GET", ["health", "checks", check @ ..]) => health(ctx, check),
-        ("GET", ["healthchecks", "node"]) | ("GET", ["healthchecks", "node", _]) => Ok(ok()),
+        ("GET", ["healthchecks", "node"]) => Ok(ok()),
+        ("GET", ["healthchecks", "node", node]) if *node == ctx.api.identity.node => Ok(ok()),
+        ("GET", ["healthchecks", "node", _]) => Err(ApiError::not_found()),
         ("GET", ["aliveness-test", vhost]) => {
             require_vhost(ctx.broker(), &ctx.caller, vhost)?;
             if ctx.broker().vhost(vhost).is_none() {
