@@ -886,3 +886,21 @@ fn columns_filter_single_objects_and_malformed_bodies_are_not_json() {
     assert_eq!(api.get(&format!("/healthchecks/node/{node}")).status, 200);
     assert_eq!(api.get("/healthchecks/node/rabbit@nope").status, 404);
 }
+
+/// A head with both `Content-Length` and `Transfer-Encoding` (a request-smuggling sign)
+/// is answered, then its connection closed: what follows is not read as a request.
+#[test]
+fn a_length_and_an_encoding_together_close_the_connection() {
+    let server = TestServer::with_api();
+    let auth = auth_header();
+    let body = r#"{"durable":false}"#;
+    let both = format!(
+        "PUT /api/queues/%2F/smuggled HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\nGET /api/overview HTTP/1.1\r\n{auth}\r\n",
+        body.len()
+    );
+    let out = raw(&server, both.as_bytes());
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 201"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
+    assert_eq!(text.matches("HTTP/1.1 ").count(), 1, "{text}");
+}

@@ -122,6 +122,13 @@ impl Request {
         Ok((request, len))
     }
 
+    /// Whether the head names both a `Content-Length` and a `Transfer-Encoding`: the body
+    /// is read as chunked, and the connection is closed after the answer (RFC 9112 §6.3:
+    /// a sign of request smuggling).
+    pub fn length_and_encoding_conflict(&self) -> bool {
+        self.header("transfer-encoding").is_some() && self.header("content-length").is_some()
+    }
+
     /// The first header called `name` (lower case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -499,6 +506,14 @@ mod tests {
         assert_eq!(r.header("host"), Some("h"));
         assert_eq!(r.body, BodyKind::Length(12));
         assert!(r.keep_alive());
+        assert!(!r.length_and_encoding_conflict());
+        let (both, _) = Request::parse(
+            b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            peer(),
+        )
+        .expect("parses");
+        assert_eq!(both.body, BodyKind::Chunked);
+        assert!(both.length_and_encoding_conflict());
     }
 
     #[test]

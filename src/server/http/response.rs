@@ -241,6 +241,8 @@ pub fn reason(status: u16) -> &'static str {
         201 => "Created",
         204 => "No Content",
         301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
         304 => "Not Modified",
         400 => "Bad Request",
         401 => "Unauthorized",

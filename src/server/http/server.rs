@@ -529,7 +529,9 @@ fn serve(
         }
     };
     io.pos = head_len;
-    let mut keep_alive = request.keep_alive() && !stopping.load(Ordering::Relaxed);
+    let mut keep_alive = request.keep_alive()
+        && !request.length_and_encoding_conflict()
+        && !stopping.load(Ordering::Relaxed);
     let response = {
         let mut body = Body::new(&mut io, &request);
         let response = service.handle(&request, &mut body);
