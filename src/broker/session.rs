@@ -589,12 +589,6 @@ impl Session {
         }
         if let Some(props) = &properties {
             crate::broker::queue::args::expiration_ms(props)?;
-            // Headers built from JSON (the management API) may nest deeper than the store
-            // and the clients can decode: refused here, never stored unreadable.
-            if let Some(h) = &props.headers {
-                crate::types::field_table::check_nesting(h, "message headers")
-                    .map_err(BrokerError::precondition)?;
-            }
             if let (Some(claimed), Some(user)) = (&props.user_id, &self.user) {
                 if claimed != user {
                     return Err(BrokerError::precondition(format!(

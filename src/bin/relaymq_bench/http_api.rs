@@ -261,10 +261,12 @@ fn unpaginated(http: SocketAddr, pid: u32) -> Result<(Duration, usize, u64), Str
 
 /// The rate history of `queues` queues once full, in this process: (bytes the rates
 /// module counts, this process's RSS growth).
-fn history(queues: usize) -> (usize, u64) {
+fn history(queues: usize) -> Result<(usize, u64), String> {
     use relaymq::broker::rates::{RATE_HISTORY_SAMPLES, RATE_SAMPLE_INTERVAL_MS};
     let broker = relaymq::broker::Broker::new(relaymq::broker::BrokerConfig::default());
-    let vh = broker.vhost("/").expect("the default vhost");
+    let vh = broker
+        .vhost("/")
+        .ok_or("a new broker has no default vhost")?;
     for i in 0..queues {
         let spec = relaymq::broker::QueueSpec {
             name: format!("history.{i}"),
@@ -280,10 +282,10 @@ fn history(queues: usize) -> (usize, u64) {
             .sample(&broker, 1_000 + i * RATE_SAMPLE_INTERVAL_MS);
     }
     let after = rss::rss_bytes(me).unwrap_or(0);
-    (
+    Ok((
         broker.rates().history_footprint().1,
         after.saturating_sub(before),
-    )
+    ))
 }
 
 fn run(opts: &Options) -> Result<serde_json::Value, String> {
@@ -301,7 +303,7 @@ fn run(opts: &Options) -> Result<serde_json::Value, String> {
         )?;
         let (all_time, all_bytes, all_rss) = unpaginated(http, server.0.id())?;
         drop(server);
-        let (history_bytes, history_rss) = history(opts.queues);
+        let (history_bytes, history_rss) = history(opts.queues)?;
         Ok(serde_json::json!({
             "queues": opts.queues,
             "requests": opts.requests,

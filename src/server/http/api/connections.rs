@@ -11,8 +11,8 @@
 
 use super::auth::{require_vhost, sees_vhost};
 use super::list::{self, ListSpec};
-use super::node::rate;
 use super::queues::table_json;
+use super::stats::rate;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::broker::channel::Channel;
 use crate::broker::node::{ConnectionInfo, PROTOCOL_AMQP};

@@ -9,8 +9,8 @@
 use super::auth::{require_vhost, sees_vhost};
 use super::direct::{self, Refusal};
 use super::list::{self, ListSpec};
-use super::node::rate;
 use super::queues::{arguments, table_json};
+use super::stats::rate;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::auth::permission::{Access, Resource};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};

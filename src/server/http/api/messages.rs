@@ -180,7 +180,8 @@ fn target_vhost(
 /// object, the others strings; unknown keys are ignored.
 ///
 /// # Errors
-/// RabbitMQ's 400 `["not_int", K]` or `["not_string", K]`.
+/// RabbitMQ's 400 `["not_int", K]` or `["not_string", K]`; 400 for headers nested deeper
+/// than a field table may ([`crate::types::field_table::check_nesting`]).
 pub fn properties_from_json(
     json: &Map<String, Value>,
 ) -> Result<Option<Box<BasicProperties>>, Refusal> {
@@ -209,7 +210,13 @@ pub fn properties_from_json(
             "priority" => p.priority = Some(int(u64::from(u8::MAX))? as u8),
             "timestamp" => p.timestamp = Some(int(u64::MAX)?),
             "headers" => match FieldValue::from_json(v) {
-                FieldValue::Table(t) => p.headers = Some(t),
+                // Built from JSON, the headers could nest deeper than the store and the
+                // clients decode (AMQP's decoder already refuses such tables).
+                FieldValue::Table(t) => {
+                    crate::types::field_table::check_nesting(&t, "message headers")
+                        .map_err(ApiError::bad_request)?;
+                    p.headers = Some(t);
+                }
                 _ => return Err(Refusal::term("not_table", json!(key))),
             },
             _ => {}

@@ -4,7 +4,8 @@
 //! 4.x: `rabbit_mgmt_wm_overview`, `rabbit_mgmt_wm_node`, `rabbit_mgmt_wm_health_check_*`).
 
 use super::auth::{require, require_vhost, sees_vhost, Need};
-use super::{json_reply, method_not_allowed, stats, ApiError, Ctx};
+use super::stats::{self, rate};
+use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
 use serde_json::{json, Value};
@@ -28,11 +29,6 @@ pub fn node_name() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_string());
     format!("rabbit@{host}")
-}
-
-/// `{"rate": 0.0}`-style details object.
-pub(super) fn rate(v: f64) -> Value {
-    json!({ "rate": (v * 10.0).round() / 10.0 })
 }
 
 /// The exchange types with RabbitMQ's descriptions, sorted by name.

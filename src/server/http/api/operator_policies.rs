@@ -14,7 +14,6 @@ use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::broker::policy::PolicyDef;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
-use serde_json::{json, Value};
 use std::sync::Arc;
 
 fn list_operator_policies(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiError> {
@@ -34,32 +33,10 @@ fn list_operator_policies(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response,
         items,
         ListSpec {
             default_sort: &["priority"],
-            cheap: |p, f| match f {
-                "name" => Some(json!(p.name)),
-                "vhost" => Some(json!(p.vhost)),
-                "priority" => Some(json!(p.priority)),
-                _ => None,
-            },
+            cheap: super::policies::cheap_policy,
             render: Arc::new(PolicyDef::to_rabbitmq_json),
         },
     )
-}
-
-/// `priority` as a number or a numeric string (`rabbitmqadmin` sends strings).
-fn priority(v: Option<&Value>) -> Result<i64, ApiError> {
-    match v {
-        None | Some(Value::Null) => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .ok_or_else(|| ApiError::bad_request(format!("{n} priority must be a number"))),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse()
-            .map_err(|_| ApiError::bad_request(format!("\"{s}\" priority must be a number"))),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "{other} priority must be a number"
-        ))),
-    }
 }
 
 fn put_operator_policy(
@@ -72,26 +49,13 @@ fn put_operator_policy(
     if broker.vhost(vhost).is_none() {
         return Err(ApiError::new(404, "not_found", "vhost_not_found"));
     }
-    let mut body = ctx.json_body(body)?;
+    let body = ctx.json_body(body)?;
     for key in ["pattern", "definition"] {
         if !body.contains_key(key) {
             return Err(ApiError::bad_request(format!("[{{key_missing,{key}}}]")));
         }
     }
-    // The definition may arrive as a JSON text (rabbitmqadmin's `definition='{…}'`).
-    if let Some(Value::String(text)) = body.get("definition") {
-        let parsed: Value = serde_json::from_str(text)
-            .map_err(|e| ApiError::bad_request(format!("definition is not JSON: {e}")))?;
-        body.insert("definition".into(), parsed);
-    }
-    let priority = priority(body.get("priority"))?;
-    body.insert("priority".into(), json!(priority));
-    if body.get("apply-to").is_none_or(Value::is_null) {
-        body.insert("apply-to".into(), json!("all"));
-    }
-    body.insert("vhost".into(), json!(vhost));
-    body.insert("name".into(), json!(name));
-    let def = PolicyDef::from_rabbitmq_json(&Value::Object(body))?;
+    let def = super::policies::policy_from_body(body, vhost, name)?;
     let replaced = broker.set_operator_policy(def)?;
     log::info!(
         "operator policy '{}' in vhost '{}' set over HTTP by '{}'",

@@ -11,7 +11,7 @@ use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::broker::policy::PolicyDef;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 /// `is_authorized_policies`: an administrator, or a policymaker with permissions in the
@@ -49,12 +49,7 @@ fn list_policies(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiError
         items,
         ListSpec {
             default_sort: &["vhost", "name"],
-            cheap: |p, f| match f {
-                "name" => Some(json!(p.name)),
-                "vhost" => Some(json!(p.vhost)),
-                "priority" => Some(json!(p.priority)),
-                _ => None,
-            },
+            cheap: cheap_policy,
             render: Arc::new(PolicyDef::to_rabbitmq_json),
         },
     )
@@ -66,14 +61,52 @@ fn priority(v: Option<&Value>) -> Result<i64, ApiError> {
         None | Some(Value::Null) => Ok(0),
         Some(Value::Number(n)) => n
             .as_i64()
-            .ok_or_else(|| ApiError::bad_request(format!("priority {n} is not an integer"))),
+            .ok_or_else(|| ApiError::bad_request(format!("{n} priority must be a number"))),
         Some(Value::String(s)) => s
             .trim()
             .parse()
-            .map_err(|_| ApiError::bad_request(format!("priority '{s}' is not an integer"))),
+            .map_err(|_| ApiError::bad_request(format!("\"{s}\" priority must be a number"))),
         Some(other) => Err(ApiError::bad_request(format!(
-            "priority {other} is not an integer"
+            "{other} priority must be a number"
         ))),
+    }
+}
+
+/// The policy a `PUT` body describes, for `vhost` and `name` from the path: `pattern`,
+/// `definition` (an object, or its JSON text as `rabbitmqadmin` sends it), `priority`
+/// (default 0) and `apply-to` (default `all`), as policies and operator policies both
+/// take them (`rabbit_mgmt_wm_policy`, `rabbit_mgmt_wm_operator_policy`).
+///
+/// # Errors
+/// 400 for a definition that is not JSON, a priority that is not a number, or a field of
+/// the wrong type.
+pub(super) fn policy_from_body(
+    mut body: Map<String, Value>,
+    vhost: &str,
+    name: &str,
+) -> Result<PolicyDef, ApiError> {
+    if let Some(Value::String(text)) = body.get("definition") {
+        let parsed: Value = serde_json::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("definition is not JSON: {e}")))?;
+        body.insert("definition".into(), parsed);
+    }
+    let priority = priority(body.get("priority"))?;
+    body.insert("priority".into(), json!(priority));
+    if body.get("apply-to").is_none_or(Value::is_null) {
+        body.insert("apply-to".into(), json!("all"));
+    }
+    body.insert("vhost".into(), json!(vhost));
+    body.insert("name".into(), json!(name));
+    Ok(PolicyDef::from_rabbitmq_json(&Value::Object(body))?)
+}
+
+/// The policy fields lists sort on without rendering.
+pub(super) fn cheap_policy(p: &PolicyDef, field: &str) -> Option<Value> {
+    match field {
+        "name" => Some(json!(p.name)),
+        "vhost" => Some(json!(p.vhost)),
+        "priority" => Some(json!(p.priority)),
+        _ => None,
     }
 }
 
@@ -86,18 +119,7 @@ fn put_policy(
     require_policies(ctx, vhost)?;
     let broker = ctx.broker();
     let vh = broker.vhost(vhost).ok_or_else(ApiError::not_found)?;
-    let mut body = ctx.json_body(body)?;
-    // The definition may arrive as a JSON text (rabbitmqadmin's `definition='{…}'`).
-    if let Some(Value::String(text)) = body.get("definition") {
-        let parsed: Value = serde_json::from_str(text)
-            .map_err(|e| ApiError::bad_request(format!("definition is not JSON: {e}")))?;
-        body.insert("definition".into(), parsed);
-    }
-    let priority = priority(body.get("priority"))?;
-    body.insert("priority".into(), json!(priority));
-    body.insert("vhost".into(), json!(vhost));
-    body.insert("name".into(), json!(name));
-    let def = PolicyDef::from_rabbitmq_json(&Value::Object(body))?;
+    let def = policy_from_body(ctx.json_body(body)?, vhost, name)?;
     let existed = vh.policies().iter().any(|p| p.def.name == name);
     broker.set_policy(def)?;
     log::info!(

@@ -5,8 +5,8 @@
 use super::auth::{require_vhost, sees_vhost};
 use super::direct;
 use super::list::{self, ListSpec};
-use super::node::rate;
 use super::stats;
+use super::stats::rate;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::auth::permission::{refused, Access, Resource};
 use crate::broker::queue::Queue;

@@ -7,7 +7,7 @@
 
 use super::auth::{require, sees_vhost, Need};
 use super::list::{self, ListSpec};
-use super::node::rate;
+use super::stats::rate;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::auth::permission::PermissionDef;
 use crate::broker::limits::{
