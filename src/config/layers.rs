@@ -188,6 +188,7 @@ impl Layered {
                 if [
                     "tls-listen",
                     "amqp-tls-listen",
+                    "https-listen",
                     "tls-client-ca",
                     "tls-client-auth",
                 ]
@@ -207,14 +208,15 @@ impl Layered {
                     .into(),
             ));
         }
-        if t.listen.is_none() && t.amqp_listen.is_none() {
+        if t.listen.is_none() && t.amqp_listen.is_none() && t.https_listen.is_none() {
             return Err(error(
-                "--tls-listen and --amqp-tls-listen are both off: TLS would serve nothing".into(),
+                "--tls-listen, --amqp-tls-listen and --https-listen are all off: TLS would serve nothing".into(),
             ));
         }
         let mut tls = TlsConfig::new(cert, key);
         tls.listen = t.listen;
         tls.amqp_listen = t.amqp_listen;
+        tls.https_listen = t.https_listen;
         tls.client_ca_file = t.client_ca.clone();
         tls.client_auth = t.client_auth;
         Ok(Some(tls))
@@ -265,6 +267,7 @@ fn distinct_listeners(config: &ServerConfig) -> Result<(), ConfigError> {
     if let Some(t) = &config.tls {
         listeners.push(("tls-listen", t.listen));
         listeners.push(("amqp-tls-listen", t.amqp_listen));
+        listeners.push(("https-listen", t.https_listen));
     }
     let bound: Vec<(&str, std::net::SocketAddr)> = listeners
         .into_iter()
@@ -521,5 +524,42 @@ mod tests {
             .unwrap()
             .tls
             .is_none());
+    }
+
+    #[test]
+    fn https_listen_is_off_by_default_and_needs_the_tls_files() {
+        let empty = file("");
+        let l = load(
+            &inputs(&empty, &[("https-listen", "127.0.0.1:15671")]),
+            env(&[]),
+        )
+        .unwrap();
+        let e = l.server_config().unwrap_err().message;
+        assert!(e.contains("--tls-cert and --tls-key"), "{e}");
+        let f = file("tls-cert = \"/c.pem\"\ntls-key = \"/k.pem\"\n");
+        let l = load(&inputs(&f, &[]), env(&[])).unwrap();
+        assert_eq!(l.server_config().unwrap().tls.unwrap().https_listen, None);
+        // HTTPS alone is a use of TLS.
+        let l = load(
+            &inputs(
+                &f,
+                &[
+                    ("tls-listen", "off"),
+                    ("amqp-tls-listen", "off"),
+                    ("https-listen", "127.0.0.1:15671"),
+                ],
+            ),
+            env(&[]),
+        )
+        .unwrap();
+        let tls = l.server_config().unwrap().tls.unwrap();
+        assert_eq!(tls.https_listen, Some("127.0.0.1:15671".parse().unwrap()));
+        let l = load(
+            &inputs(&f, &[("https-listen", "127.0.0.1:15672")]),
+            env(&[]),
+        )
+        .unwrap();
+        let e = l.server_config().unwrap_err().message;
+        assert!(e.contains("http-listen and https-listen"), "{e}");
     }
 }

@@ -11,7 +11,12 @@ pub const HIDDEN: &str = "<hidden>";
 
 /// Settings that only matter with TLS on; while it is off their defaults are printed as
 /// comments (set without `tls-cert`/`tls-key` they would stop the start-up).
-const TLS_ONLY: [&str; 3] = ["tls-listen", "amqp-tls-listen", "tls-client-auth"];
+const TLS_ONLY: [&str; 4] = [
+    "tls-listen",
+    "amqp-tls-listen",
+    "https-listen",
+    "tls-client-auth",
+];
 
 /// Settings whose default is read off the machine (`workers`: the number of CPUs); while
 /// they are at their default they are printed as comments, so a pasted copy does not pin

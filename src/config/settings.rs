@@ -25,6 +25,8 @@ pub struct TlsSettings {
     pub listen: Option<SocketAddr>,
     /// `amqp-tls-listen`: AMQP 0-9-1 over TLS (`None` = off).
     pub amqp_listen: Option<SocketAddr>,
+    /// `https-listen`: the management HTTP API over TLS (`None` = off, the default).
+    pub https_listen: Option<SocketAddr>,
     /// `tls-client-ca`: PEM CA(s) client certificates must chain to.
     pub client_ca: Option<PathBuf>,
     /// `tls-client-auth`: whether a client without a certificate is refused.
@@ -38,6 +40,7 @@ impl Default for TlsSettings {
             key: None,
             listen: TLS_LISTEN_DEFAULT.parse().ok(),
             amqp_listen: AMQP_TLS_LISTEN_DEFAULT.parse().ok(),
+            https_listen: None,
             client_ca: None,
             client_auth: ClientAuth::Required,
         }

@@ -392,6 +392,19 @@ pub static SETTINGS: &[Setting] = &[
         get: |s| show_addr_or_off(s.tls.amqp_listen),
     },
     Setting {
+        name: "https-listen",
+        flag_aliases: &[],
+        value_name: "ADDR|off",
+        kind: ValueKind::Text,
+        reload: Reload::Restart,
+        secret: false,
+        set: |s, v| {
+            s.tls.https_listen = addr_or_off(v, "127.0.0.1:15671")?;
+            Ok(())
+        },
+        get: |s| show_addr_or_off(s.tls.https_listen),
+    },
+    Setting {
         name: "tls-client-ca",
         flag_aliases: &[],
         value_name: "FILE",

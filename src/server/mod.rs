@@ -100,7 +100,12 @@ impl ServerHandle {
 
     /// The address the management HTTP API is bound to (`None`: it is off).
     pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http_api.as_ref().map(|h| h.local_addr())
+        self.http_api.as_ref().and_then(|h| h.local_addr())
+    }
+
+    /// The address the management HTTP API's HTTPS listener is bound to (`None`: off).
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.http_api.as_ref().and_then(|h| h.tls_addr())
     }
 
     /// The broker this server runs, for what changes while it serves (a configuration
@@ -304,7 +309,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         Some(l) => Some(l.local_addr()?),
         None => None,
     };
-    let tls_listeners = match (&config.tls, tls_config) {
+    let tls_listeners = match (&config.tls, tls_config.clone()) {
         (Some(t), Some(server_config)) => Some(bind_tls(t, server_config)?),
         _ => None,
     };
@@ -324,8 +329,10 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         None => None,
     };
     let metrics_addr = metrics.as_ref().map(|m| m.local_addr());
-    let http_api = match config.http_listen {
-        Some(a) => {
+    let https_listen = config.tls.as_ref().and_then(|t| t.https_listen);
+    let http_api = match (config.http_listen, https_listen) {
+        (None, None) => None,
+        (plain, https) => {
             // The listeners the API reports (`/api/overview`, the port-listener check),
             // with RabbitMQ's protocol names where it has them.
             let mut listeners = Vec::new();
@@ -336,23 +343,31 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
                 listeners.push(("amqp/ssl", x));
             }
             listeners.push(("relaymq", addr));
-            listeners.push(("http", a));
             if let Some(x) = tls_addrs.0 {
                 listeners.push(("relaymq/ssl", x));
             }
             if let Some(x) = metrics_addr {
                 listeners.push(("prometheus", x));
             }
+            let listen = http::server::HttpListen {
+                plain,
+                tls: match (https, &tls_config) {
+                    (Some(a), Some(c)) => Some((a, Arc::clone(c))),
+                    _ => None,
+                },
+            };
             Some(http::api::start(
-                a,
+                listen,
                 Arc::clone(&broker),
                 api_slots,
                 listeners,
             )?)
         }
-        None => None,
     };
-    let http_addr = http_api.as_ref().map(|h| h.local_addr());
+    let http_addrs = (
+        http_api.as_ref().and_then(|h| h.local_addr()),
+        http_api.as_ref().and_then(|h| h.tls_addr()),
+    );
     // Each connection is queued at most once, and the I/O thread holds at most
     // `max_connections + HANDSHAKES_PENDING_MAX` of them: sends never block.
     let (tx, rx) = crossbeam_channel::bounded(CONNECTIONS_MAX + HANDSHAKES_PENDING_MAX);
@@ -393,7 +408,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         );
     }
     if let Some(path) = &config.ready_file {
-        write_ready_file(path, addr, amqp_addr, tls_addrs, (metrics_addr, http_addr)).map_err(
+        write_ready_file(path, addr, amqp_addr, tls_addrs, (metrics_addr, http_addrs)).map_err(
             |e| {
                 io::Error::new(
                     e.kind(),
@@ -489,13 +504,14 @@ fn remove_stale_ready_file(path: &Path) -> io::Result<()> {
 
 /// Writes `{"listen": "HOST:PORT", "amqp_listen": "HOST:PORT"}` atomically (temp file +
 /// rename); `amqp_listen` only when the AMQP listener is on, `tls_listen`,
-/// `amqp_tls_listen`, `metrics_listen` and `http_listen` only when those are.
+/// `amqp_tls_listen`, `metrics_listen`, `http_listen` and `https_listen` only when those
+/// are.
 fn write_ready_file(
     path: &Path,
     addr: SocketAddr,
     amqp: Option<SocketAddr>,
     tls: (Option<SocketAddr>, Option<SocketAddr>),
-    (metrics, http): (Option<SocketAddr>, Option<SocketAddr>),
+    (metrics, (http, https)): (Option<SocketAddr>, (Option<SocketAddr>, Option<SocketAddr>)),
 ) -> io::Result<()> {
     let mut body = serde_json::json!({ "listen": addr.to_string() });
     for (key, a) in [
@@ -504,6 +520,7 @@ fn write_ready_file(
         ("amqp_tls_listen", tls.1),
         ("metrics_listen", metrics),
         ("http_listen", http),
+        ("https_listen", https),
     ] {
         if let Some(a) = a {
             body[key] = serde_json::Value::String(a.to_string());

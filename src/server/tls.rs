@@ -62,6 +62,10 @@ pub struct TlsConfig {
     pub listen: Option<SocketAddr>,
     /// Address of the AMQP 0-9-1 TLS listener (`--amqp-tls-listen`; `None` = off).
     pub amqp_listen: Option<SocketAddr>,
+    /// Address of the management HTTP API's HTTPS listener (`--https-listen`; `None` =
+    /// off, the default: RabbitMQ's `management.ssl.port` is also opt-in; its usual port
+    /// is 15671).
+    pub https_listen: Option<SocketAddr>,
 }
 
 impl TlsConfig {
@@ -75,6 +79,7 @@ impl TlsConfig {
             client_auth: ClientAuth::Required,
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 5674))),
             amqp_listen: Some(SocketAddr::from(([127, 0, 0, 1], 5671))),
+            https_listen: None,
         }
     }
 }

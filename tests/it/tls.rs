@@ -795,3 +795,323 @@ fn a_tls_consumer_that_stops_reading_leaves_messages_in_the_queue() {
         }
     }
 }
+
+// ---- The management HTTP API over TLS (`--https-listen`) ----
+
+/// A server whose management API listens on HTTPS only (plain HTTP off), with the test
+/// PKI and, with `client_auth`, client certificates checked.
+fn https_server(pki: &Pki, client_auth: Option<ClientAuth>) -> TestServer {
+    let mut tls = tls_config(pki, client_auth);
+    tls.https_listen = Some("127.0.0.1:0".parse().unwrap());
+    TestServer::start_with(move |c| {
+        c.tls = Some(tls);
+        c.http_listen = None;
+    })
+}
+
+fn https_addr(server: &TestServer) -> SocketAddr {
+    server.handle.https_addr().expect("HTTPS listener")
+}
+
+type HttpsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
+
+/// An HTTPS connection to `addr` trusting the test CA, offering ALPN `http/1.1` (and
+/// `h2` first, as browsers and curl do).
+fn https_connect(pki: &Pki, addr: SocketAddr) -> HttpsStream {
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let mut config = (*rustls_client(pki, None)).clone();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// A request as guest; `close` asks the server to close the connection after it.
+fn https_request(method: &str, path: &str, body: Option<&[u8]>, close: bool) -> Vec<u8> {
+    // guest:guest in Basic.
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n"
+    );
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
+    if let Some(b) = body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body.unwrap_or_default());
+    out
+}
+
+/// Reads one answer with a `Content-Length` body off a kept-alive connection; `pending`
+/// holds what was read past the previous answer.
+fn read_one_reply(stream: &mut HttpsStream, pending: &mut Vec<u8>) -> common::http::HttpReply {
+    let mut buf = [0u8; 16 * 1024];
+    let head_end = loop {
+        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut buf).expect("an answer");
+        assert!(n > 0, "closed before the answer's head");
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse().unwrap())
+        .expect("a content-length answer");
+    while pending.len() < head_end + length {
+        let n = stream.read(&mut buf).expect("the answer's body");
+        assert!(n > 0, "closed in the answer's body");
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let rest = pending.split_off(head_end + length);
+    let reply = common::http::parse_reply(pending);
+    *pending = rest;
+    reply
+}
+
+/// Reads every answer up to the server's close (its TLS close_notify: `read_to_end`
+/// fails on a close without one) and splits them.
+fn read_to_close(mut stream: HttpsStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    stream
+        .read_to_end(&mut all)
+        .expect("answers, then a clean TLS close (close_notify)");
+    all
+}
+
+#[test]
+fn https_serves_the_management_api_with_keep_alive_and_pipelining() {
+    let pki = pki();
+    let server = https_server(&pki, None);
+    assert_eq!(server.handle.http_addr(), None, "plain HTTP is off");
+    let addr = https_addr(&server);
+    let mut tls = https_connect(&pki, addr);
+    let mut pending = Vec::new();
+
+    // Several requests on one connection.
+    tls.write_all(&https_request("GET", "/api/whoami", None, false))
+        .unwrap();
+    let who = read_one_reply(&mut tls, &mut pending);
+    assert_eq!(who.status, 200, "{}", who.text());
+    assert_eq!(who.json()["name"], "guest");
+    assert_eq!(
+        tls.conn.alpn_protocol(),
+        Some(&b"http/1.1"[..]),
+        "ALPN picks HTTP/1.1 over h2"
+    );
+    let declare = br#"{"durable":true,"arguments":{"x-max-length":10}}"#;
+    tls.write_all(&https_request(
+        "PUT",
+        "/api/queues/%2F/over-https",
+        Some(declare),
+        false,
+    ))
+    .unwrap();
+    let created = read_one_reply(&mut tls, &mut pending);
+    assert_eq!(created.status, 201, "{}", created.text());
+    let publish = br#"{"properties":{},"routing_key":"over-https","payload":"sealed","payload_encoding":"string"}"#;
+    tls.write_all(&https_request(
+        "POST",
+        "/api/exchanges/%2F/amq.default/publish",
+        Some(publish),
+        false,
+    ))
+    .unwrap();
+    let routed = read_one_reply(&mut tls, &mut pending);
+    assert_eq!(routed.json()["routed"], true, "{}", routed.text());
+
+    // Two requests in one TLS write: the second waits decrypted in rustls while the
+    // first is served, and is answered after it.
+    let mut both = https_request("GET", "/api/queues/%2F/over-https", None, false);
+    both.extend(https_request("GET", "/api/overview", None, true));
+    tls.write_all(&both).unwrap();
+    let first = read_one_reply(&mut tls, &mut pending);
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(first.json()["arguments"]["x-max-length"], 10);
+    pending.extend(read_to_close(tls));
+    let overview = common::http::parse_reply(&pending);
+    assert_eq!(overview.status, 200, "{}", overview.text());
+    let listeners = overview.json()["listeners"].clone();
+    let https = listeners
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["protocol"] == "https")
+        .unwrap_or_else(|| panic!("no https listener in {listeners}"));
+    assert_eq!(https["port"], addr.port());
+    assert!(
+        !listeners
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["protocol"] == "http"),
+        "plain HTTP is off, yet listed: {listeners}"
+    );
+}
+
+#[test]
+fn https_carries_large_bodies_both_ways() {
+    let pki = pki();
+    let server = https_server(&pki, None);
+    let addr = https_addr(&server);
+    // A definitions upload of about 1 MiB, then the unpaginated list of its queues
+    // (a streamed, chunked answer), gzipped and not.
+    let queues: Vec<serde_json::Value> = (0..4000)
+        .map(|i| {
+            serde_json::json!({"name": format!("bulk-{i:05}-{}", "q".repeat(200)), "vhost": "/",
+                "durable": true, "auto_delete": false, "arguments": {}})
+        })
+        .collect();
+    let doc = serde_json::json!({"queues": queues}).to_string();
+    assert!(doc.len() > 900_000, "{}", doc.len());
+    let mut tls = https_connect(&pki, addr);
+    tls.write_all(&https_request(
+        "POST",
+        "/api/definitions",
+        Some(doc.as_bytes()),
+        true,
+    ))
+    .unwrap();
+    let imported = common::http::parse_reply(&read_to_close(tls));
+    assert!(
+        imported.status == 204 || imported.status == 200,
+        "{} {}",
+        imported.status,
+        imported.text()
+    );
+    let mut tls = https_connect(&pki, addr);
+    tls.write_all(&https_request(
+        "GET",
+        "/api/queues/%2F?columns=name&pagination=false",
+        None,
+        true,
+    ))
+    .unwrap();
+    let listed = common::http::parse_reply(&read_to_close(tls));
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.header("transfer-encoding"), Some("chunked"));
+    assert!(listed.body.len() > 800_000, "{}", listed.body.len());
+    let rows = listed.json();
+    assert_eq!(rows.as_array().unwrap().len(), 4000);
+    assert!(rows[0]["name"].as_str().unwrap().starts_with("bulk-00000-"));
+}
+
+#[test]
+fn plain_http_and_garbage_on_the_https_port_close_only_that_connection() {
+    let pki = pki();
+    let server = https_server(&pki, None);
+    let addr = https_addr(&server);
+    let mut kept = https_connect(&pki, addr);
+    let mut pending = Vec::new();
+    kept.write_all(&https_request("GET", "/api/whoami", None, false))
+        .unwrap();
+    assert_eq!(read_one_reply(&mut kept, &mut pending).status, 200);
+    for bytes in [
+        &b"GET /api/overview HTTP/1.1\r\nHost: x\r\nAuthorization: Basic Z3Vlc3Q6Z3Vlc3Q=\r\n\r\n"
+            [..],
+        &[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5][..],
+    ] {
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.write_all(bytes).unwrap();
+        let got = expect_closed_within(sock, WAIT);
+        assert!(
+            got.is_empty() || got[0] == 0x15,
+            "expected nothing or a TLS alert, got {:?}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+    // An untrusting client fails its handshake and is closed.
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let roots = rustls::RootCertStore::empty();
+    let config = rustls::ClientConfig::builder_with_provider(relaymq::tls::crypto_provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+    let mut untrusting = rustls::StreamOwned::new(conn, sock);
+    assert!(untrusting
+        .write_all(&https_request("GET", "/api/whoami", None, true))
+        .and_then(|_| untrusting.flush())
+        .and_then(|_| untrusting.read(&mut [0u8; 64]))
+        .is_err());
+    // The connection made before, and new ones, still work.
+    kept.write_all(&https_request("GET", "/api/overview", None, true))
+        .unwrap();
+    pending.extend(read_to_close(kept));
+    assert_eq!(common::http::parse_reply(&pending).status, 200);
+    let mut again = https_connect(&pki, addr);
+    again
+        .write_all(&https_request("GET", "/api/whoami", None, true))
+        .unwrap();
+    assert_eq!(common::http::parse_reply(&read_to_close(again)).status, 200);
+}
+
+#[test]
+fn https_with_required_client_certificates_refuses_a_client_without_one() {
+    let pki = pki();
+    let server = https_server(&pki, Some(ClientAuth::Required));
+    let addr = https_addr(&server);
+    let mut anonymous = https_connect(&pki, addr);
+    let refused = anonymous
+        .write_all(&https_request("GET", "/api/whoami", None, true))
+        .and_then(|_| anonymous.flush())
+        .and_then(|_| {
+            let mut all = Vec::new();
+            anonymous.read_to_end(&mut all).map(|_| all)
+        });
+    assert!(
+        refused.is_err(),
+        "answered without a client certificate: {refused:?}"
+    );
+    let sock = TcpStream::connect(addr).unwrap();
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let mut config = (*rustls_client(&pki, Some((&pki.client_cert, &pki.client_key)))).clone();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let conn =
+        rustls::ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
+    let mut with_cert = rustls::StreamOwned::new(conn, sock);
+    with_cert
+        .write_all(&https_request("GET", "/api/whoami", None, true))
+        .unwrap();
+    let who = common::http::parse_reply(&read_to_close(with_cert));
+    assert_eq!(who.status, 200, "{}", who.text());
+}
+
+#[test]
+fn rabbitmqadmin_over_https() {
+    let Some(tool) = common::clients::rabbitmqadmin() else {
+        return;
+    };
+    let pki = pki();
+    let server = https_server(&pki, None);
+    let port = https_addr(&server).port().to_string();
+    let run = |args: &[&str]| {
+        run_bounded(
+            Command::new("python3")
+                .arg(&tool)
+                .args(["-H", "127.0.0.1", "-P", &port, "-u", "guest", "-p", "guest"])
+                .args(["--ssl", "--ssl-ca-cert-file", pki.ca.to_str().unwrap()])
+                .args(args),
+        )
+    };
+    let o = run(&["declare", "queue", "name=admin-over-https", "durable=true"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["-f", "raw_json", "list", "queues", "name"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("admin-over-https"),
+        "{}",
+        text(&o)
+    );
+}

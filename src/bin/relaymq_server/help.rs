@@ -88,7 +88,8 @@ OPTIONS:
   --workers N                worker threads [default: number of CPUs]
   --log-level LEVEL          off|error|warn|info|debug|trace [default: info]
   --ready-file PATH          write {\"listen\": \"HOST:PORT\", \"amqp_listen\": \"HOST:PORT\"}
-                             here once serving (with tls_listen, amqp_tls_listen when on);
+                             here once serving (with tls_listen, amqp_tls_listen,
+                             metrics_listen, http_listen, https_listen when on);
                              removed again at the end of a graceful shutdown
   --tls-cert FILE            PEM certificate chain (server certificate first); with
                              --tls-key turns on the TLS listeners below, beside the
@@ -96,6 +97,8 @@ OPTIONS:
   --tls-key FILE             PEM private key of --tls-cert
   --tls-listen ADDR|off      native protocol over TLS [default: 127.0.0.1:5674]
   --amqp-tls-listen ADDR|off AMQP 0-9-1 over TLS (amqps) [default: 127.0.0.1:5671]
+  --https-listen ADDR|off    management HTTP API over TLS (RabbitMQ's usual port is
+                             15671) [default: off]
   --tls-client-ca FILE       PEM CA(s) client certificates must chain to; clients are
                              then asked for a certificate
   --tls-client-auth MODE     required | optional: whether a client without a

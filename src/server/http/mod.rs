@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod request;
 pub mod response;
 pub mod server;
+mod stream;
 
 /// Connections of the HTTP part of the file-descriptor budget (`http`) the metrics
 /// endpoint and the management API get: the metrics endpoint, when on, a quarter (at

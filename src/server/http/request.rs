@@ -5,7 +5,7 @@
 //! deadlines and never more than the handler allows.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -220,7 +220,7 @@ fn parse_query(q: &str) -> Vec<(String, String)> {
 
 /// The socket of a request being served, with what was read past the current point.
 pub(super) struct ConnIo {
-    pub(super) stream: TcpStream,
+    pub(super) stream: super::stream::HttpStream,
     /// Bytes read and not yet consumed: `buf[pos..]`.
     pub(super) buf: Vec<u8>,
     pub(super) pos: usize,
@@ -488,6 +488,7 @@ impl Read for Body<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
 
     fn peer() -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 1))
@@ -562,7 +563,7 @@ mod tests {
             .write_all(b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-T: 1\r\n\r\nNEXT")
             .expect("write");
         let mut io = ConnIo {
-            stream: server,
+            stream: super::super::stream::HttpStream::Plain(server),
             buf: Vec::new(),
             pos: 0,
             stopping: std::sync::Arc::new(AtomicBool::new(false)),

@@ -1,10 +1,15 @@
-//! The HTTP/1.1 server of the management API (`--http-listen`): one `mio` thread,
+//! The HTTP/1.1 server of the management API (`--http-listen`, and `--https-listen` for
+//! HTTPS): one `mio` thread,
 //! `relaymq-http`, holds every connection between requests and reads request heads as
 //! they arrive; a fixed pool of [`HTTP_HANDLER_THREADS`] handler threads
 //! (`relaymq-http-N`) each serve one whole request at a time — body, [`Service`] call,
 //! answer — on the socket in blocking mode with deadlines, then hand the connection back
 //! for the next request (keep-alive, RFC 9112 §9.3). Neither is the AMQP I/O thread or a
 //! worker, so a slow HTTP client never delays a message.
+//!
+//! HTTPS connections share the threads and the connection slots: the I/O thread runs
+//! their TLS handshake without blocking and decrypts their heads; a handler reads and
+//! writes through rustls ([`HttpStream`]).
 //!
 //! Bounds: at most `connections_max` connections (the HTTP part of the file-descriptor
 //! budget); with every slot taken, a new connection closes the oldest one that is idle or
@@ -18,6 +23,8 @@
 
 use super::request::{Body, ConnIo, HeadError, Request, HTTP_HEAD_BYTES_MAX};
 use super::response::Response;
+use super::stream::HttpStream;
+use crate::limits::TLS_SEND_BUFFER_BYTES;
 use crate::stoppable_thread::StoppableThread;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::io::{self, Read};
@@ -54,10 +61,11 @@ pub const HTTP_DRAIN_WAIT_MS: u64 = 200;
 /// Longest wait on the `Poll` before deadlines and the stop channel are checked, in ms.
 const POLL_TIMEOUT_MS: u64 = 100;
 
-const LISTENER: mio::Token = mio::Token(0);
-const WAKER: mio::Token = mio::Token(1);
+/// Listener `i` (plain, then TLS) is token `i`.
+const LISTENER_TOKENS: usize = 2;
+const WAKER: mio::Token = mio::Token(LISTENER_TOKENS);
 /// Slot `i` is token `SLOT_TOKEN_BASE + i`.
-const SLOT_TOKEN_BASE: usize = 2;
+const SLOT_TOKEN_BASE: usize = LISTENER_TOKENS + 1;
 
 /// Answers requests; called on a handler thread.
 pub trait Service: Send + Sync + 'static {
@@ -77,9 +85,20 @@ pub struct HttpStats {
     pub requests: AtomicUsize,
 }
 
+/// Where an [`HttpServer`] listens: plain HTTP, HTTPS with a rustls configuration, or
+/// both (at least one).
+#[derive(Clone, Default)]
+pub struct HttpListen {
+    /// Address of the plain HTTP listener (`None`: none; port 0 picks a free port).
+    pub plain: Option<SocketAddr>,
+    /// Address and TLS configuration of the HTTPS listener (`None`: none).
+    pub tls: Option<(SocketAddr, Arc<rustls::ServerConfig>)>,
+}
+
 /// A running HTTP server.
 pub struct HttpServer {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
+    tls_addr: Option<SocketAddr>,
     io: StoppableThread,
     handlers: Vec<JoinHandle<()>>,
     stopping: Arc<AtomicBool>,
@@ -89,7 +108,7 @@ pub struct HttpServer {
 /// A connection handed to a handler: its socket (blocking) and the bytes read so far.
 struct Job {
     slot: usize,
-    stream: TcpStream,
+    stream: HttpStream,
     buf: Vec<u8>,
     peer: SocketAddr,
 }
@@ -97,30 +116,57 @@ struct Job {
 /// A connection handed back after a request: `stream` is `None` when it was closed.
 struct Returned {
     slot: usize,
-    stream: Option<TcpStream>,
+    stream: Option<HttpStream>,
     leftover: Vec<u8>,
 }
 
 impl HttpServer {
-    /// Binds `addr` and starts serving `service` to at most `connections_max`
-    /// connections; `name` is the listener's name in errors and logs ("management API").
+    /// Binds the addresses of `listen` and starts serving `service` to at most
+    /// `connections_max` connections (plain and HTTPS together); `name` is the
+    /// listener's name in errors and logs ("management API").
     ///
     /// # Errors
-    /// `cannot listen on ADDR (NAME): …` when the address cannot be bound; a thread or
+    /// `cannot listen on ADDR (NAME): …` when an address cannot be bound; a thread or
     /// the poller cannot be started.
     pub fn start(
-        addr: SocketAddr,
+        listen: HttpListen,
         name: &'static str,
         connections_max: usize,
         service: Arc<dyn Service>,
     ) -> io::Result<HttpServer> {
-        let mut listener = mio::net::TcpListener::bind(addr).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot listen on {addr} ({name}): {e}"))
-        })?;
-        let bound = listener.local_addr()?;
         let poll = mio::Poll::new()?;
-        poll.registry()
-            .register(&mut listener, LISTENER, mio::Interest::READABLE)?;
+        let mut listeners = Vec::with_capacity(LISTENER_TOKENS);
+        let (mut addr, mut tls_addr) = (None, None);
+        let plain = listen.plain.map(|a| (a, None));
+        let tls = listen.tls.map(|(a, config)| {
+            // The same certificate and client checks as the other TLS listeners, with
+            // ALPN naming HTTP/1.1 (RFC 7301): clients offering h2 fall back to it.
+            let mut config = (*config).clone();
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            (a, Some(Arc::new(config)))
+        });
+        for (a, config) in plain.into_iter().chain(tls) {
+            let what = if config.is_some() { "HTTPS" } else { "HTTP" };
+            let mut listener = mio::net::TcpListener::bind(a).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot listen on {a} ({name}, {what}): {e}"),
+                )
+            })?;
+            let bound = listener.local_addr()?;
+            poll.registry().register(
+                &mut listener,
+                mio::Token(listeners.len()),
+                mio::Interest::READABLE,
+            )?;
+            log::info!("listening on {bound} ({name}, {what})");
+            if config.is_some() {
+                tls_addr = Some(bound);
+            } else {
+                addr = Some(bound);
+            }
+            listeners.push((listener, config));
+        }
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
         let slots = connections_max.max(1);
         let (job_tx, job_rx) = crossbeam_channel::bounded::<Job>(slots);
@@ -153,7 +199,7 @@ impl HttpServer {
         let io = StoppableThread::spawn("relaymq-http", move |stop| {
             IoLoop {
                 poll,
-                listener,
+                listeners,
                 slots: (0..slots).map(|_| None).collect(),
                 jobs: job_tx,
                 returned: done_rx,
@@ -162,9 +208,9 @@ impl HttpServer {
             }
             .run(&stop);
         })?;
-        log::info!("listening on {bound} ({name}, HTTP)");
         Ok(HttpServer {
-            addr: bound,
+            addr,
+            tls_addr,
             io,
             handlers,
             stopping,
@@ -172,9 +218,14 @@ impl HttpServer {
         })
     }
 
-    /// The bound address.
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The plain HTTP listener's bound address (`None`: no plain listener).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.addr
+    }
+
+    /// The HTTPS listener's bound address (`None`: no HTTPS listener).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// The server's connection counts.
@@ -212,6 +263,10 @@ enum SlotState {
 
 struct Slot {
     stream: Option<mio::net::TcpStream>,
+    /// The TLS state of an HTTPS connection (with `stream`, except while `Busy`).
+    tls: Option<Box<rustls::ServerConnection>>,
+    /// Whether the socket is registered for writability too (TLS records to send).
+    writable: bool,
     peer: SocketAddr,
     buf: Vec<u8>,
     state: SlotState,
@@ -222,7 +277,8 @@ struct Slot {
 
 struct IoLoop {
     poll: mio::Poll,
-    listener: mio::net::TcpListener,
+    /// The listeners, each with its TLS configuration when it is HTTPS.
+    listeners: Vec<(mio::net::TcpListener, Option<Arc<rustls::ServerConfig>>)>,
     slots: Vec<Option<Slot>>,
     jobs: Sender<Job>,
     returned: Receiver<Returned>,
@@ -261,7 +317,9 @@ impl IoLoop {
                 }
             }
             self.take_returned();
-            self.accept_all();
+            for l in 0..self.listeners.len() {
+                self.accept_all(l);
+            }
             self.expire(Instant::now());
         }
     }
@@ -279,14 +337,28 @@ impl IoLoop {
         self.stats.open.store(self.open_count(), Ordering::Relaxed);
     }
 
-    fn accept_all(&mut self) {
+    fn accept_all(&mut self, l: usize) {
         loop {
             // With every slot being served, new connections wait in the listen backlog
             // (they are accepted once a request ends) rather than being closed.
             if self.slots.iter().all(Option::is_some) && self.oldest_waiting().is_none() {
                 return;
             }
-            let (mut stream, peer) = match self.listener.accept() {
+            let (listener, tls_config) = &self.listeners[l];
+            let tls = match tls_config {
+                None => None,
+                Some(config) => match rustls::ServerConnection::new(Arc::clone(config)) {
+                    Ok(mut conn) => {
+                        conn.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
+                        Some(Box::new(conn))
+                    }
+                    Err(e) => {
+                        log::warn!("{}: cannot start a TLS session: {e}", self.name);
+                        return;
+                    }
+                },
+            };
+            let (mut stream, peer) = match listener.accept() {
                 Ok(s) => s,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -329,6 +401,8 @@ impl IoLoop {
             let now = Instant::now();
             self.slots[slot] = Some(Slot {
                 stream: Some(stream),
+                tls,
+                writable: false,
                 peer,
                 buf: Vec::new(),
                 state: SlotState::Idle,
@@ -351,8 +425,9 @@ impl IoLoop {
             .map(|(i, _)| i)
     }
 
-    /// Reads what the connection in `slot` sent; hands it to a handler once its head is
-    /// whole (or too long, for the handler to answer 431).
+    /// Reads what the connection in `slot` sent (for HTTPS: runs the handshake, sends
+    /// the records rustls has for the client and decrypts); hands it to a handler once
+    /// its head is whole (or too long, for the handler to answer 431).
     fn read(&mut self, slot: usize) {
         let Some(s) = self.slots.get_mut(slot).and_then(Option::as_mut) else {
             return;
@@ -365,27 +440,27 @@ impl IoLoop {
         };
         let mut chunk = [0u8; 4096];
         let mut closed = false;
-        while !head_complete(&s.buf) && s.buf.len() < HTTP_HEAD_BYTES_MAX {
+        let mut received = false;
+        while !head_complete(&s.buf) && s.buf.len() < HTTP_HEAD_BYTES_MAX && !closed {
             let room = (HTTP_HEAD_BYTES_MAX - s.buf.len()).min(chunk.len());
-            match stream.read(&mut chunk[..room]) {
-                Ok(0) => {
-                    closed = true;
-                    break;
-                }
-                Ok(n) => {
-                    if matches!(s.state, SlotState::Idle) {
-                        s.state = SlotState::Reading;
-                        s.deadline = Instant::now() + Duration::from_millis(HTTP_HEAD_TIMEOUT_MS);
-                    }
-                    s.buf.extend_from_slice(&chunk[..n]);
+            let step = match s.tls.as_deref_mut() {
+                None => stream.read(&mut chunk[..room]).map(|n| (n, n)),
+                Some(conn) => tls_step(conn, stream, &mut chunk[..room]),
+            };
+            match step {
+                Ok((0, _)) => closed = true,
+                Ok((wire, plain)) => {
+                    received |= wire > 0;
+                    s.buf.extend_from_slice(&chunk[..plain]);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    closed = true;
-                    break;
-                }
+                Err(_) => closed = true,
             }
+        }
+        if received && matches!(s.state, SlotState::Idle) {
+            s.state = SlotState::Reading;
+            s.deadline = Instant::now() + Duration::from_millis(HTTP_HEAD_TIMEOUT_MS);
         }
         let ready = head_complete(&s.buf) || s.buf.len() >= HTTP_HEAD_BYTES_MAX;
         if closed && !ready {
@@ -394,6 +469,26 @@ impl IoLoop {
         }
         if ready {
             self.hand_off(slot);
+            return;
+        }
+        // Handshake records the socket could not take yet: wait until it can.
+        let writable = s.tls.as_ref().is_some_and(|c| c.wants_write());
+        if writable != s.writable {
+            s.writable = writable;
+            let interest = if writable {
+                mio::Interest::READABLE | mio::Interest::WRITABLE
+            } else {
+                mio::Interest::READABLE
+            };
+            let token = mio::Token(SLOT_TOKEN_BASE + slot);
+            if self
+                .poll
+                .registry()
+                .reregister(stream, token, interest)
+                .is_err()
+            {
+                self.close(slot);
+            }
         }
     }
 
@@ -406,9 +501,10 @@ impl IoLoop {
         };
         let _ = self.poll.registry().deregister(&mut stream);
         s.state = SlotState::Busy;
+        s.writable = false;
         let job = Job {
             slot,
-            stream: TcpStream::from(stream),
+            stream: HttpStream::new(TcpStream::from(stream), s.tls.take()),
             buf: std::mem::take(&mut s.buf),
             peer: s.peer,
         };
@@ -424,6 +520,7 @@ impl IoLoop {
                 self.close(back.slot);
                 continue;
             };
+            let (stream, tls) = stream.into_parts();
             let mut stream = mio::net::TcpStream::from_std(stream);
             let token = mio::Token(SLOT_TOKEN_BASE + back.slot);
             let registered =
@@ -439,6 +536,7 @@ impl IoLoop {
             }
             let now = Instant::now();
             s.stream = Some(stream);
+            s.tls = tls;
             s.since = now;
             if back.leftover.is_empty() {
                 s.state = SlotState::Idle;
@@ -477,6 +575,38 @@ impl IoLoop {
             self.close(i);
         }
     }
+}
+
+/// One non-blocking step of an HTTPS connection on the I/O thread: sends what rustls has
+/// for the client (handshake records, alerts), hands out plaintext it already decrypted,
+/// else reads and decrypts ciphertext. Returns `(bytes from the wire or plaintext
+/// handed out, plaintext bytes in out)`; `(0, 0)` once the client closed.
+///
+/// # Errors
+/// `WouldBlock` when nothing can be done until the socket is ready; the socket's errors;
+/// a TLS failure as `InvalidData` (the alert rustls queued is sent first, best effort).
+fn tls_step(
+    conn: &mut rustls::ServerConnection,
+    socket: &mut mio::net::TcpStream,
+    out: &mut [u8],
+) -> io::Result<(usize, usize)> {
+    while conn.wants_write() {
+        conn.write_tls(socket)?;
+    }
+    match conn.reader().read(out) {
+        Ok(n) => return Ok((n, n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    let n = conn.read_tls(socket)?;
+    if n == 0 {
+        return Ok((0, 0));
+    }
+    if let Err(e) = conn.process_new_packets() {
+        let _ = conn.write_tls(socket);
+        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+    }
+    Ok((n, 0))
 }
 
 /// An answer for a head the server refuses itself.
@@ -584,8 +714,8 @@ const LINGER_BYTES_MAX: usize = 256 * 1024;
 const LINGER_MS: u64 = 200;
 
 /// Half-closes `stream` and drops what the client still sends for a moment.
-fn linger_close(stream: &mut TcpStream) {
-    let _ = stream.shutdown(std::net::Shutdown::Write);
+fn linger_close(stream: &mut HttpStream) {
+    stream.shutdown_write();
     let deadline = Instant::now() + Duration::from_millis(LINGER_MS);
     let mut sink = [0u8; 16 * 1024];
     let mut left = LINGER_BYTES_MAX;
@@ -594,7 +724,7 @@ fn linger_close(stream: &mut TcpStream) {
         if now >= deadline || stream.set_read_timeout(Some(deadline - now)).is_err() {
             return;
         }
-        match stream.read(&mut sink) {
+        match stream.read_raw(&mut sink) {
             Ok(0) | Err(_) => return,
             Ok(n) => left = left.saturating_sub(n),
         }

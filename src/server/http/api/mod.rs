@@ -104,13 +104,15 @@ fn read_body(body: &mut Body<'_>, max: usize) -> Result<Vec<u8>, ApiError> {
     })
 }
 
-/// Binds `addr` and serves the management API of `broker` to at most `connections_max`
-/// connections; `listeners` are the broker's listeners as the API reports them.
+/// Binds the addresses of `listen` (HTTP, HTTPS or both) and serves the management API
+/// of `broker` to at most `connections_max` connections; `listeners` are the broker's
+/// other listeners as the API reports them (the API's own are added as `http` and
+/// `https`, RabbitMQ's protocol names).
 ///
 /// # Errors
-/// `cannot listen on ADDR (management API): …`; a thread cannot be started.
+/// `cannot listen on ADDR (management API, HTTP): …`; a thread cannot be started.
 pub fn start(
-    addr: std::net::SocketAddr,
+    listen: super::server::HttpListen,
     broker: Arc<Broker>,
     connections_max: usize,
     mut listeners: Vec<(&'static str, std::net::SocketAddr)>,
@@ -119,11 +121,12 @@ pub fn start(
     let api = Arc::new(std::sync::OnceLock::<ManagementApi>::new());
     let service: Arc<dyn Service> = Arc::new(Deferred(Arc::clone(&api)));
     let server =
-        super::server::HttpServer::start(addr, "management API", connections_max, service)?;
-    for l in &mut listeners {
-        if l.0 == "http" {
-            l.1 = server.local_addr();
-        }
+        super::server::HttpServer::start(listen, "management API", connections_max, service)?;
+    if let Some(a) = server.local_addr() {
+        listeners.push(("http", a));
+    }
+    if let Some(a) = server.tls_addr() {
+        listeners.push(("https", a));
     }
     let _ = api.set(ManagementApi::new(
         broker,

@@ -69,8 +69,8 @@ fn contexts(ctx: &Ctx<'_>) -> Value {
             .listeners
             .iter()
             .filter(|(p, _)| p.starts_with("http"))
-            .map(|(_, addr)| {
-                json!({
+            .map(|(protocol, addr)| {
+                let mut c = json!({
                     "node": node,
                     "description": "RabbitMQ Management",
                     "path": "/",
@@ -78,7 +78,12 @@ fn contexts(ctx: &Ctx<'_>) -> Value {
                     "port": addr.port().to_string(),
                     "ssl_opts": [],
                     "cowboy_opts": "[]",
-                })
+                });
+                // RabbitMQ's listener options carry `ssl: true` on its TLS listener.
+                if *protocol == "https" {
+                    c["ssl"] = Value::Bool(true);
+                }
+                c
             })
             .collect(),
     )
