@@ -82,6 +82,46 @@ pub const PROTOCOL_AMQP: &str = "AMQP 0-9-1";
 /// `protocol` of a connection over RelayMQ's native protocol (docs/protocol.md).
 pub const PROTOCOL_NATIVE: &str = "RelayMQ native";
 
+/// Bytes and socket reads/writes of one connection, counted by the I/O thread (one
+/// relaxed add per read or write call, not per message): RabbitMQ's connection
+/// `recv_oct`, `recv_cnt`, `send_oct` and `send_cnt`. TLS connections count the bytes on
+/// the wire (records), as RabbitMQ does.
+#[derive(Debug, Default)]
+pub struct ConnTraffic {
+    /// Bytes received.
+    pub recv_oct: AtomicU64,
+    /// Reads that received bytes.
+    pub recv_cnt: AtomicU64,
+    /// Bytes sent.
+    pub send_oct: AtomicU64,
+    /// Writes that sent bytes.
+    pub send_cnt: AtomicU64,
+}
+
+impl ConnTraffic {
+    /// `n` bytes were read in one call.
+    pub fn received(&self, n: usize) {
+        self.recv_oct.fetch_add(n as u64, Ordering::Relaxed);
+        self.recv_cnt.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` bytes were written in one call.
+    pub fn sent(&self, n: usize) {
+        self.send_oct.fetch_add(n as u64, Ordering::Relaxed);
+        self.send_cnt.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `[recv_oct, recv_cnt, send_oct, send_cnt]` now.
+    pub fn read(&self) -> [u64; 4] {
+        [
+            self.recv_oct.load(Ordering::Relaxed),
+            self.recv_cnt.load(Ordering::Relaxed),
+            self.send_oct.load(Ordering::Relaxed),
+            self.send_cnt.load(Ordering::Relaxed),
+        ]
+    }
+}
+
 /// What the registry knows of one connection.
 #[derive(Clone)]
 pub struct ConnectionInfo {
@@ -108,6 +148,13 @@ pub struct ConnectionInfo {
     pub connected_at: SystemTime,
     /// Open channels (updated by the session).
     pub channels: Arc<AtomicUsize>,
+    /// Negotiated highest channel number.
+    pub channel_max: u16,
+    /// The client's `connection.start-ok` properties (AMQP 0-9-1; empty for the native
+    /// protocol, whose clients only give a name).
+    pub client_properties: Arc<crate::types::FieldTable>,
+    /// Bytes in and out (counted by the I/O thread).
+    pub traffic: Arc<ConnTraffic>,
     /// The connection's outbound side (used to force-close it).
     pub sink: Arc<dyn ClientSink>,
 }

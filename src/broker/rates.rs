@@ -2,9 +2,13 @@
 //! (`message_stats.publish_details.rate`, `messages_details.samples`, ...), for `list
 //! queues`, `list vhosts` and the management HTTP API.
 //!
-//! Nothing is counted for them on the message path: the queues' own totals (kept under
-//! the queue lock they already take) are read by one thread, the housekeeper, every
-//! [`RATE_SAMPLE_INTERVAL_MS`]. A rate is the difference between the last two samples
+//! Nothing is counted for the queues' rates on the message path: the queues' own totals
+//! (kept under the queue lock they already take) are read by one thread, the
+//! housekeeper, every [`RATE_SAMPLE_INTERVAL_MS`]. Exchanges, channels and connections
+//! keep a few relaxed atomic counters (a publish adds to its exchange's and channel's;
+//! the I/O thread adds each read's and write's bytes) and a channel counts its
+//! deliveries under the lock a delivery takes anyway; the same thread samples them into
+//! rates ([`Rates::object`], no history). A rate is the difference between the last two samples
 //! over the time between them. Each queue keeps the last [`RATE_HISTORY_SAMPLES`]
 //! samples of [`HISTORY_SERIES`] series (publish, deliver/get, ack and redeliver
 //! increments, ready and unacked lengths) as `u32`s: 24 bytes a sample, about 3 KiB a
@@ -149,12 +153,130 @@ impl Totals {
 struct QueueSeries {
     last: Totals,
     rates: MessageRates,
+    /// When a sample last saw its counters move (or first saw the queue), ms since the
+    /// Unix epoch; the queue is idle since then when the newest sample saw no change.
+    active_ms: u64,
+    /// The newest sample saw no change.
+    idle: bool,
     /// The newest last; aligned with the end of [`Inner::timestamps`].
     history: VecDeque<[u32; HISTORY_SERIES]>,
 }
 
 /// (vhost, queue).
 type QueueKey = (Arc<str>, Arc<str>);
+
+/// Counters sampled per exchange, channel or connection, at most.
+pub const OBJECT_COUNTERS_MAX: usize = 12;
+
+/// An object other than a queue whose counters are sampled for rates.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CounterKey {
+    /// (vhost, exchange): `[publish_in, publish_out]`.
+    Exchange(Arc<str>, Arc<str>),
+    /// (connection id, channel number): the [`channel_counters`] order.
+    Channel(u64, u16),
+    /// Connection id: `[recv_oct, recv_cnt, send_oct, send_cnt]`.
+    Connection(u64),
+    /// The node's churn and publisher events, in the [`node_counters`] order.
+    Node,
+}
+
+/// The order of the node's sampled counters (`/api/overview`'s `churn_rates` and the
+/// publisher side of its `message_stats`).
+pub mod node_counters {
+    /// Connections opened.
+    pub const CONNECTION_CREATED: usize = 0;
+    /// Connections closed.
+    pub const CONNECTION_CLOSED: usize = 1;
+    /// Channels opened.
+    pub const CHANNEL_CREATED: usize = 2;
+    /// Channels closed.
+    pub const CHANNEL_CLOSED: usize = 3;
+    /// Queue declarations.
+    pub const QUEUE_DECLARED: usize = 4;
+    /// Queues created.
+    pub const QUEUE_CREATED: usize = 5;
+    /// Queues deleted.
+    pub const QUEUE_DELETED: usize = 6;
+    /// Publishes confirmed.
+    pub const CONFIRM: usize = 7;
+    /// Unroutable publishes returned.
+    pub const RETURN_UNROUTABLE: usize = 8;
+    /// Unroutable publishes dropped.
+    pub const DROP_UNROUTABLE: usize = 9;
+}
+
+/// The order of a channel's sampled counters.
+pub mod channel_counters {
+    /// Messages published.
+    pub const PUBLISH: usize = 0;
+    /// Publishes confirmed.
+    pub const CONFIRM: usize = 1;
+    /// Unroutable, returned.
+    pub const RETURN_UNROUTABLE: usize = 2;
+    /// Unroutable, dropped.
+    pub const DROP_UNROUTABLE: usize = 3;
+    /// Pushed to consumers that ack.
+    pub const DELIVER: usize = 4;
+    /// Pushed without acks.
+    pub const DELIVER_NO_ACK: usize = 5;
+    /// Gets awaiting an ack.
+    pub const GET: usize = 6;
+    /// Gets without an ack.
+    pub const GET_NO_ACK: usize = 7;
+    /// Gets on an empty queue.
+    pub const GET_EMPTY: usize = 8;
+    /// Redelivered.
+    pub const REDELIVER: usize = 9;
+    /// Acknowledged.
+    pub const ACK: usize = 10;
+    /// Delivered or fetched, the four kinds.
+    pub const DELIVER_GET: usize = 11;
+}
+
+/// The sampled state of one exchange, channel or connection.
+#[derive(Debug, Clone, Copy, Default)]
+struct ObjectSeries {
+    last: [u64; OBJECT_COUNTERS_MAX],
+    rates: [f64; OBJECT_COUNTERS_MAX],
+    active_ms: u64,
+    idle: bool,
+}
+
+/// An object's counter rates and idleness, as the last sample saw them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ObjectRates {
+    /// Per second over the last interval, in the object's counter order (zero before the
+    /// second sample).
+    pub rates: [f64; OBJECT_COUNTERS_MAX],
+    /// When the object was last seen active, ms since the Unix epoch, when the newest
+    /// sample saw no change (RabbitMQ's `idle_since`); `None` while it is active.
+    pub idle_since_ms: Option<u64>,
+}
+
+/// One sample of an object's counters: updates `s` from `now` (`known`: `s` holds the
+/// previous sample).
+fn sample_object(
+    s: &mut ObjectSeries,
+    now: [u64; OBJECT_COUNTERS_MAX],
+    known: bool,
+    elapsed_ms: u64,
+    now_ms: u64,
+) {
+    if known {
+        for ((rate, n), last) in s.rates.iter_mut().zip(now).zip(s.last) {
+            *rate = per_second(n, last, elapsed_ms);
+        }
+        s.idle = now == s.last;
+        if !s.idle {
+            s.active_ms = now_ms;
+        }
+    } else {
+        s.active_ms = now_ms;
+        s.idle = false;
+    }
+    s.last = now;
+}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -163,6 +285,8 @@ struct Inner {
     /// The sample times, oldest first (at most [`RATE_HISTORY_SAMPLES`]).
     timestamps: VecDeque<u64>,
     queues: HashMap<QueueKey, QueueSeries>,
+    /// Exchanges, channels and connections.
+    objects: HashMap<CounterKey, ObjectSeries>,
     /// Sums over every queue.
     total_rates: MessageRates,
     total_history: VecDeque<[u32; HISTORY_SERIES]>,
@@ -278,6 +402,19 @@ impl Rates {
                 } else {
                     MessageRates::default()
                 };
+                let moved = Totals {
+                    ready: 0,
+                    unacked: 0,
+                    ..now
+                } != Totals {
+                    ready: 0,
+                    unacked: 0,
+                    ..before
+                };
+                s.idle = known && !moved;
+                if !s.idle {
+                    s.active_ms = now_ms;
+                }
                 let sample = now.sample(&before);
                 push_bounded(&mut s.history, sample);
                 s.last = now;
@@ -288,12 +425,81 @@ impl Rates {
                 queues.insert(key, s);
             }
         }
+        let objects = self.sample_objects(broker, first, elapsed, now_ms);
         let mut inner = self.lock();
         inner.sampled_ms = now_ms;
         push_bounded(&mut inner.timestamps, now_ms);
         inner.queues = queues;
+        inner.objects = objects;
         inner.total_rates = total_rates;
         push_bounded(&mut inner.total_history, total_sample);
+    }
+
+    /// Samples every exchange's, channel's and connection's counters; objects gone since
+    /// the last sample are forgotten.
+    fn sample_objects(
+        &self,
+        broker: &Broker,
+        first: bool,
+        elapsed: u64,
+        now_ms: u64,
+    ) -> HashMap<CounterKey, ObjectSeries> {
+        let mut previous = std::mem::take(&mut self.lock().objects);
+        let mut objects = HashMap::with_capacity(previous.len());
+        let mut put = |key: CounterKey, now: [u64; OBJECT_COUNTERS_MAX]| {
+            let prev = previous.remove(&key);
+            let known = !first && prev.is_some();
+            let mut s = prev.unwrap_or_default();
+            sample_object(&mut s, now, known, elapsed, now_ms);
+            objects.insert(key, s);
+        };
+        for vh in broker.vhosts() {
+            for x in vh.all_exchanges() {
+                let (i, o) = x.counters.read();
+                let mut now = [0u64; OBJECT_COUNTERS_MAX];
+                now[0] = i;
+                now[1] = o;
+                put(
+                    CounterKey::Exchange(Arc::clone(&vh.name), Arc::clone(&x.name)),
+                    now,
+                );
+            }
+        }
+        for (ch, _) in broker.channel_registry().all() {
+            put(
+                CounterKey::Channel(ch.connection_id, ch.number),
+                channel_counts(&ch),
+            );
+        }
+        for c in broker.connections() {
+            let mut now = [0u64; OBJECT_COUNTERS_MAX];
+            now[..4].copy_from_slice(&c.traffic.read());
+            put(CounterKey::Connection(c.id), now);
+        }
+        put(CounterKey::Node, node_counts(broker));
+        objects
+    }
+
+    /// The rates and idleness of an exchange, channel or connection (zero rates and
+    /// not idle before its second sample, or with sampling off).
+    pub fn object(&self, key: &CounterKey) -> ObjectRates {
+        self.lock()
+            .objects
+            .get(key)
+            .map(|s| ObjectRates {
+                rates: s.rates,
+                idle_since_ms: s.idle.then_some(s.active_ms),
+            })
+            .unwrap_or_default()
+    }
+
+    /// When a queue was last seen active, if the newest sample saw it idle (RabbitMQ's
+    /// `idle_since`).
+    pub fn queue_idle_since(&self, vhost: &str, queue: &str) -> Option<u64> {
+        self.lock()
+            .queues
+            .get(&(Arc::from(vhost), Arc::from(queue)))
+            .and_then(|s| s.idle.then_some(s.active_ms))
     }
 
     /// The rates of one queue (zero before its second sample).
@@ -364,6 +570,48 @@ impl Rates {
     }
 }
 
+/// The node's counters in the [`node_counters`] order.
+pub fn node_counts(broker: &Broker) -> [u64; OBJECT_COUNTERS_MAX] {
+    use node_counters as n;
+    let (opened, closed) = broker.connection_totals();
+    let (ch_opened, ch_closed) = broker.channel_registry().churn();
+    let events = broker.counters().snapshot();
+    let mut v = [0u64; OBJECT_COUNTERS_MAX];
+    v[n::CONNECTION_CREATED] = opened;
+    v[n::CONNECTION_CLOSED] = closed;
+    v[n::CHANNEL_CREATED] = ch_opened;
+    v[n::CHANNEL_CLOSED] = ch_closed;
+    v[n::QUEUE_DECLARED] = events.queue_churn[0];
+    v[n::QUEUE_CREATED] = events.queue_churn[1];
+    v[n::QUEUE_DELETED] = events.queue_churn[2];
+    v[n::CONFIRM] = events.confirmed;
+    v[n::RETURN_UNROUTABLE] = events.returned;
+    v[n::DROP_UNROUTABLE] = events.unroutable_dropped;
+    v
+}
+
+/// A channel's counters in the [`channel_counters`] order (its lock taken once).
+pub fn channel_counts(ch: &crate::broker::channel::Channel) -> [u64; OBJECT_COUNTERS_MAX] {
+    use channel_counters as c;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let sent = ch.info().sent;
+    let k = &ch.counters;
+    let mut v = [0u64; OBJECT_COUNTERS_MAX];
+    v[c::PUBLISH] = load(&k.publish);
+    v[c::CONFIRM] = load(&k.confirm);
+    v[c::RETURN_UNROUTABLE] = load(&k.return_unroutable);
+    v[c::DROP_UNROUTABLE] = load(&k.drop_unroutable);
+    v[c::DELIVER] = sent.deliver;
+    v[c::DELIVER_NO_ACK] = sent.deliver_no_ack;
+    v[c::GET] = sent.get;
+    v[c::GET_NO_ACK] = sent.get_no_ack;
+    v[c::GET_EMPTY] = load(&k.get_empty);
+    v[c::REDELIVER] = sent.redeliver;
+    v[c::ACK] = load(&k.ack);
+    v[c::DELIVER_GET] = sent.deliver + sent.deliver_no_ack + sent.get + sent.get_no_ack;
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,6 +661,56 @@ mod tests {
             (r.get, r.get_no_ack, r.deliver_get, r.deliver),
             (0.1, 0.1, 0.2, 0.0)
         );
+    }
+
+    #[test]
+    fn exchanges_and_the_node_get_rates_and_objects_their_idle_time() {
+        let broker = Broker::new(BrokerConfig::default());
+        let vh = broker.vhost("/").unwrap();
+        let spec = QueueSpec {
+            name: "q".into(),
+            ..QueueSpec::default()
+        };
+        vh.declare_queue(&spec, 1).unwrap();
+        let x = vh.exchange("amq.fanout").unwrap();
+        let key = CounterKey::Exchange(Arc::from("/"), Arc::from("amq.fanout"));
+        let rates = Rates::default();
+        let t0 = 1_000_000;
+        rates.sample(&broker, t0);
+        assert_eq!(rates.object(&key), ObjectRates::default());
+        for _ in 0..50 {
+            x.counters.published(2);
+        }
+        publish(&vh.queue("q").unwrap(), 1);
+        rates.sample(&broker, t0 + 10_000);
+        let r = rates.object(&key);
+        assert_eq!((r.rates[0], r.rates[1]), (5.0, 10.0));
+        assert_eq!(r.idle_since_ms, None, "it moved in the last interval");
+        assert_eq!(rates.queue_idle_since("/", "q"), None);
+        let node = rates.object(&CounterKey::Node);
+        assert_eq!(node.rates[node_counters::QUEUE_CREATED], 0.0);
+        // Nothing happens: idle since the sample that last saw it move.
+        rates.sample(&broker, t0 + 20_000);
+        let r = rates.object(&key);
+        assert_eq!((r.rates[0], r.rates[1]), (0.0, 0.0));
+        assert_eq!(r.idle_since_ms, Some(t0 + 10_000));
+        assert_eq!(rates.queue_idle_since("/", "q"), Some(t0 + 10_000));
+        // A queue created meanwhile counts in the node's churn rate.
+        vh.declare_queue(
+            &QueueSpec {
+                name: "q2".into(),
+                ..QueueSpec::default()
+            },
+            1,
+        )
+        .unwrap();
+        rates.sample(&broker, t0 + 30_000);
+        let node = rates.object(&CounterKey::Node);
+        assert_eq!(node.rates[node_counters::QUEUE_CREATED], 0.1);
+        // Turned off, everything is forgotten.
+        rates.set_enabled(false);
+        assert_eq!(rates.object(&key), ObjectRates::default());
+        assert_eq!(rates.queue_idle_since("/", "q"), None);
     }
 
     #[test]

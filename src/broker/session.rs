@@ -11,7 +11,7 @@ use crate::auth::permission::{Access, Resource};
 use crate::broker::access::session::SessionAccess;
 use crate::broker::channel::confirm::ConfirmTracker;
 use crate::broker::channel::hasher::BuildChannelHasher;
-use crate::broker::channel::Channel;
+use crate::broker::channel::{Channel, ChannelCounters};
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue, DeadLetterJob};
 use crate::broker::exchange::header_routes::HeaderRoutes;
@@ -614,9 +614,13 @@ impl Session {
             None => self.routes.get(version, exchange, routing_key),
             Some(_) => None,
         };
-        let (msg, queues) = if let Some(route) = cached {
+        let (msg, queues, ex) = if let Some(route) = cached {
             let msg = Message::with_names(Arc::clone(&route.names), properties, body);
-            (Arc::new(msg), Arc::clone(&route.queues))
+            (
+                Arc::new(msg),
+                Arc::clone(&route.queues),
+                Arc::clone(&route.exchange),
+            )
         } else {
             self.permit(Access::Write, Resource::Exchange, exchange)?;
             let ex = self.vhost.exchange_for_publish(exchange)?;
@@ -629,11 +633,12 @@ impl Session {
             let (queues, keyed) = self.vhost.route_keyed(&ex, &msg);
             let queues: Arc<[Arc<Queue>]> = queues.into();
             if keyed {
-                self.routes.insert(version, ex, names, Arc::clone(&queues));
+                self.routes
+                    .insert(version, Arc::clone(&ex), names, Arc::clone(&queues));
             }
-            (msg, queues)
+            (msg, queues, ex)
         };
-        let mut routed = 0;
+        let mut routed = 0u64;
         let mut sync: Option<u64> = None;
         let mut refused: Option<String> = None;
         let mut dead: Vec<DeadLetterJob> = Vec::new();
@@ -662,7 +667,18 @@ impl Session {
             }
         }
         jobs::run(&self.vhost, dead);
-        if routed == 0 && refused.is_none() {
+        ex.counters.published(routed);
+        let unroutable = routed == 0 && refused.is_none();
+        {
+            let counters = &self.channel(ch)?.shared.counters;
+            ChannelCounters::add(&counters.publish, 1);
+            if unroutable && mandatory {
+                ChannelCounters::add(&counters.return_unroutable, 1);
+            } else if unroutable {
+                ChannelCounters::add(&counters.drop_unroutable, 1);
+            }
+        }
+        if unroutable {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
                 self.sink
@@ -718,7 +734,16 @@ impl Session {
         let counters = Arc::clone(self.vhost.counters());
         let cs = self.channel(ch)?;
         if cs.confirms.is_none() {
-            cs.confirms = Some(Arc::new(ConfirmTracker::new(ch, sink, counters)));
+            cs.shared
+                .counters
+                .confirm_mode
+                .store(true, Ordering::Relaxed);
+            cs.confirms = Some(Arc::new(ConfirmTracker::new(
+                ch,
+                sink,
+                counters,
+                Arc::clone(&cs.shared),
+            )));
         }
         Ok(())
     }
@@ -755,7 +780,21 @@ impl Session {
             },
             !no_ack,
         );
+        if got.is_none() {
+            ChannelCounters::add(&channel.counters.get_empty, 1);
+        }
         Ok(got.is_some())
+    }
+
+    /// Marks `ch` transactional (`tx.select`, kept by the AMQP adapter) for the
+    /// management API's channel rows; nothing else changes.
+    pub fn mark_transactional(&mut self, ch: u16) {
+        if let Some(cs) = self.channels.get(&ch) {
+            cs.shared
+                .counters
+                .transactional
+                .store(true, Ordering::Relaxed);
+        }
     }
 
     /// AMQP `basic.ack`.
@@ -768,7 +807,9 @@ impl Session {
         delivery_tag: u64,
         multiple: bool,
     ) -> Result<(), BrokerError> {
-        let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
+        let shared = Arc::clone(&self.channel(ch)?.shared);
+        let taken = shared.take(delivery_tag, multiple)?;
+        ChannelCounters::add(&shared.counters.ack, taken.len() as u64);
         for (q, entries) in group_by_queue(taken) {
             q.settle(&entries, true);
         }

@@ -19,7 +19,7 @@ use crate::broker::sink::CancelReason;
 use crate::broker::topology;
 use crate::error::{BrokerError, ReplyCode};
 use crate::limits::LiveLimits;
-use crate::metrics::{EventCounters, VhostCounters};
+use crate::metrics::{EventCounters, QueueChurn, VhostCounters};
 use crate::storage::durability::Durability;
 use crate::storage::meta::{BindingDef, ExchangeDef, MetaStore, QueueDef};
 use crate::storage::StorageError;
@@ -918,6 +918,7 @@ impl VirtualHost {
     ) -> Result<QueueDeclared, BrokerError> {
         // A declaration, passive or not, is a use: it renews an `x-expires` lease
         // (RabbitMQ).
+        self.counters.queue_churn(QueueChurn::Declared);
         let declared = |q: &Queue| QueueDeclared {
             name: {
                 q.touch();
@@ -1017,6 +1018,7 @@ impl VirtualHost {
         // re-evaluates this queue after it is in the map.
         self.apply_policies(&q);
         self.insert_queue(q);
+        self.counters.queue_churn(QueueChurn::Created);
         Ok(QueueDeclared {
             name,
             message_count: 0,
@@ -1159,6 +1161,7 @@ impl VirtualHost {
             }
         }
         self.remove_destination(&Destination::Queue(Arc::clone(&q.name)));
+        self.counters.queue_churn(QueueChurn::Deleted);
         let (count, consumers) = q.mark_deleted();
         notify_cancelled(&consumers, CancelReason::QueueDeleted);
         if let (Some(id), Some(d)) = (&q.storage_id, &self.durability) {

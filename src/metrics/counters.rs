@@ -19,6 +19,19 @@ pub struct EventCounters {
     returned: AtomicU64,
     unroutable_dropped: AtomicU64,
     dead_lettered: [AtomicU64; DEAD_LETTER_REASONS.len()],
+    queue_churn: [AtomicU64; 3],
+}
+
+/// What happened to a queue, for RabbitMQ's `churn_rates` (`queue_declared`,
+/// `queue_created`, `queue_deleted`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueChurn {
+    /// A `queue.declare`, passive or not (RabbitMQ counts each declaration).
+    Declared = 0,
+    /// A queue was created.
+    Created = 1,
+    /// A queue was deleted (by a client, expiry, auto-delete, its connection or vhost).
+    Deleted = 2,
 }
 
 /// Event counts read at one moment.
@@ -34,6 +47,8 @@ pub struct EventSnapshot {
     pub unroutable_dropped: u64,
     /// Messages dead-lettered, by reason (the order of [`DEAD_LETTER_REASONS`]).
     pub dead_lettered: [u64; DEAD_LETTER_REASONS.len()],
+    /// Queues declared, created and deleted (the order of [`QueueChurn`]).
+    pub queue_churn: [u64; 3],
 }
 
 impl EventCounters {
@@ -50,6 +65,11 @@ impl EventCounters {
                 load(&self.dead_lettered[1]),
                 load(&self.dead_lettered[2]),
                 load(&self.dead_lettered[3]),
+            ],
+            queue_churn: [
+                load(&self.queue_churn[0]),
+                load(&self.queue_churn[1]),
+                load(&self.queue_churn[2]),
             ],
         }
     }
@@ -103,6 +123,11 @@ impl VhostCounters {
         if let Some(i) = DEAD_LETTER_REASONS.iter().position(|r| *r == reason) {
             self.add(|c| &c.dead_lettered[i], 1);
         }
+    }
+
+    /// Counts a queue declaration, creation or deletion.
+    pub fn queue_churn(&self, what: QueueChurn) {
+        self.add(|c| &c.queue_churn[what as usize], 1);
     }
 
     /// This vhost's counts.

@@ -11,5 +11,5 @@ pub mod counters;
 pub mod histogram;
 pub mod text;
 
-pub use counters::{EventCounters, EventSnapshot, VhostCounters, DEAD_LETTER_REASONS};
+pub use counters::{EventCounters, EventSnapshot, QueueChurn, VhostCounters, DEAD_LETTER_REASONS};
 pub use histogram::{Histogram, HistogramSnapshot};

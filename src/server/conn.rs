@@ -60,6 +60,8 @@ pub struct Conn {
     pub opened: AtomicBool,
     /// The I/O thread stopped reading because the mailbox is over its budget.
     pub read_paused: AtomicBool,
+    /// Bytes in and out, counted by the I/O thread (the management API's `recv_oct`…).
+    pub traffic: Arc<crate::broker::node::ConnTraffic>,
     mailbox: Mutex<Mailbox>,
     scheduled: AtomicBool,
     pool: Sender<Arc<Conn>>,
@@ -87,6 +89,7 @@ impl Conn {
             heartbeat_s: AtomicU16::new(0),
             opened: AtomicBool::new(false),
             read_paused: AtomicBool::new(false),
+            traffic: Arc::default(),
             mailbox: Mutex::new(Mailbox::default()),
             scheduled: AtomicBool::new(false),
             pool,

@@ -4,6 +4,7 @@
 //! protocol), writes outbound buffers, runs the heartbeat, handshake and linger timers,
 //! and carries out the graceful shutdown.
 
+use crate::broker::node::ConnTraffic;
 use crate::broker::Broker;
 use crate::limits::{
     BUFFER_IDLE_BYTES, HANDSHAKES_PENDING_MAX, MAILBOX_BYTES_MAX, OUTBOUND_LOW_WATER_BYTES,
@@ -748,6 +749,7 @@ fn read_socket(
         match io.socket.read(scratch) {
             Ok(0) => return peer_eof(io),
             Ok(n) => {
+                io.conn.traffic.received(n);
                 io.last_read = Instant::now();
                 total += n;
                 if !io.input_closed {
@@ -819,7 +821,10 @@ fn read_tls_socket(
         }
         let n = match io.socket.read(cipher) {
             Ok(0) => return peer_eof(io),
-            Ok(n) => n,
+            Ok(n) => {
+                io.conn.traffic.received(n);
+                n
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadEnd::Open,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return ReadEnd::Closed(format!("read failed: {e}")),
@@ -862,7 +867,7 @@ fn read_tls_socket(
                 // Tell the peer why (rustls queued the alert) if the socket takes it now,
                 // then linger like any close: a client still sending reads our alert
                 // rather than a reset.
-                let _ = tls.write_records(&mut io.socket);
+                let _ = tls.write_records(&mut Counted(&mut io.socket, &io.conn.traffic));
                 let _ = io.socket.shutdown(Shutdown::Write);
                 io.input_closed = true;
                 io.linger_until = Some(Instant::now() + Duration::from_millis(CLOSE_LINGER_MS));
@@ -943,6 +948,7 @@ fn flush_socket(io: &mut IoConn) -> io::Result<bool> {
                 ))
             }
             Ok(n) => {
+                io.conn.traffic.sent(n);
                 io.write_pos += n;
                 io.last_write = Instant::now();
                 if io.conn.outbound.wrote(n, OUTBOUND_LOW_WATER_BYTES) {
@@ -1016,7 +1022,7 @@ fn flush_tls_with(io: &mut IoConn, tls: &mut TlsLayer) -> io::Result<Option<bool
     let mut taken = false;
     loop {
         if tls.wants_write() {
-            if !tls.write_records(&mut io.socket)? {
+            if !tls.write_records(&mut Counted(&mut io.socket, &io.conn.traffic))? {
                 return Ok(Some(false));
             }
             io.last_write = Instant::now();
@@ -1030,7 +1036,7 @@ fn flush_tls_with(io: &mut IoConn, tls: &mut TlsLayer) -> io::Result<Option<bool
             if io.conn.outbound.is_closing() && io.linger_until.is_none() {
                 // Our last bytes: say so in TLS before the TCP write side is shut.
                 tls.send_close_notify();
-                let _ = tls.write_records(&mut io.socket);
+                let _ = tls.write_records(&mut Counted(&mut io.socket, &io.conn.traffic));
             }
             return Ok(None);
         }
@@ -1060,5 +1066,23 @@ fn finish_flush(io: &mut IoConn) {
         // A peer that already hung up has nothing left to send: drop at the next tick.
         let linger = if io.peer_done { 0 } else { CLOSE_LINGER_MS };
         io.linger_until = Some(Instant::now() + Duration::from_millis(linger));
+    }
+}
+
+/// A socket whose writes are counted in a connection's [`ConnTraffic`] (for TLS records,
+/// written by rustls).
+struct Counted<'a, W: Write>(&'a mut W, &'a ConnTraffic);
+
+impl<W: Write> Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.0.write(buf)?;
+        if n > 0 {
+            self.1.sent(n);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }

@@ -292,6 +292,10 @@ pub struct Opening<'a> {
     pub vhost_name: &'a str,
     /// The name the client gave itself.
     pub client_name: &'a str,
+    /// The client's properties (AMQP 0-9-1 `start-ok`; empty for the native protocol).
+    pub client_properties: Arc<crate::types::FieldTable>,
+    /// The connection's byte counters, kept by the I/O thread.
+    pub traffic: Arc<crate::broker::node::ConnTraffic>,
 }
 
 /// Registers an opened connection with the broker and opens its session on `vhost`,
@@ -320,6 +324,9 @@ pub fn open_session(
         client_name: opening.client_name.to_string(),
         connected_at: SystemTime::now(),
         channels: Arc::clone(&channels),
+        channel_max: opening.channel_max,
+        client_properties: Arc::clone(&opening.client_properties),
+        traffic: Arc::clone(&opening.traffic),
         sink: Arc::clone(&sink),
     })?;
     Ok(Session::new(

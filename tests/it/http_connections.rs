@@ -57,6 +57,17 @@ fn connections_channels_and_consumers_have_rabbitmqs_shape() {
     assert_eq!(conn["user_provided_name"], "fixture consumer");
     assert_eq!(conn["protocol"], "AMQP 0-9-1");
     assert_eq!(conn["channels"], 1);
+    // The client's start-ok properties, as it sent them.
+    assert_eq!(conn["client_properties"]["product"], "relaymq", "{conn}");
+    assert_eq!(
+        conn["client_properties"]["connection_name"],
+        "fixture consumer"
+    );
+    assert!(
+        conn["client_properties"]["capabilities"].is_object(),
+        "{conn}"
+    );
+    assert!(conn["channel_max"].as_u64().unwrap() > 0, "{conn}");
     let name = conn["name"].as_str().unwrap().to_string();
     assert!(name.contains(" -> "), "{name}");
     let encoded: String = name.replace(' ', "%20").replace('>', "%3E");
@@ -96,6 +107,10 @@ fn connections_channels_and_consumers_have_rabbitmqs_shape() {
         json!({"name": "orders.work", "vhost": "/"})
     );
     assert_eq!(consumers[0]["prefetch_count"], 10);
+    let details = &consumers[0]["channel_details"];
+    assert_eq!(details["user"], "guest", "{details}");
+    assert_eq!(details["peer_port"], conn["peer_port"], "{details}");
+    assert_eq!(details["connection_name"], name);
     assert_eq!(api.get_ok("/consumers/%2F").as_array().unwrap().len(), 1);
     assert_eq!(api.get("/consumers/nowhere").status, 404);
     assert_eq!(api.get("/connections/nobody").status, 404);
@@ -208,4 +223,139 @@ fn cluster_and_plugin_families_answer_as_a_one_node_broker() {
         (r.status, r.json()),
         (200, api.get_ok("/overview")["rabbitmq_version"].clone())
     );
+}
+
+#[test]
+fn exchanges_channels_connections_and_the_node_count_their_messages() {
+    use relaymq::client::{ConsumerEvent, ExchangeDeclareOptions};
+    use relaymq::types::{BasicProperties, FieldTable};
+    let server = TestServer::with_api();
+    let api = server.api();
+    let before = api.get_ok("/overview")["churn_rates"].clone();
+
+    // A publisher in confirm mode: 20 messages to a fanout exchange bound to two queues,
+    // then one unroutable mandatory and one unroutable plain publish.
+    let publisher = crate::common::connect(&server);
+    let ch = publisher.open_channel().unwrap();
+    ch.exchange_declare("stats.fan", "fanout", ExchangeDeclareOptions::default())
+        .unwrap();
+    ch.exchange_declare("stats.nowhere", "direct", ExchangeDeclareOptions::default())
+        .unwrap();
+    for q in ["stats.a", "stats.b"] {
+        ch.queue_declare(q, QueueDeclareOptions::default()).unwrap();
+        ch.queue_bind(q, "stats.fan", "", FieldTable::default())
+            .unwrap();
+    }
+    ch.confirm_select().unwrap();
+    let props = BasicProperties::default();
+    for _ in 0..20 {
+        ch.basic_publish("stats.fan", "", false, &props, b"m")
+            .unwrap();
+    }
+    ch.basic_publish("stats.nowhere", "k", true, &props, b"r")
+        .unwrap();
+    ch.basic_publish("stats.nowhere", "k", false, &props, b"d")
+        .unwrap();
+    assert!(ch.wait_for_confirms(Duration::from_secs(10)).unwrap());
+
+    // A consumer taking 5 with acks, then gets: 2 with acks, 1 without, then empties.
+    let taker = crate::common::connect(&server);
+    let tc = taker.open_channel().unwrap();
+    tc.basic_qos(5, false).unwrap();
+    let consumer = tc
+        .basic_consume("stats.a", ConsumeOptions::default())
+        .unwrap();
+    for _ in 0..5 {
+        match consumer.recv_timeout(Duration::from_secs(10)).unwrap() {
+            ConsumerEvent::Delivery(d) => tc.basic_ack(d.delivery_tag, false).unwrap(),
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+    }
+    consumer.cancel().unwrap();
+    for _ in 0..2 {
+        let m = tc.basic_get("stats.b", false).unwrap().expect("a message");
+        tc.basic_ack(m.delivery_tag, false).unwrap();
+    }
+    assert!(tc.basic_get("stats.b", true).unwrap().is_some());
+    tc.queue_purge("stats.b").unwrap();
+    assert!(tc.basic_get("stats.b", true).unwrap().is_none());
+
+    // Exchanges: in once per publish, out once per queue reached.
+    let fan = api.get_ok("/exchanges/%2F/stats.fan");
+    assert_eq!(fan["message_stats"]["publish_in"], 20, "{fan}");
+    assert_eq!(fan["message_stats"]["publish_out"], 40, "{fan}");
+    let nowhere = api.get_ok("/exchanges/%2F/stats.nowhere");
+    assert_eq!(nowhere["message_stats"]["publish_in"], 2);
+    assert_eq!(nowhere["message_stats"]["publish_out"], 0);
+
+    // Channels.
+    let connections = api.get_ok("/connections");
+    let by_traffic: Vec<(String, u64, u64)> = connections
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["recv_oct"].as_u64().unwrap(),
+                c["send_oct"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by_traffic.len(), 2, "{connections}");
+    assert!(
+        by_traffic.iter().all(|(_, r, s)| *r > 0 && *s > 0),
+        "every connection has sent and received bytes: {by_traffic:?}"
+    );
+    assert!(connections[0]["channel_max"].as_u64().unwrap() > 0);
+    let rows = api.get_ok("/channels");
+    let stats_of = |pick: &dyn Fn(&serde_json::Value) -> bool| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| pick(c))
+            .unwrap_or_else(|| panic!("no such channel in {rows}"))
+            .clone()
+    };
+    let pub_row = stats_of(&|c| c["confirm"] == true);
+    let m = &pub_row["message_stats"];
+    assert_eq!(
+        (
+            &m["publish"],
+            &m["confirm"],
+            &m["return_unroutable"],
+            &m["drop_unroutable"]
+        ),
+        (&json!(22), &json!(22), &json!(1), &json!(1)),
+        "{pub_row}"
+    );
+    assert!(m["publish_details"]["rate"].is_number());
+    let take_row = stats_of(&|c| c["confirm"] == false);
+    let m = &take_row["message_stats"];
+    assert_eq!(
+        (&m["get"], &m["get_no_ack"], &m["get_empty"], &m["ack"]),
+        (&json!(2), &json!(1), &json!(1), &json!(7)),
+        "{take_row}"
+    );
+    // Pushed: the 5 acked and what prefetch let through before the cancel (unacked).
+    let deliver = m["deliver"].as_u64().unwrap();
+    let unacked = take_row["messages_unacknowledged"].as_u64().unwrap();
+    assert_eq!(deliver, 5 + unacked, "{take_row}");
+    assert_eq!(m["deliver_get"].as_u64().unwrap(), deliver + 3);
+
+    // The node's churn: 2 connections, 2 channels and 2 queues more than before.
+    let churn = api.get_ok("/overview")["churn_rates"].clone();
+    let grew = |k: &str| churn[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    assert_eq!(grew("connection_created"), 2, "{churn}");
+    assert_eq!(grew("channel_created"), 2, "{churn}");
+    assert_eq!(grew("queue_created"), 2, "{churn}");
+    assert!(grew("queue_declared") >= 2, "{churn}");
+    assert!(churn["queue_deleted_details"]["rate"].is_number());
+    drop(taker);
+    wait_until(Duration::from_secs(10), "the channel close counted", || {
+        let c = api.get_ok("/overview")["churn_rates"].clone();
+        c["channel_closed"].as_u64().unwrap() > before["channel_closed"].as_u64().unwrap()
+            && c["connection_closed"].as_u64().unwrap()
+                > before["connection_closed"].as_u64().unwrap()
+    });
 }

@@ -32,6 +32,8 @@ pub struct ConfirmTracker {
     last_sent: AtomicU64,
     /// Where the confirmed and nacked messages are counted (metrics).
     counters: Arc<VhostCounters>,
+    /// The channel, whose `confirm` counter counts the acked ones (management API).
+    shared: Arc<super::Channel>,
 }
 
 impl std::fmt::Debug for ConfirmTracker {
@@ -45,11 +47,12 @@ impl std::fmt::Debug for ConfirmTracker {
 
 impl ConfirmTracker {
     /// A tracker sending confirms for `channel` through `sink`, counting them in
-    /// `counters` (the channel's vhost's).
+    /// `counters` (the channel's vhost's) and in `shared` (the channel's own).
     pub fn new(
         channel: u16,
         sink: Arc<dyn ClientSink>,
         counters: Arc<VhostCounters>,
+        shared: Arc<super::Channel>,
     ) -> ConfirmTracker {
         ConfirmTracker {
             channel,
@@ -57,6 +60,7 @@ impl ConfirmTracker {
             pending: Mutex::new(VecDeque::new()),
             last_sent: AtomicU64::new(0),
             counters,
+            shared,
         }
     }
 
@@ -65,7 +69,11 @@ impl ConfirmTracker {
     /// finds it counted.
     fn send(&self, seq: u64, ack: bool) {
         let previous = self.last_sent.swap(seq, Ordering::Relaxed);
-        self.counters.confirmed(seq.saturating_sub(previous), ack);
+        let covered = seq.saturating_sub(previous);
+        self.counters.confirmed(covered, ack);
+        if ack {
+            super::ChannelCounters::add(&self.shared.counters.confirm, covered);
+        }
         self.sink.confirm(self.channel, seq, true, ack);
     }
 
@@ -144,7 +152,8 @@ mod tests {
 
     fn tracker() -> (Arc<Recorder>, ConfirmTracker) {
         let rec = Arc::new(Recorder::default());
-        let t = ConfirmTracker::new(1, rec.clone(), Arc::default());
+        let channel = Arc::new(super::super::Channel::new(1, 1, rec.clone()));
+        let t = ConfirmTracker::new(1, rec.clone(), Arc::default(), channel);
         (rec, t)
     }
 

@@ -89,6 +89,54 @@ struct AckState {
     /// Tags of deliveries the consumer timeout took and that were not acked late yet
     /// (at most [`TIMED_OUT_TAGS_MAX`], the lowest forgotten first).
     timed_out: BTreeSet<u64>,
+    /// Deliveries and gets so far, counted under the lock the delivery takes anyway.
+    sent: SentCounts,
+}
+
+/// Messages a channel sent its client, by kind (RabbitMQ's channel `deliver`,
+/// `deliver_no_ack`, `get`, `get_no_ack` and `redeliver` counters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SentCounts {
+    /// Pushed to consumers that ack.
+    pub deliver: u64,
+    /// Pushed to no-ack consumers.
+    pub deliver_no_ack: u64,
+    /// `basic.get` awaiting an ack.
+    pub get: u64,
+    /// `basic.get` without an ack.
+    pub get_no_ack: u64,
+    /// Any of the four with the redelivered flag.
+    pub redeliver: u64,
+}
+
+/// Counters a channel's session bumps (one relaxed add per event, on the connection's
+/// own channel; no lock): what RabbitMQ's channel `message_stats` count on the publish
+/// and ack side.
+#[derive(Debug, Default)]
+pub struct ChannelCounters {
+    /// Messages published on the channel (accepted for routing).
+    pub publish: AtomicU64,
+    /// Publishes confirmed with `basic.ack` (confirm mode).
+    pub confirm: AtomicU64,
+    /// Mandatory publishes no queue took, returned (`basic.return`).
+    pub return_unroutable: AtomicU64,
+    /// Publishes no queue took, dropped.
+    pub drop_unroutable: AtomicU64,
+    /// Messages acknowledged by the client (`basic.ack`; nack and reject not counted).
+    pub ack: AtomicU64,
+    /// `basic.get` that found the queue empty.
+    pub get_empty: AtomicU64,
+    /// The channel is in confirm mode (`confirm.select`).
+    pub confirm_mode: std::sync::atomic::AtomicBool,
+    /// The channel is transactional (`tx.select`).
+    pub transactional: std::sync::atomic::AtomicBool,
+}
+
+impl ChannelCounters {
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// What a channel holds now, read under its lock once (for the management API's channel
@@ -103,6 +151,8 @@ pub struct ChannelInfo {
     pub channel_prefetch: u16,
     /// The next delivery tag minus one: deliveries and gets so far.
     pub delivered: u64,
+    /// Deliveries and gets by kind.
+    pub sent: SentCounts,
 }
 
 /// One open channel of a connection, as the core sees it.
@@ -114,6 +164,8 @@ pub struct Channel {
     /// Where deliveries and other pushes for this channel go.
     pub sink: Arc<dyn ClientSink>,
     state: Mutex<AckState>,
+    /// Publish, confirm, return and ack counts (the management API's channel rows).
+    pub counters: ChannelCounters,
     /// The earliest deadline of an unacked delivery, ms since the Unix epoch (`u64::MAX`:
     /// none). Lowered under the lock when a delivery is recorded; may stay too early after
     /// acks until [`Channel::take_timed_out`] recomputes it. Read without the lock.
@@ -140,6 +192,7 @@ impl Channel {
                 next_tag: 1,
                 ..Default::default()
             }),
+            counters: ChannelCounters::default(),
             earliest_deadline_ms: AtomicU64::new(u64::MAX),
         }
     }
@@ -243,6 +296,7 @@ impl Channel {
             consumer_prefetch: st.consumer_prefetch,
             channel_prefetch: st.channel_prefetch,
             delivered: st.next_tag.saturating_sub(1),
+            sent: st.sent,
         }
     }
 
@@ -293,6 +347,12 @@ impl Channel {
             self.track(&mut st, unacked);
         }
         taken(!consumer.no_ack);
+        if consumer.no_ack {
+            st.sent.deliver_no_ack += 1;
+        } else {
+            st.sent.deliver += 1;
+        }
+        st.sent.redeliver += u64::from(entry.redelivered);
         self.sink.deliver(
             self.number,
             &consumer.tag,
@@ -323,6 +383,12 @@ impl Channel {
         let tag = st.next_tag;
         st.next_tag += 1;
         emit(tag);
+        if no_ack {
+            st.sent.get_no_ack += 1;
+        } else {
+            st.sent.get += 1;
+        }
+        st.sent.redeliver += u64::from(entry.redelivered);
         if !no_ack {
             let unacked = Unacked {
                 tag,

@@ -40,6 +40,9 @@ struct Registered {
 #[derive(Default)]
 pub struct ChannelRegistry {
     channels: Mutex<HashMap<(u64, u16), Registered>>,
+    /// Channels registered and unregistered so far (RabbitMQ's `channel_created` and
+    /// `channel_closed` churn counters).
+    churn: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl std::fmt::Debug for ChannelRegistry {
@@ -63,6 +66,13 @@ impl ChannelRegistry {
             vhost: Arc::clone(vhost),
         };
         self.lock().insert(key, entry);
+        self.churn[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `(channels opened, channels closed)` so far.
+    pub fn churn(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.churn[0].load(Relaxed), self.churn[1].load(Relaxed))
     }
 
     /// Removes a closed channel (only this one: not a later channel with its number).
@@ -74,6 +84,7 @@ impl ChannelRegistry {
             .is_some_and(|r| Arc::ptr_eq(&r.channel, channel))
         {
             map.remove(&key);
+            self.churn[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -38,7 +38,40 @@ pub struct Exchange {
     pub internal: bool,
     /// Arguments as declared.
     pub arguments: FieldTable,
+    /// Messages in and out, for the management API.
+    pub counters: ExchangeCounters,
     router: RwLock<Router>,
+}
+
+/// An exchange's message counts (RabbitMQ's exchange `message_stats`): one relaxed add
+/// each per publish.
+#[derive(Debug, Default)]
+pub struct ExchangeCounters {
+    /// Messages published to the exchange (`publish_in`).
+    pub publish_in: std::sync::atomic::AtomicU64,
+    /// Messages it routed, once per queue reached (`publish_out`: RabbitMQ counts the
+    /// publishes out to each queue).
+    pub publish_out: std::sync::atomic::AtomicU64,
+}
+
+impl ExchangeCounters {
+    /// One message published to the exchange that reached `queues` queues.
+    pub fn published(&self, queues: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.publish_in.fetch_add(1, Relaxed);
+        if queues > 0 {
+            self.publish_out.fetch_add(queues, Relaxed);
+        }
+    }
+
+    /// `(publish_in, publish_out)` now.
+    pub fn read(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.publish_in.load(Relaxed),
+            self.publish_out.load(Relaxed),
+        )
+    }
 }
 
 impl Exchange {
@@ -58,6 +91,7 @@ impl Exchange {
             auto_delete,
             internal,
             arguments,
+            counters: ExchangeCounters::default(),
             router: RwLock::new(Router::new(kind)),
         }
     }

@@ -125,6 +125,8 @@ pub struct AmqpHandler {
     /// Highest channel number: offered, then negotiated.
     channel_max: u16,
     client_name: String,
+    /// The client's `start-ok` properties (bounded by the handshake's frame size).
+    client_properties: Arc<FieldTable>,
     /// The client announced `consumer_cancel_notify` in `connection.start-ok`: it is told
     /// of the server's cancels with `basic.cancel`; other clients are not (RabbitMQ's
     /// `rabbit_channel:server_consumer_cancel_supported`).
@@ -160,6 +162,7 @@ impl AmqpHandler {
             local,
             life: Lifecycle::new(id, peer, AmqpWire { outbound }, Handshake::AwaitHeader),
             client_name: String::new(),
+            client_properties: Arc::default(),
             cancel_notify: false,
             tx: Transactions::default(),
             confirm_channels: HashSet::new(),
@@ -337,6 +340,7 @@ impl AmqpHandler {
     }
 
     fn start_ok(&mut self, client_properties: &FieldTable, mechanism: &str, response: &[u8]) {
+        self.client_properties = Arc::new(client_properties.clone());
         self.client_name = client_properties
             .get("connection_name")
             .or_else(|| client_properties.get("product"))
@@ -482,6 +486,8 @@ impl AmqpHandler {
             user: &user,
             vhost_name: &vhost,
             client_name: &self.client_name,
+            client_properties: Arc::clone(&self.client_properties),
+            traffic: Arc::clone(&conn.traffic),
         };
         // Connection limits (total, per user): 530 before open-ok, as RabbitMQ.
         let session = match open_session(&self.broker, &opening, vh, sink) {
@@ -625,10 +631,15 @@ impl AmqpHandler {
         let ids = method.class_method_id();
         let transactional = self.tx.is_transactional(ch);
         let result: Result<Option<AmqpMethod>, BrokerError> = match method {
-            M::TxSelect {} => self
-                .tx
-                .select(ch, self.confirm_channels.contains(&ch))
-                .map(|_| Some(M::TxSelectOk {})),
+            M::TxSelect {} => {
+                let selected = self.tx.select(ch, self.confirm_channels.contains(&ch));
+                if selected.is_ok() {
+                    if let Some(s) = self.life.session_mut() {
+                        s.mark_transactional(ch);
+                    }
+                }
+                selected.map(|_| Some(M::TxSelectOk {}))
+            }
             M::TxRollback {} => self.tx.rollback(ch).map(|_| Some(M::TxRollbackOk {})),
             M::TxCommit {} => self.commit(ch).map(|_| Some(M::TxCommitOk {})),
             M::ConfirmSelect { .. } if transactional => Err(BrokerError::precondition(

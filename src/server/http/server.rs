@@ -12,8 +12,9 @@
 //! writes through rustls ([`HttpStream`]).
 //!
 //! Bounds: at most `connections_max` connections (the HTTP part of the file-descriptor
-//! budget); with every slot taken, a new connection closes the oldest one that is idle or
-//! still sending its head, and is itself closed when all are being served. A head is at
+//! budget); with every slot taken, a new connection closes the oldest idle keep-alive one
+//! (or one whose first head is [`HTTP_EVICT_GRACE_MS`] late), and otherwise waits in the
+//! listen backlog until a request ends. A head is at
 //! most [`HTTP_HEAD_BYTES_MAX`] bytes and must arrive within [`HTTP_HEAD_TIMEOUT_MS`] of
 //! its first byte (slow-loris heads are cut off); an idle keep-alive connection is closed
 //! after [`HTTP_IDLE_TIMEOUT_MS`]. A body is read only when the handler asks for it, up to
@@ -57,6 +58,10 @@ pub const HTTP_DRAIN_BYTES_MAX: u64 = 64 * 1024;
 /// Longest time spent draining the unread rest of a body after the answer, in ms: a
 /// rest that does not arrive by then closes the connection.
 pub const HTTP_DRAIN_WAIT_MS: u64 = 200;
+
+/// Time a new connection may take to send its first request head before a newer
+/// connection may take its slot when every slot is held, in ms.
+pub const HTTP_EVICT_GRACE_MS: u64 = 1_000;
 
 /// Longest wait on the `Poll` before deadlines and the stop channel are checked, in ms.
 const POLL_TIMEOUT_MS: u64 = 100;
@@ -271,8 +276,10 @@ struct Slot {
     buf: Vec<u8>,
     state: SlotState,
     deadline: Instant,
-    /// When it last became idle (the oldest idle one is closed first).
+    /// When it last became idle, or was accepted (the oldest idle one is closed first).
     since: Instant,
+    /// It was answered at least once (an idle keep-alive connection, not a new one).
+    served: bool,
 }
 
 struct IoLoop {
@@ -408,19 +415,30 @@ impl IoLoop {
                 state: SlotState::Idle,
                 deadline: now + Duration::from_millis(HTTP_HEAD_TIMEOUT_MS),
                 since: now,
+                served: false,
             });
             self.stats.open.store(self.open_count(), Ordering::Relaxed);
             self.read(slot);
         }
     }
 
-    /// The slot of the connection waiting longest for a request (idle or in its head).
+    /// The slot of the connection waiting longest for a request that may be closed to
+    /// make room: an idle keep-alive connection, or one whose request head has been
+    /// awaited for [`HTTP_EVICT_GRACE_MS`]. A connection accepted moments ago, whose head
+    /// is still on its way, is kept: in a burst, new connections wait in the backlog
+    /// rather than push out the ones before them.
     fn oldest_waiting(&self) -> Option<usize> {
+        let now = Instant::now();
+        let grace = Duration::from_millis(HTTP_EVICT_GRACE_MS);
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.as_ref().map(|s| (i, s)))
             .filter(|(_, s)| !matches!(s.state, SlotState::Busy))
+            .filter(|(_, s)| {
+                (s.served && matches!(s.state, SlotState::Idle))
+                    || now.duration_since(s.since) >= grace
+            })
             .min_by_key(|(_, s)| s.since)
             .map(|(i, _)| i)
     }
@@ -538,6 +556,7 @@ impl IoLoop {
             s.stream = Some(stream);
             s.tls = tls;
             s.since = now;
+            s.served = true;
             if back.leftover.is_empty() {
                 s.state = SlotState::Idle;
                 s.deadline = now + Duration::from_millis(HTTP_IDLE_TIMEOUT_MS);

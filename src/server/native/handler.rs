@@ -381,6 +381,8 @@ impl NativeHandler {
             user: &user,
             vhost_name: &vhost,
             client_name: &client_name,
+            client_properties: Arc::default(),
+            traffic: Arc::clone(&conn.traffic),
         };
         // Connection limits (total, per user): refused with 530 before open-ok.
         let session = match open_session(&self.broker, &opening, vh, sink) {

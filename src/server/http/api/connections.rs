@@ -12,10 +12,11 @@
 use super::auth::{require_vhost, sees_vhost};
 use super::list::{self, ListSpec};
 use super::queues::table_json;
-use super::stats::rate;
+use super::stats::{object_stats, rate, timestamp};
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::broker::channel::Channel;
 use crate::broker::node::{ConnectionInfo, PROTOCOL_AMQP};
+use crate::broker::rates::{channel_counters, channel_counts, CounterKey, Rates};
 use crate::broker::vhost::VirtualHost;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
@@ -60,7 +61,13 @@ fn tls_ports(ctx: &Ctx<'_>) -> Vec<u16> {
 
 /// A connection as RabbitMQ's management API shows it; `tls_ports` are the TLS
 /// listeners' ports.
-fn render_connection(node: &str, tls_ports: &[u16], c: &ConnectionInfo) -> Value {
+fn render_connection(node: &str, tls_ports: &[u16], c: &ConnectionInfo, rates: &Rates) -> Value {
+    let [recv_oct, recv_cnt, send_oct, send_cnt] = c.traffic.read();
+    let r = rates.object(&CounterKey::Connection(c.id));
+    let mut client_properties = table_json(&c.client_properties);
+    if !c.client_name.is_empty() && client_properties.get("connection_name").is_none() {
+        client_properties["connection_name"] = json!(c.client_name);
+    }
     let at_ms = c
         .connected_at
         .duration_since(UNIX_EPOCH)
@@ -80,13 +87,13 @@ fn render_connection(node: &str, tls_ports: &[u16], c: &ConnectionInfo) -> Value
         "peer_host": c.peer.ip().to_string(),
         "peer_port": c.peer.port(),
         "channels": c.channels.load(Ordering::Relaxed),
-        "channel_max": 0,
+        "channel_max": c.channel_max,
         "frame_max": c.frame_max,
         "timeout": c.heartbeat_s,
         "auth_mechanism": "PLAIN",
         "connected_at": at_ms,
         "user_provided_name": c.client_name,
-        "client_properties": if c.client_name.is_empty() { json!({}) } else { json!({"connection_name": c.client_name}) },
+        "client_properties": client_properties,
         "ssl": tls,
         "ssl_protocol": null,
         "ssl_key_exchange": null,
@@ -95,12 +102,12 @@ fn render_connection(node: &str, tls_ports: &[u16], c: &ConnectionInfo) -> Value
         "peer_cert_subject": null,
         "peer_cert_issuer": null,
         "peer_cert_validity": null,
-        "recv_oct": 0,
-        "recv_oct_details": rate(0.0),
-        "recv_cnt": 0,
-        "send_oct": 0,
-        "send_oct_details": rate(0.0),
-        "send_cnt": 0,
+        "recv_oct": recv_oct,
+        "recv_oct_details": rate(r.rates[0]),
+        "recv_cnt": recv_cnt,
+        "send_oct": send_oct,
+        "send_oct_details": rate(r.rates[2]),
+        "send_cnt": send_cnt,
         "send_pend": 0,
         "reductions": 0,
         "reductions_details": rate(0.0),
@@ -139,13 +146,14 @@ fn visible_connections(
 fn list_connections(ctx: &Ctx<'_>, items: Vec<ConnectionInfo>) -> Result<Response, ApiError> {
     let node = ctx.api.identity.node.clone();
     let tls = tls_ports(ctx);
+    let broker = Arc::clone(ctx.broker());
     list::reply(
         ctx.request,
         items,
         ListSpec {
             default_sort: &["vhost", "name"],
             cheap: cheap_connection,
-            render: Arc::new(move |c| render_connection(&node, &tls, c)),
+            render: Arc::new(move |c| render_connection(&node, &tls, c, broker.rates())),
         },
     )
 }
@@ -192,8 +200,30 @@ struct ChannelRow {
     consumers: usize,
 }
 
-fn render_channel(node: &str, r: &ChannelRow) -> Value {
+/// A channel's `message_stats` fields and where each is in its sampled counters.
+const CHANNEL_STATS: [(&str, usize); 12] = [
+    ("publish", channel_counters::PUBLISH),
+    ("confirm", channel_counters::CONFIRM),
+    ("return_unroutable", channel_counters::RETURN_UNROUTABLE),
+    ("drop_unroutable", channel_counters::DROP_UNROUTABLE),
+    ("deliver", channel_counters::DELIVER),
+    ("deliver_no_ack", channel_counters::DELIVER_NO_ACK),
+    ("get", channel_counters::GET),
+    ("get_no_ack", channel_counters::GET_NO_ACK),
+    ("get_empty", channel_counters::GET_EMPTY),
+    ("redeliver", channel_counters::REDELIVER),
+    ("deliver_get", channel_counters::DELIVER_GET),
+    ("ack", channel_counters::ACK),
+];
+
+fn render_channel(node: &str, r: &ChannelRow, rates: &Rates) -> Value {
     let info = r.channel.info();
+    let counts = channel_counts(&r.channel);
+    let sampled = rates.object(&CounterKey::Channel(
+        r.channel.connection_id,
+        r.channel.number,
+    ));
+    let k = &r.channel.counters;
     let (conn_name, user, peer_host, peer_port) = match &r.connection {
         Some(c) => (
             connection_name(c),
@@ -208,7 +238,7 @@ fn render_channel(node: &str, r: &ChannelRow) -> Value {
             0,
         ),
     };
-    json!({
+    let mut row = json!({
         "name": channel_name(&conn_name, r.channel.number),
         "node": node,
         "number": r.channel.number,
@@ -225,12 +255,17 @@ fn render_channel(node: &str, r: &ChannelRow) -> Value {
         "pending_raft_commands": 0,
         "prefetch_count": info.consumer_prefetch,
         "global_prefetch_count": info.channel_prefetch,
-        "confirm": false,
-        "transactional": false,
+        "confirm": k.confirm_mode.load(Ordering::Relaxed),
+        "transactional": k.transactional.load(Ordering::Relaxed),
         "reductions": 0,
         "reductions_details": rate(0.0),
         "garbage_collection": {"fullsweep_after": 0, "max_heap_size": 0, "min_bin_vheap_size": 0, "min_heap_size": 0, "minor_gcs": 0},
-    })
+        "message_stats": object_stats(&CHANNEL_STATS, &counts, &sampled),
+    });
+    if let Some(ms) = sampled.idle_since_ms {
+        row["idle_since"] = timestamp(ms);
+    }
+    row
 }
 
 fn cheap_channel(r: &ChannelRow, field: &str) -> Option<Value> {
@@ -306,13 +341,14 @@ fn visible_channels(
 
 fn list_channels(ctx: &Ctx<'_>, items: Vec<ChannelRow>) -> Result<Response, ApiError> {
     let node = ctx.api.identity.node.clone();
+    let broker = Arc::clone(ctx.broker());
     list::reply(
         ctx.request,
         items,
         ListSpec {
             default_sort: &["vhost", "name"],
             cheap: cheap_channel,
-            render: Arc::new(move |r| render_channel(&node, r)),
+            render: Arc::new(move |r| render_channel(&node, r, broker.rates())),
         },
     )
 }
@@ -322,15 +358,19 @@ struct ConsumerRow {
     vhost: Arc<str>,
     queue: Arc<str>,
     consumer: Arc<crate::broker::consumer::Consumer>,
-    connection: Option<String>,
+    connection: Option<ConnectionInfo>,
 }
 
 fn render_consumer(node: &str, r: &ConsumerRow) -> Value {
     let c = &r.consumer;
     let conn = r
         .connection
-        .clone()
-        .unwrap_or_else(|| c.channel.connection_id.to_string());
+        .as_ref()
+        .map_or_else(|| c.channel.connection_id.to_string(), connection_name);
+    let (user, peer_host, peer_port) = match &r.connection {
+        Some(ci) => (ci.user.as_str(), ci.peer.ip().to_string(), ci.peer.port()),
+        None => ("", String::new(), 0),
+    };
     json!({
         "consumer_tag": &*c.tag,
         "queue": {"name": &*r.queue, "vhost": &*r.vhost},
@@ -339,9 +379,9 @@ fn render_consumer(node: &str, r: &ConsumerRow) -> Value {
             "number": c.channel.number,
             "connection_name": conn,
             "node": node,
-            "peer_host": conn.split(':').next().unwrap_or(""),
-            "peer_port": 0,
-            "user": "",
+            "peer_host": peer_host,
+            "peer_port": peer_port,
+            "user": user,
         },
         "ack_required": !c.no_ack,
         "exclusive": c.exclusive,
@@ -358,10 +398,10 @@ fn list_consumers(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiErro
         require_vhost(broker, &ctx.caller, v)?;
         broker.vhost(v).ok_or_else(ApiError::not_found)?;
     }
-    let names: HashMap<u64, String> = broker
+    let connections: HashMap<u64, ConnectionInfo> = broker
         .connections()
-        .iter()
-        .map(|c| (c.id, connection_name(c)))
+        .into_iter()
+        .map(|c| (c.id, c))
         .collect();
     let mut rows = Vec::new();
     for vh in broker.vhosts() {
@@ -374,7 +414,7 @@ fn list_consumers(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiErro
                 rows.push(ConsumerRow {
                     vhost: Arc::clone(&vname),
                     queue: Arc::from(&*q.name),
-                    connection: names.get(&c.channel.connection_id).cloned(),
+                    connection: connections.get(&c.channel.connection_id).cloned(),
                     consumer: c,
                 });
             }
@@ -418,7 +458,12 @@ pub(super) fn route(
             let c = find_connection(ctx, name)?;
             Ok(json_reply(
                 200,
-                &render_connection(&ctx.api.identity.node, &tls_ports(ctx), &c),
+                &render_connection(
+                    &ctx.api.identity.node,
+                    &tls_ports(ctx),
+                    &c,
+                    ctx.broker().rates(),
+                ),
             ))
         }
         ("DELETE", ["connections", name]) => {
@@ -444,7 +489,7 @@ pub(super) fn route(
                 .ok_or_else(ApiError::not_found)?;
             Ok(json_reply(
                 200,
-                &render_channel(&ctx.api.identity.node, &row),
+                &render_channel(&ctx.api.identity.node, &row, ctx.broker().rates()),
             ))
         }
         ("GET", ["vhosts", vhost, "channels"]) => {

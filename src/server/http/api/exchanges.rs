@@ -15,6 +15,7 @@ use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::auth::permission::{Access, Resource};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::policy::{self, Policy};
+use crate::broker::rates::{CounterKey, Rates};
 use crate::broker::vhost::ExchangeSpec;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
@@ -42,9 +43,11 @@ pub fn exchange_name(segment: &str) -> &str {
 /// applies is found when the row is rendered).
 type Item = (Arc<str>, Arc<Exchange>, Arc<Vec<Arc<Policy>>>);
 
-/// An exchange as RabbitMQ's management API shows it. `message_stats` is always there
-/// with zeros: RelayMQ counts messages per queue, not per exchange.
-pub fn render(vhost: &str, e: &Exchange, policies: &[Arc<Policy>]) -> Value {
+/// An exchange as RabbitMQ's management API shows it, with its `message_stats`
+/// (`publish_in`, `publish_out` and their rates from `rates`).
+pub fn render(vhost: &str, e: &Exchange, policies: &[Arc<Policy>], rates: &Rates) -> Value {
+    let (publish_in, publish_out) = e.counters.read();
+    let r = rates.object(&CounterKey::Exchange(Arc::from(vhost), Arc::clone(&e.name)));
     let builtin = e.is_default() || STANDARD_EXCHANGES.iter().any(|(n, _)| **n == *e.name);
     let mut row = json!({
         "name": &*e.name,
@@ -56,10 +59,10 @@ pub fn render(vhost: &str, e: &Exchange, policies: &[Arc<Policy>]) -> Value {
         "arguments": table_json(&e.arguments),
         "user_who_performed_action": if builtin { INTERNAL_USER } else { "" },
         "message_stats": {
-            "publish_in": 0,
-            "publish_in_details": rate(0.0),
-            "publish_out": 0,
-            "publish_out_details": rate(0.0),
+            "publish_in": publish_in,
+            "publish_in_details": rate(r.rates[0]),
+            "publish_out": publish_out,
+            "publish_out_details": rate(r.rates[1]),
         },
     });
     // RabbitMQ leaves `policy` out when none applies.
@@ -106,13 +109,14 @@ fn list_exchanges(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiErro
                 .map(|e| (Arc::clone(&name), e, Arc::clone(&policies))),
         );
     }
+    let broker = Arc::clone(broker);
     list::reply(
         ctx.request,
         items,
         ListSpec {
             default_sort: &["vhost", "name"],
             cheap,
-            render: Arc::new(|(vh, e, policies)| render(vh, e, policies)),
+            render: Arc::new(move |(vh, e, policies)| render(vh, e, policies, broker.rates())),
         },
     )
 }
@@ -122,7 +126,7 @@ fn get_exchange(ctx: &Ctx<'_>, vh: &str, name: &str) -> Result<Response, ApiErro
     require_vhost(broker, &ctx.caller, vh)?;
     let v = broker.vhost(vh).ok_or_else(ApiError::not_found)?;
     let e = v.exchange(name).ok_or_else(ApiError::not_found)?;
-    let mut row = render(vh, &e, &v.policies());
+    let mut row = render(vh, &e, &v.policies(), broker.rates());
     // The single exchange's detail (`augment_exchanges(…, full)`): the channels that
     // published to it and the queues it routed to; RelayMQ keeps no such statistics.
     row["incoming"] = json!([]);

@@ -6,6 +6,7 @@
 use super::auth::{require, require_vhost, sees_vhost, Need};
 use super::stats::{self, rate};
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
+use crate::broker::rates::{node_counters, node_counts, CounterKey};
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
 use serde_json::{json, Value};
@@ -148,8 +149,6 @@ fn overview(ctx: &Ctx<'_>) -> Value {
         .map(|c| c.channels.load(std::sync::atomic::Ordering::Relaxed))
         .sum();
     let events = broker.counters().snapshot();
-    let (opened, closed) = broker.connection_totals();
-    let counted = |n: u64| json!(n);
     let disable_stats = ctx.request.query("disable_stats") == Some("true");
     let mut v = json!({
         "management_version": RABBITMQ_VERSION_FOLLOWED,
@@ -172,15 +171,7 @@ fn overview(ctx: &Ctx<'_>) -> Value {
         "require_definition_json_extension": false,
         "release_series_support_status": "supported",
         "statistics_db_event_queue": 0,
-        "churn_rates": {
-            "connection_created": counted(opened), "connection_created_details": rate(0.0),
-            "connection_closed": counted(closed), "connection_closed_details": rate(0.0),
-            "channel_created": 0, "channel_created_details": rate(0.0),
-            "channel_closed": 0, "channel_closed_details": rate(0.0),
-            "queue_declared": 0, "queue_declared_details": rate(0.0),
-            "queue_created": 0, "queue_created_details": rate(0.0),
-            "queue_deleted": 0, "queue_deleted_details": rate(0.0),
-        },
+        "churn_rates": {},
         "queue_totals": {},
         "object_totals": {
             "connections": connections.len(),
@@ -195,15 +186,29 @@ fn overview(ctx: &Ctx<'_>) -> Value {
     stats::lengths(&mut totals, ready, unacked, &rates, &history, windows.1);
     v["queue_totals"] = Value::Object(totals);
     let mut message_stats = stats::message_stats(&counters, &rates, &history, windows.0);
-    for (name, total) in [
-        ("confirm", events.confirmed),
-        ("return_unroutable", events.returned),
-        ("drop_unroutable", events.unroutable_dropped),
+    let node_rates = broker.rates().object(&CounterKey::Node);
+    for (name, total, i) in [
+        ("confirm", events.confirmed, node_counters::CONFIRM),
+        (
+            "return_unroutable",
+            events.returned,
+            node_counters::RETURN_UNROUTABLE,
+        ),
+        (
+            "drop_unroutable",
+            events.unroutable_dropped,
+            node_counters::DROP_UNROUTABLE,
+        ),
     ] {
         message_stats.insert(name.into(), json!(total));
-        message_stats.insert(format!("{name}_details"), rate(0.0));
+        message_stats.insert(format!("{name}_details"), rate(node_rates.rates[i]));
     }
     v["message_stats"] = Value::Object(message_stats);
+    v["churn_rates"] = Value::Object(stats::object_stats(
+        &CHURN,
+        &node_counts(broker),
+        &node_rates,
+    ));
     if ctx.caller.is_monitor() {
         v["node"] = json!(ctx.api.identity.node);
         v["listeners"] = listeners(ctx);
@@ -211,6 +216,17 @@ fn overview(ctx: &Ctx<'_>) -> Value {
     }
     v
 }
+
+/// `churn_rates` fields and where each is in the node's sampled counters.
+const CHURN: [(&str, usize); 7] = [
+    ("connection_created", node_counters::CONNECTION_CREATED),
+    ("connection_closed", node_counters::CONNECTION_CLOSED),
+    ("channel_created", node_counters::CHANNEL_CREATED),
+    ("channel_closed", node_counters::CHANNEL_CLOSED),
+    ("queue_declared", node_counters::QUEUE_DECLARED),
+    ("queue_created", node_counters::QUEUE_CREATED),
+    ("queue_deleted", node_counters::QUEUE_DELETED),
+];
 
 /// The node's row (`/api/nodes`), with RabbitMQ's field names for what RelayMQ has.
 fn node_row(ctx: &Ctx<'_>) -> Value {

@@ -140,6 +140,10 @@ pub(super) fn render(
             "message_stats".into(),
             Value::Object(stats::message_stats(&counters, &r, &history, windows.0)),
         );
+        // RabbitMQ shows `idle_since` only on a queue that is idle.
+        if let Some(ms) = rates.queue_idle_since(vhost, &q.name) {
+            m.insert("idle_since".into(), stats::timestamp(ms));
+        }
     }
     row
 }

@@ -254,6 +254,32 @@ pub fn lengths(
     );
 }
 
+/// A time as RabbitMQ's management API writes `idle_since`: UTC, milliseconds,
+/// `2026-12-01T21:03:20.024+00:00`; `ms` is since the Unix epoch.
+pub fn timestamp(ms: u64) -> Value {
+    let text = i64::try_from(ms)
+        .ok()
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3f+00:00").to_string())
+        .unwrap_or_default();
+    Value::String(text)
+}
+
+/// `message_stats` from sampled object counters: for each `(name, index)`, the total
+/// `now[index]` and its rate.
+pub fn object_stats(
+    fields: &[(&str, usize)],
+    now: &[u64; rates::OBJECT_COUNTERS_MAX],
+    r: &rates::ObjectRates,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (name, i) in fields {
+        m.insert((*name).to_string(), json!(now[*i]));
+        m.insert(format!("{name}_details"), rate(r.rates[*i]));
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +289,15 @@ mod tests {
             timestamps: (0..5).map(|i| 1_000_000 + i * 5_000).collect(),
             samples: (0..5).map(|i| [10, 0, 0, 0, i as u32, 0]).collect(),
         }
+    }
+
+    #[test]
+    fn timestamps_are_written_as_rabbitmq_writes_idle_since() {
+        assert_eq!(
+            timestamp(1_796_159_000_024),
+            json!("2026-12-01T21:03:20.024+00:00")
+        );
+        assert_eq!(timestamp(0), json!("1970-01-01T00:00:00.000+00:00"));
     }
 
     #[test]
