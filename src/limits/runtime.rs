@@ -196,18 +196,22 @@ impl Limits {
 pub const SOCKETS_HANDSHAKE_DIVISOR: usize = 8;
 
 /// Warns when `--max-connections` (`configured`) does not fit the connections the
-/// file-descriptor budget allows (`budget`), which then apply instead.
-fn warn_if_clamped(configured: usize, budget: usize) {
+/// file-descriptor budget allows (`budget`, of its `sockets` for clients), which then
+/// apply instead.
+fn warn_if_clamped(configured: usize, budget: usize, sockets: usize) {
+    let kept = sockets.saturating_sub(budget);
     if configured > budget && configured == CONNECTIONS_MAX {
         // The default: not the operator's choice, so not a warning.
         log::info!(
-            "at most {budget} client connections (sockets) are served: the open-files limit \
-             leaves no more (docs/operations.md, \"Open files\")"
+            "at most {budget} client connections are open at once: the {sockets} client \
+             sockets of the open-files limit less {kept} kept for connections in their \
+             handshake (docs/operations.md, \"Open files\")"
         );
     } else if configured > budget {
         log::warn!(
             "max-connections {configured} does not fit the open-files limit: at most {budget} \
-             client connections (sockets) are served; raise ulimit -n / LimitNOFILE for more \
+             client connections are open at once (its {sockets} client sockets less {kept} \
+             kept for handshakes); raise ulimit -n / LimitNOFILE for more \
              (docs/operations.md, \"Open files\")"
         );
     }
@@ -271,6 +275,7 @@ impl LiveLimits {
         warn_if_clamped(
             self.connections_max.load(Ordering::Relaxed),
             self.connections_budget(),
+            sockets,
         );
     }
 
@@ -315,7 +320,11 @@ impl LiveLimits {
     pub fn store(&self, limits: &Limits) -> Result<(), LimitsError> {
         limits.validate()?;
         let r = Ordering::Relaxed;
-        warn_if_clamped(limits.connections_max, self.connections_budget());
+        warn_if_clamped(
+            limits.connections_max,
+            self.connections_budget(),
+            self.sockets_budget(),
+        );
         self.connections_max.store(limits.connections_max, r);
         self.connections_per_user_max
             .store(limits.connections_per_user_max, r);

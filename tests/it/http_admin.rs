@@ -88,6 +88,19 @@ fn vhosts_are_created_updated_listed_and_deleted() {
         (json!(""), json!(["a", "b"]))
     );
     assert_eq!(vh["default_queue_type"], "quorum");
+    // `tracing`: false (as the Terraform provider sends) is fine; true is refused, as
+    // there is no firehose; anything else is not a boolean.
+    assert_eq!(
+        api.put("/vhosts/traced", &json!({"tracing": false})).status,
+        201
+    );
+    let r = api.put("/vhosts/traced", &json!({"tracing": true}));
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("firehose"), "{}", r.text());
+    assert_eq!(
+        api.put("/vhosts/traced", &json!({"tracing": 3})).status,
+        400
+    );
     let r = api.put("/vhosts/bad", &json!({"default_queue_type": "lazy"}));
     assert_eq!(
         (r.status, reason(&r)),
@@ -296,7 +309,9 @@ fn deleting_users_closes_their_connections_and_spares_protected_ones() {
         (r.status, reason(&r)),
         (400, "[{key_missing,users}]".to_string())
     );
-    assert_eq!(api.get("/users/bulk-delete").status, 405);
+    let refused = api.get("/users/bulk-delete");
+    assert_eq!(refused.status, 405);
+    assert_eq!(refused.header("allow"), Some("POST, OPTIONS"));
 }
 
 #[test]

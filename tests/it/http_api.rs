@@ -295,7 +295,15 @@ fn node_endpoints_carry_rabbitmqs_fields() {
         );
     }
     assert_eq!(api.get("/no-such-endpoint").status, 404);
-    assert_eq!(api.delete("/overview").status, 405);
+    let refused = api.delete("/overview");
+    assert_eq!(refused.status, 405);
+    assert_eq!(refused.header("allow"), Some("GET, HEAD, OPTIONS"));
+    let refused = api.post("/queues/%2F/q", &json!({}));
+    assert_eq!(refused.status, 405);
+    assert_eq!(
+        refused.header("allow"),
+        Some("GET, PUT, DELETE, HEAD, OPTIONS")
+    );
 }
 
 #[test]
@@ -400,6 +408,16 @@ fn bad_input_gets_its_4xx_and_amqp_goes_on() {
         "a".repeat(20_000)
     );
     assert_eq!(status(&raw(&server, huge_head.as_bytes())), 431);
+    // A request line over 8,000 bytes is 414 (cowboy's max_request_line_length), however
+    // long; a bad percent-encoding in the path is 400.
+    for len in [9_000, 30_000] {
+        let long_uri = format!("GET /api/queues/%2F/{} HTTP/1.1\r\n\r\n", "q".repeat(len));
+        assert_eq!(status(&raw(&server, long_uri.as_bytes())), 414, "{len}");
+    }
+    let bad_escape = format!("GET /api/queues/%2F/%ZZ HTTP/1.1\r\n{auth}\r\n");
+    let reply = parse_reply(&raw(&server, bad_escape.as_bytes()));
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(reply.text().contains("malformed path"), "{}", reply.text());
     assert_eq!(
         status(&raw(
             &server,

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 /// 431. Browsers send ~1 KiB; cowboy's limits are 10,000 bytes for a header value.
 pub const HTTP_HEAD_BYTES_MAX: usize = 16 * 1024;
 
+/// Longest request line (method, target, version), in bytes; a longer one is answered
+/// 414 URI Too Long (cowboy's `max_request_line_length` default, 8,000).
+pub const HTTP_REQUEST_LINE_BYTES_MAX: usize = 8_000;
+
 /// Most headers parsed in a request head; more are answered 431.
 pub const HTTP_HEADERS_MAX: usize = 64;
 
@@ -35,6 +39,8 @@ pub enum HeadError {
     TooLarge,
     /// A `Transfer-Encoding` other than `chunked`: 501 (RFC 9112 §6.1).
     UnsupportedEncoding,
+    /// A request line longer than [`HTTP_REQUEST_LINE_BYTES_MAX`]: 414.
+    UriTooLong,
 }
 
 /// How the body of a request is delimited (RFC 9112 §6.3).
@@ -73,6 +79,13 @@ impl Request {
     /// # Errors
     /// [`HeadError`] for a malformed, oversized or unsupported head.
     pub fn parse(bytes: &[u8], peer: SocketAddr) -> Result<(Request, usize), HeadError> {
+        let line_end = bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .unwrap_or(bytes.len());
+        if line_end > HTTP_REQUEST_LINE_BYTES_MAX {
+            return Err(HeadError::UriTooLong);
+        }
         let mut headers = [httparse::EMPTY_HEADER; HTTP_HEADERS_MAX];
         let mut parsed = httparse::Request::new(&mut headers);
         let len = match parsed.parse(bytes) {
@@ -149,12 +162,22 @@ impl Request {
     /// `/` is written), without empty ones from a leading or trailing `/`.
     ///
     /// # Errors
-    /// A segment that is not UTF-8 once decoded.
+    /// A segment that is not UTF-8 once decoded, or with a `%` not followed by two hex
+    /// digits (cowboy refuses such a path with 400 too).
     pub fn segments(&self) -> Result<Vec<String>, HeadError> {
         self.path
             .split('/')
             .filter(|s| !s.is_empty())
             .map(|s| {
+                let b = s.as_bytes();
+                let bad_escape = b.iter().enumerate().any(|(i, c)| {
+                    *c == b'%'
+                        && !(b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                            && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+                });
+                if bad_escape {
+                    return Err(HeadError::Malformed);
+                }
                 percent_encoding::percent_decode_str(s)
                     .decode_utf8()
                     .map(|c| c.into_owned())
@@ -501,6 +524,16 @@ mod tests {
         assert_eq!(len, head.len() - 4);
         assert_eq!(r.method, "PUT");
         assert_eq!(r.segments().expect("utf-8"), ["api", "queues", "/", "a b"]);
+        for bad in [
+            "/api/queues/%ZZ",
+            "/api/queues/a%2",
+            "/api/queues/%",
+            "/api/%FF",
+        ] {
+            let head = format!("GET {bad} HTTP/1.1\r\n\r\n");
+            let (r, _) = Request::parse(head.as_bytes(), peer()).expect("parses");
+            assert!(r.segments().is_err(), "{bad}");
+        }
         assert_eq!(r.query("page"), Some("2"));
         assert_eq!(r.query("name"), Some("x y"));
         assert_eq!(r.query("flag"), Some(""));

@@ -668,6 +668,7 @@ fn serve(
             let answer = match e {
                 HeadError::Malformed => refusal(400, "malformed request"),
                 HeadError::TooLarge => refusal(431, "request head too large"),
+                HeadError::UriTooLong => refusal(414, "request line too long"),
                 HeadError::UnsupportedEncoding => {
                     refusal(501, "only the chunked transfer-encoding is supported")
                 }

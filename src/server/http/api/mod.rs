@@ -217,7 +217,12 @@ impl Service for ManagementApi {
     fn handle(&self, request: &Request, body: &mut Body<'_>) -> Response {
         let segments = match request.segments() {
             Ok(s) => s,
-            Err(_) => return ApiError::bad_request("path is not UTF-8").into_response(),
+            Err(_) => {
+                return ApiError::bad_request(
+                    "malformed path: a bad percent-encoding or not UTF-8 once decoded",
+                )
+                .into_response()
+            }
         };
         let path: Vec<&str> = segments.iter().map(String::as_str).collect();
         let Some(("api", rest)) = path.split_first().map(|(a, r)| (*a, r)) else {
@@ -244,8 +249,36 @@ impl Service for ManagementApi {
         let method = if method == "HEAD" { "GET" } else { method };
         match self.route(&ctx, method, rest, body) {
             Ok(r) => single_object_columns(request, r),
+            // RFC 9110 §15.5.6: a 405 names the methods the resource takes (cowboy_rest's
+            // `allowed_methods`).
+            Err(e) if e.status == 405 => e
+                .into_response()
+                .with_header("allow", allowed_methods(rest)),
             Err(e) => e.into_response(),
         }
+    }
+}
+
+/// The methods the resource at `/api/` + `path` takes, for the `Allow` header of a 405
+/// (RabbitMQ's handlers' `allowed_methods`; HEAD and OPTIONS always).
+fn allowed_methods(path: &[&str]) -> &'static str {
+    const READ: &str = "GET, HEAD, OPTIONS";
+    const CRUD: &str = "GET, PUT, DELETE, HEAD, OPTIONS";
+    match path {
+        ["users", "bulk-delete"] => "POST, OPTIONS",
+        ["queues", _, _] | ["exchanges", _, _] | ["users", _] | ["vhosts", _] => CRUD,
+        ["permissions" | "topic-permissions", _, _] => CRUD,
+        ["policies" | "operator-policies", _, _] => CRUD,
+        ["parameters", _, _, _] | ["global-parameters", _] => CRUD,
+        ["queues", _, _, "contents"] => "DELETE, OPTIONS",
+        ["queues", _, _, "get" | "actions"] | ["exchanges", _, _, "publish"] => "POST, OPTIONS",
+        ["bindings", _, "e", _, "q" | "e", _] => "GET, POST, HEAD, OPTIONS",
+        ["bindings", _, "e", _, "q" | "e", _, _] => "GET, DELETE, HEAD, OPTIONS",
+        ["definitions"] | ["definitions", _] => "GET, POST, HEAD, OPTIONS",
+        ["connections", _] | ["connections", "username", _] => "GET, DELETE, HEAD, OPTIONS",
+        ["vhost-limits" | "user-limits", _, _] => "PUT, DELETE, OPTIONS",
+        ["cluster-name"] => "GET, PUT, HEAD, OPTIONS",
+        _ => READ,
     }
 }
 

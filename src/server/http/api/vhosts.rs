@@ -117,10 +117,18 @@ fn tags_field(body: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
 /// `PUT /api/vhosts/{name}` (`rabbit_vhost:put_vhost/6`): creates the vhost, its creator
 /// getting full permissions there, or updates an existing one's metadata — a field left
 /// out is reset (`description` to "", `tags` to none) except `default_queue_type`, which
-/// is kept. `tracing` is accepted and ignored (RelayMQ has no firehose tracer).
+/// is kept. `tracing` must be a boolean (RabbitMQ's `parse_bool`: `true`, `false` or
+/// their strings); `true` is refused, as RelayMQ has no firehose tracer to turn on.
 fn put_vhost(ctx: &Ctx<'_>, name: &str, body: &mut Body<'_>) -> Result<Response, ApiError> {
     let body = ctx.json_body(body)?;
     let broker = ctx.broker();
+    match body.get("tracing") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::String(s)) if s == "false" => {}
+        Some(Value::Bool(true)) => return Err(tracing_refused()),
+        Some(Value::String(s)) if s == "true" => return Err(tracing_refused()),
+        Some(other) => return Err(ApiError::bad_request(format!("{{not_boolean,{other}}}"))),
+    }
     let description = string_field(&body, "description")?
         .unwrap_or("")
         .to_string();
@@ -168,6 +176,13 @@ fn put_vhost(ctx: &Ctx<'_>, name: &str, body: &mut Body<'_>) -> Result<Response,
         }
     }
     Ok(Response::empty(if existed.is_some() { 204 } else { 201 }))
+}
+
+/// The refusal of `tracing: true`.
+fn tracing_refused() -> ApiError {
+    ApiError::bad_request(
+        "tracing (the firehose, amq.rabbitmq.trace) is not supported by RelayMQ".to_string(),
+    )
 }
 
 /// `DELETE /api/vhosts/{name}`: the vhost and everything in it; its connections are
