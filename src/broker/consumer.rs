@@ -31,6 +31,18 @@ pub struct Consumer {
 }
 
 impl Consumer {
+    /// Whether a delivery could go to it now as far as it is concerned: not cancelled,
+    /// and under its prefetch (no-ack and unlimited consumers always), its channel not
+    /// saturated. (The channel-wide prefetch is not looked at.)
+    pub fn has_capacity(&self) -> bool {
+        !self.is_cancelled()
+            && !self.channel.sink.is_saturated()
+            && (self.no_ack
+                || self.prefetch == 0
+                || self.unacked.load(std::sync::atomic::Ordering::Relaxed)
+                    < u32::from(self.prefetch))
+    }
+
     /// A new consumer with no deliveries yet.
     pub fn new(
         tag: Arc<str>,

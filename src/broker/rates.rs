@@ -425,7 +425,11 @@ impl Rates {
                 queues.insert(key, s);
             }
         }
-        let objects = self.sample_objects(broker, first, elapsed, now_ms);
+        let (objects, published) = self.sample_objects(broker, first, elapsed, now_ms);
+        // The broker publishes what clients published (RabbitMQ's channel `publish`),
+        // not what queues took in: the exchanges' `publish_in`.
+        total_rates.publish = published.1;
+        total_sample[series::PUBLISH] = u32::try_from(published.0).unwrap_or(u32::MAX);
         let mut inner = self.lock();
         inner.sampled_ms = now_ms;
         push_bounded(&mut inner.timestamps, now_ms);
@@ -436,21 +440,29 @@ impl Rates {
     }
 
     /// Samples every exchange's, channel's and connection's counters; objects gone since
-    /// the last sample are forgotten.
+    /// the last sample are forgotten. Also returns the messages published to exchanges
+    /// since the last sample and their rate.
     fn sample_objects(
         &self,
         broker: &Broker,
         first: bool,
         elapsed: u64,
         now_ms: u64,
-    ) -> HashMap<CounterKey, ObjectSeries> {
+    ) -> (HashMap<CounterKey, ObjectSeries>, (u64, f64)) {
         let mut previous = std::mem::take(&mut self.lock().objects);
         let mut objects = HashMap::with_capacity(previous.len());
+        let mut published = (0u64, 0.0f64);
         let mut put = |key: CounterKey, now: [u64; OBJECT_COUNTERS_MAX]| {
             let prev = previous.remove(&key);
             let known = !first && prev.is_some();
             let mut s = prev.unwrap_or_default();
+            if known && matches!(key, CounterKey::Exchange(..)) {
+                published.0 += now[0].saturating_sub(s.last[0]);
+            }
             sample_object(&mut s, now, known, elapsed, now_ms);
+            if matches!(key, CounterKey::Exchange(..)) {
+                published.1 += s.rates[0];
+            }
             objects.insert(key, s);
         };
         for vh in broker.vhosts() {
@@ -477,7 +489,7 @@ impl Rates {
             put(CounterKey::Connection(c.id), now);
         }
         put(CounterKey::Node, node_counts(broker));
-        objects
+        (objects, published)
     }
 
     /// The rates and idleness of an exchange, channel or connection (zero rates and
@@ -511,7 +523,8 @@ impl Rates {
             .unwrap_or_default()
     }
 
-    /// The sum of the rates of a vhost's queues.
+    /// The sum of the rates of a vhost's queues, but `publish`: the rate of messages
+    /// published to its exchanges (what clients published, routed or not).
     pub fn vhost(&self, vhost: &str) -> MessageRates {
         let inner = self.lock();
         let mut sum = MessageRates::default();
@@ -520,10 +533,17 @@ impl Rates {
                 sum.add(&s.rates);
             }
         }
+        sum.publish = inner
+            .objects
+            .iter()
+            .filter(|(k, _)| matches!(k, CounterKey::Exchange(v, _) if &**v == vhost))
+            .map(|(_, s)| s.rates[0])
+            .sum();
         sum
     }
 
-    /// The sum of every queue's rates.
+    /// The sum of every queue's rates, but `publish`: the rate of messages published to
+    /// any exchange.
     pub fn total(&self) -> MessageRates {
         self.lock().total_rates
     }
@@ -541,7 +561,8 @@ impl Rates {
         }
     }
 
-    /// The history of the sums over every queue.
+    /// The history of the sums over every queue (its `publish` series: the messages
+    /// published to any exchange).
     pub fn total_history(&self) -> History {
         let inner = self.lock();
         let skip = inner
@@ -643,6 +664,12 @@ mod tests {
         assert_eq!(rates.queue("/", "q"), MessageRates::default());
         let q = vh.queue("q").unwrap();
         publish(&q, 50);
+        // The vhost's and broker's publish rates are the exchanges' (what clients
+        // published), the queue's what it took in.
+        let x = vh.exchange("").unwrap();
+        for _ in 0..50 {
+            x.counters.published(1);
+        }
         // Too early: nothing changes.
         rates.sample(&broker, 1_000_000 + RATE_SAMPLE_INTERVAL_MS - 1);
         assert_eq!(rates.queue("/", "q").publish, 0.0);

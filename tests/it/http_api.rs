@@ -403,6 +403,34 @@ fn bad_input_gets_its_4xx_and_amqp_goes_on() {
     let auth = auth_header();
     let status = |out: &[u8]| parse_reply(out).status;
     assert_eq!(status(&raw(&server, b"\x16\x03\x01garbage\r\n\r\n")), 400);
+    // Bytes that cannot start a request (a TLS hello on the plain port) are answered at
+    // once, not when the head deadline passes.
+    let started = Instant::now();
+    assert_eq!(
+        status(&raw(&server, &[0x16, 3, 1, 2, 0, 1, 0, 1, 252, 3, 3])),
+        400
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // A method cowboy does not know is 501; OPTIONS names the path's methods; the
+    // absolute form is served.
+    let foo = format!("FOO /api/overview HTTP/1.1\r\n{auth}\r\n");
+    assert_eq!(status(&raw(&server, foo.as_bytes())), 501);
+    let options = parse_reply(&raw(
+        &server,
+        b"OPTIONS /api/overview HTTP/1.1\r\nConnection: close\r\n\r\n",
+    ));
+    assert_eq!(
+        (options.status, options.header("allow")),
+        (200, Some("GET, HEAD, OPTIONS"))
+    );
+    let absolute = format!(
+        "GET http://localhost:15672/api/whoami HTTP/1.1\r\nConnection: close\r\n{auth}\r\n"
+    );
+    assert_eq!(status(&raw(&server, absolute.as_bytes())), 200);
     let huge_head = format!(
         "GET /api/overview HTTP/1.1\r\nX-Pad: {}\r\n\r\n",
         "a".repeat(20_000)
@@ -590,7 +618,22 @@ fn policies_are_set_listed_and_cleared_by_policymakers() {
         &json!({"pattern": "(", "definition": {}}),
     );
     assert_eq!(bad.status, 400, "{}", bad.text());
-    assert_eq!(api.put("/policies/nowhere/x", &body).status, 404);
+    let r = api.put("/policies/nowhere/x", &body);
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            404,
+            json!({"error": "not_found", "reason": "vhost_not_found"})
+        )
+    );
+    let r = api.put("/policies/orders/x", &json!({"apply-to": "queues"}));
+    assert_eq!(
+        (r.status, r.json()["reason"].clone()),
+        (
+            400,
+            json!("[{key_missing,pattern},{key_missing,definition}]")
+        )
+    );
     // A management user may not set policies; a policymaker with access may.
     add_user(&server, "manager", &["management"]);
     add_user(&server, "maker", &["policymaker"]);
@@ -622,14 +665,12 @@ fn policies_are_set_listed_and_cleared_by_policymakers() {
 
 /// Enqueues `n` empty messages into queue `name` of vhost `/`, as a publish would.
 fn enqueue(server: &TestServer, name: &str, n: usize) {
-    let q = server
-        .handle
-        .broker()
-        .vhost("/")
-        .unwrap()
-        .queue(name)
-        .unwrap();
+    let vh = server.handle.broker().vhost("/").unwrap();
+    let q = vh.queue(name).unwrap();
+    // As a publish to the default exchange counts it there (the overview's `publish`).
+    let default_exchange = vh.exchange("").unwrap();
     for _ in 0..n {
+        default_exchange.counters.published(1);
         let msg = relaymq::broker::Message::new(
             "",
             name,

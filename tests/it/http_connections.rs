@@ -265,12 +265,33 @@ fn exchanges_channels_connections_and_the_node_count_their_messages() {
     let consumer = tc
         .basic_consume("stats.a", ConsumeOptions::default())
         .unwrap();
+    let mut last = 0;
     for _ in 0..5 {
         match consumer.recv_timeout(Duration::from_secs(10)).unwrap() {
-            ConsumerEvent::Delivery(d) => tc.basic_ack(d.delivery_tag, false).unwrap(),
+            ConsumerEvent::Delivery(d) => last = d.delivery_tag,
             other => panic!("expected a delivery, got {other:?}"),
         }
     }
+    // Its prefetch is full and 15 wait: the queue cannot deliver (utilisation 0); the
+    // queue and the channel list the consumer.
+    let qa = api.get_ok("/queues/%2F/stats.a");
+    assert_eq!(qa["consumer_utilisation"], 0.0, "{qa}");
+    let details = qa["consumer_details"].as_array().unwrap().clone();
+    assert_eq!(details.len(), 1, "{qa}");
+    assert_eq!(details[0]["consumer_tag"], consumer.tag());
+    assert_eq!(details[0]["prefetch_count"], 5);
+    let channel_name = details[0]["channel_details"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let encoded = channel_name.replace(' ', "%20").replace('>', "%3E");
+    let channel = api.get_ok(&format!("/channels/{encoded}"));
+    assert_eq!(
+        channel["consumer_details"][0]["consumer_tag"],
+        consumer.tag(),
+        "{channel}"
+    );
+    tc.basic_ack(last, true).unwrap();
     consumer.cancel().unwrap();
     for _ in 0..2 {
         let m = tc.basic_get("stats.b", false).unwrap().expect("a message");
@@ -342,6 +363,18 @@ fn exchanges_channels_connections_and_the_node_count_their_messages() {
     let unacked = take_row["messages_unacknowledged"].as_u64().unwrap();
     assert_eq!(deliver, 5 + unacked, "{take_row}");
     assert_eq!(m["deliver_get"].as_u64().unwrap(), deliver + 3);
+
+    // The vhost and the overview count what was published (22), not what queues took
+    // in (40), and the vhost its connections' bytes.
+    let vhost = api.get_ok("/vhosts/%2F");
+    assert_eq!(vhost["message_stats"]["publish"], 22, "{vhost}");
+    assert_eq!(vhost["message_stats"]["ack"], 7, "{vhost}");
+    assert!(vhost["recv_oct"].as_u64().unwrap() > 0, "{vhost}");
+    assert_eq!(
+        api.get_ok("/overview")["message_stats"]["publish"],
+        22,
+        "the overview counts publishes"
+    );
 
     // The node's churn: 2 connections, 2 channels and 2 queues more than before.
     let churn = api.get_ok("/overview")["churn_rates"].clone();

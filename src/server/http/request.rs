@@ -118,6 +118,15 @@ impl Request {
                 )
             })
             .collect();
+        // The absolute form (`GET http://host/api/x`, RFC 9112 §3.2.2) names the same
+        // resource as its path.
+        let target = match target
+            .strip_prefix("http://")
+            .or_else(|| target.strip_prefix("https://"))
+        {
+            Some(rest) => rest.find(['/', '?']).map_or("/", |i| &rest[i..]),
+            None => target,
+        };
         let (path, query) = match target.split_once('?') {
             Some((p, q)) => (p, parse_query(q)),
             None => (target, Vec::new()),
@@ -524,6 +533,10 @@ mod tests {
         assert_eq!(len, head.len() - 4);
         assert_eq!(r.method, "PUT");
         assert_eq!(r.segments().expect("utf-8"), ["api", "queues", "/", "a b"]);
+        let head = b"GET http://broker:15672/api/queues/%2F/a?page=2 HTTP/1.1\r\n\r\n";
+        let (abs, _) = Request::parse(head, peer()).expect("absolute form");
+        assert_eq!(abs.segments().unwrap(), ["api", "queues", "/", "a"]);
+        assert_eq!(abs.query("page"), Some("2"));
         for bad in [
             "/api/queues/%ZZ",
             "/api/queues/a%2",

@@ -302,6 +302,18 @@ fn head_complete(buf: &[u8]) -> bool {
     buf.windows(4).any(|w| w == b"\r\n\r\n")
 }
 
+/// Whether the start of a head already shows it cannot be served: bytes that are not
+/// HTTP (a TLS hello, garbage), or a request line past its limit. Such a head is handed
+/// to a handler at once, to be answered 400 or 414, rather than waited for.
+fn head_doomed(buf: &[u8]) -> bool {
+    let line_end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
+    if line_end > super::request::HTTP_REQUEST_LINE_BYTES_MAX {
+        return true;
+    }
+    let mut headers = [httparse::EMPTY_HEADER; super::request::HTTP_HEADERS_MAX];
+    httparse::Request::new(&mut headers).parse(buf).is_err()
+}
+
 impl IoLoop {
     fn run(mut self, stop: &Receiver<()>) {
         let mut events = mio::Events::with_capacity(256);
@@ -473,14 +485,26 @@ impl IoLoop {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => closed = true,
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        // As the AMQP and native TLS listeners log theirs.
+                        log::warn!(
+                            "{}: TLS with {} failed: {e}; closing the connection",
+                            self.name,
+                            s.peer
+                        );
+                    }
+                    closed = true;
+                }
             }
         }
         if received && matches!(s.state, SlotState::Idle) {
             s.state = SlotState::Reading;
             s.deadline = Instant::now() + Duration::from_millis(HTTP_HEAD_TIMEOUT_MS);
         }
-        let ready = head_complete(&s.buf) || s.buf.len() >= HTTP_HEAD_BYTES_MAX;
+        let ready = head_complete(&s.buf)
+            || s.buf.len() >= HTTP_HEAD_BYTES_MAX
+            || (!s.buf.is_empty() && head_doomed(&s.buf));
         if closed && !ready {
             self.close(slot);
             return;

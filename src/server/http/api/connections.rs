@@ -361,6 +361,35 @@ struct ConsumerRow {
     connection: Option<ConnectionInfo>,
 }
 
+/// `consumer_details` of a queue or a channel: the given (vhost, queue, consumer)s as
+/// `/api/consumers` rows.
+pub(super) fn consumer_details(
+    ctx: &Ctx<'_>,
+    consumers: impl Iterator<Item = (Arc<str>, Arc<str>, Arc<crate::broker::consumer::Consumer>)>,
+) -> Value {
+    let connections: HashMap<u64, ConnectionInfo> = ctx
+        .broker()
+        .connections()
+        .into_iter()
+        .map(|c| (c.id, c))
+        .collect();
+    Value::Array(
+        consumers
+            .map(|(vhost, queue, consumer)| {
+                render_consumer(
+                    &ctx.api.identity.node,
+                    &ConsumerRow {
+                        vhost,
+                        queue,
+                        connection: connections.get(&consumer.channel.connection_id).cloned(),
+                        consumer,
+                    },
+                )
+            })
+            .collect(),
+    )
+}
+
 fn render_consumer(node: &str, r: &ConsumerRow) -> Value {
     let c = &r.consumer;
     let conn = r
@@ -487,10 +516,17 @@ pub(super) fn route(
                 .into_iter()
                 .find(|r| cheap_channel(r, "name").is_some_and(|n| n.as_str() == Some(name)))
                 .ok_or_else(ApiError::not_found)?;
-            Ok(json_reply(
-                200,
-                &render_channel(&ctx.api.identity.node, &row, ctx.broker().rates()),
-            ))
+            let mut rendered = render_channel(&ctx.api.identity.node, &row, ctx.broker().rates());
+            let vname: Arc<str> = Arc::from(&*row.vhost.name);
+            let mine = row.vhost.all_queues().into_iter().flat_map(|q| {
+                let (v, qn) = (Arc::clone(&vname), Arc::from(&*q.name));
+                q.consumers()
+                    .into_iter()
+                    .filter(|c| Arc::ptr_eq(&c.channel, &row.channel))
+                    .map(move |c| (Arc::clone(&v), Arc::clone(&qn), c))
+            });
+            rendered["consumer_details"] = consumer_details(ctx, mine);
+            Ok(json_reply(200, &rendered))
         }
         ("GET", ["vhosts", vhost, "channels"]) => {
             require_vhost(ctx.broker(), &ctx.caller, vhost)?;

@@ -229,9 +229,15 @@ impl Service for ManagementApi {
             return ApiError::not_found().into_response();
         };
         let method = request.method.as_str();
+        // cowboy_rest's `known_methods`: any other is 501.
+        if !matches!(
+            method,
+            "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"
+        ) {
+            return ApiError::new(501, "not_implemented", "Not Implemented").into_response();
+        }
         if method == "OPTIONS" {
-            return Response::empty(200)
-                .with_header("allow", "GET, PUT, POST, DELETE, HEAD, OPTIONS");
+            return Response::empty(200).with_header("allow", allowed_methods(rest));
         }
         if cluster::is_public(rest) {
             return cluster::public(method, rest).unwrap_or_else(ApiError::into_response);

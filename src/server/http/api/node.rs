@@ -90,14 +90,18 @@ fn contexts(ctx: &Ctx<'_>) -> Value {
     )
 }
 
-/// Sums over the queues the caller sees: (ready, unacked, consumers, queues, counters).
+/// Sums over the queues the caller sees: (ready, unacked, consumers, queues, counters);
+/// the counters' `publish` is what was published to the vhosts' exchanges (RabbitMQ's
+/// overview counts what channels published, not what queues took in).
 fn queue_sums(ctx: &Ctx<'_>) -> (usize, usize, usize, usize, stats::Counters) {
     let (mut ready, mut unacked, mut consumers, mut queues) = (0, 0, 0, 0);
     let mut counters = stats::Counters::default();
+    let mut published = 0;
     for vh in ctx.broker().vhosts() {
         if !sees_vhost(ctx.broker(), &ctx.caller, &vh.name) {
             continue;
         }
+        published += stats::published(&vh);
         for q in vh.all_queues() {
             let st = q.stats();
             ready += st.ready;
@@ -107,6 +111,7 @@ fn queue_sums(ctx: &Ctx<'_>) -> (usize, usize, usize, usize, stats::Counters) {
             counters.add(&stats::Counters::of(&st));
         }
     }
+    counters.publish = published;
     (ready, unacked, consumers, queues, counters)
 }
 

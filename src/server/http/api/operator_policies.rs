@@ -50,11 +50,6 @@ fn put_operator_policy(
         return Err(ApiError::new(404, "not_found", "vhost_not_found"));
     }
     let body = ctx.json_body(body)?;
-    for key in ["pattern", "definition"] {
-        if !body.contains_key(key) {
-            return Err(ApiError::bad_request(format!("[{{key_missing,{key}}}]")));
-        }
-    }
     let def = super::policies::policy_from_body(body, vhost, name)?;
     let replaced = broker.set_operator_policy(def)?;
     log::info!(

@@ -85,6 +85,8 @@ pub(super) fn policy_from_body(
     vhost: &str,
     name: &str,
 ) -> Result<PolicyDef, ApiError> {
+    // `rabbit_mgmt_util:with_decode([pattern, definition], …)`.
+    super::direct::require_keys(&body, &["pattern", "definition"])?;
     if let Some(Value::String(text)) = body.get("definition") {
         let parsed: Value = serde_json::from_str(text)
             .map_err(|e| ApiError::bad_request(format!("definition is not JSON: {e}")))?;
@@ -118,7 +120,9 @@ fn put_policy(
 ) -> Result<Response, ApiError> {
     require_policies(ctx, vhost)?;
     let broker = ctx.broker();
-    let vh = broker.vhost(vhost).ok_or_else(ApiError::not_found)?;
+    let vh = broker
+        .vhost(vhost)
+        .ok_or_else(|| ApiError::new(404, "not_found", "vhost_not_found"))?;
     let def = policy_from_body(ctx.json_body(body)?, vhost, name)?;
     let existed = vh.policies().iter().any(|p| p.def.name == name);
     broker.set_policy(def)?;

@@ -85,7 +85,16 @@ pub(super) fn render(
         .find(|c| c.exclusive)
         .map(|c| c.tag.to_string());
     let active = consumers.iter().filter(|c| !c.is_cancelled()).count();
-    let utilisation = if active > 0 { 1.0 } else { 0.0 };
+    // RabbitMQ's consumer utilisation is the share of time the queue could deliver at
+    // once; RelayMQ reports it at this moment: 1.0 when nothing waits or a consumer has
+    // room, 0.0 when messages wait and every consumer is at its prefetch (or none).
+    let utilisation = if active == 0 {
+        0.0
+    } else if st.ready == 0 || consumers.iter().any(|c| c.has_capacity()) {
+        1.0
+    } else {
+        0.0
+    };
     let messages = st.ready + st.unacked;
     let persistent = usize::try_from(stored.records_valid).unwrap_or(usize::MAX);
     let mut row = json!({
@@ -293,7 +302,12 @@ pub(super) fn route(
             let q = v.queue(name).ok_or_else(ApiError::not_found)?;
             let windows = stats::windows(ctx.request);
             let mut row = render(&ctx.api.identity.node, vh, &q, broker.rates(), windows);
-            row["consumer_details"] = json!([]);
+            row["consumer_details"] = super::connections::consumer_details(
+                ctx,
+                q.consumers()
+                    .into_iter()
+                    .map(|c| (Arc::from(*vh), Arc::clone(&q.name), c)),
+            );
             row["deliveries"] = json!([]);
             row["incoming"] = json!([]);
             Ok(json_reply(200, &row))

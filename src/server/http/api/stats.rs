@@ -254,6 +254,12 @@ pub fn lengths(
     );
 }
 
+/// Messages published to `vh`'s exchanges (their `publish_in`s): what its clients
+/// published, routed or not.
+pub fn published(vh: &crate::broker::vhost::VirtualHost) -> u64 {
+    vh.all_exchanges().iter().map(|x| x.counters.read().0).sum()
+}
+
 /// A time as RabbitMQ's management API writes `idle_since`: UTC, milliseconds,
 /// `2026-12-01T21:03:20.024+00:00`; `ms` is since the Unix epoch.
 pub fn timestamp(ms: u64) -> Value {

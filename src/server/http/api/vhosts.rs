@@ -13,6 +13,7 @@ use crate::auth::permission::PermissionDef;
 use crate::broker::limits::{
     check_queue_type, split_vhost_tags, VhostMetadata, DEFAULT_QUEUE_TYPE,
 };
+use crate::broker::rates::CounterKey;
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::server::http::request::Body;
@@ -23,10 +24,24 @@ use std::sync::Arc;
 /// A vhost as RabbitMQ's management API shows it.
 pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
     let (mut ready, mut unacked) = (0usize, 0usize);
+    let mut counters = super::stats::Counters::default();
     for q in vh.all_queues() {
         let st = q.stats();
         ready += st.ready;
         unacked += st.unacked;
+        counters.add(&super::stats::Counters::of(&st));
+    }
+    // The bytes of its connections, with their rates.
+    let (mut recv, mut send, mut recv_rate, mut send_rate) = (0u64, 0u64, 0.0, 0.0);
+    for c in broker.connections() {
+        if c.vhost == *vh.name {
+            let [r, _, s, _] = c.traffic.read();
+            recv += r;
+            send += s;
+            let sampled = broker.rates().object(&CounterKey::Connection(c.id));
+            recv_rate += sampled.rates[0];
+            send_rate += sampled.rates[2];
+        }
     }
     let r = broker.rates().vhost(&vh.name);
     let meta = vh.metadata();
@@ -45,11 +60,11 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
         "protected_from_deletion": false,
         "cluster_state": {node: "running"},
         "messages": ready + unacked,
-        "messages_details": rate(0.0),
+        "messages_details": rate(r.ready + r.unacked),
         "messages_ready": ready,
-        "messages_ready_details": rate(0.0),
+        "messages_ready_details": rate(r.ready),
         "messages_unacknowledged": unacked,
-        "messages_unacknowledged_details": rate(0.0),
+        "messages_unacknowledged_details": rate(r.unacked),
         "message_stats": {
             "confirm": events.confirmed,
             "confirm_details": rate(0.0),
@@ -57,17 +72,29 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
             "drop_unroutable_details": rate(0.0),
             "return_unroutable": events.returned,
             "return_unroutable_details": rate(0.0),
-            "publish": 0,
+            "publish": super::stats::published(vh),
             "publish_details": rate(r.publish),
-            "deliver_get": 0,
+            "deliver": counters.deliver,
+            "deliver_details": rate(r.deliver),
+            "deliver_no_ack": counters.deliver_no_ack,
+            "deliver_no_ack_details": rate(r.deliver_no_ack),
+            "get": counters.get,
+            "get_details": rate(r.get),
+            "get_no_ack": counters.get_no_ack,
+            "get_no_ack_details": rate(r.get_no_ack),
+            "get_empty": counters.get_empty,
+            "get_empty_details": rate(r.get_empty),
+            "deliver_get": counters.deliver_get,
             "deliver_get_details": rate(r.deliver_get),
-            "ack": 0,
+            "redeliver": counters.redeliver,
+            "redeliver_details": rate(r.redeliver),
+            "ack": counters.ack,
             "ack_details": rate(r.ack),
         },
-        "recv_oct": 0,
-        "recv_oct_details": rate(0.0),
-        "send_oct": 0,
-        "send_oct_details": rate(0.0),
+        "recv_oct": recv,
+        "recv_oct_details": rate(recv_rate),
+        "send_oct": send,
+        "send_oct_details": rate(send_rate),
     })
 }
 
