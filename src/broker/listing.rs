@@ -397,3 +397,99 @@ pub fn permissions(broker: &Broker) -> Vec<FieldTable> {
         })
         .collect()
 }
+
+/// A JSON value as a row field: its field-table form (objects as tables), or its JSON text
+/// as a string when that form would nest deeper than a decoder accepts
+/// ([`crate::types::field_table::check_nesting`]), so every stored value can be listed.
+fn json_field(v: &serde_json::Value) -> FieldValue {
+    let value = FieldValue::from_json(v);
+    let probe: FieldTable = std::iter::once(("value".to_string(), value.clone())).collect();
+    match crate::types::field_table::check_nesting(&probe, "value") {
+        Ok(()) => value,
+        Err(_) => s(&v.to_string()),
+    }
+}
+
+/// A limits map as a table (`{"max-queues": 10}`).
+fn limits_table(limits: &crate::broker::limits::LimitMap) -> FieldValue {
+    FieldValue::Table(limits.iter().map(|(k, v)| (k.clone(), n(*v))).collect())
+}
+
+/// One row per vhost that has limits, sorted by vhost: `vhost`, `value` (a table of
+/// limit name → integer), as `GET /api/vhost-limits` and `rabbitmqctl list_vhost_limits
+/// --global`.
+pub fn vhost_limits(broker: &Broker) -> Vec<FieldTable> {
+    let mut vhosts = broker.vhosts();
+    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    vhosts
+        .iter()
+        .filter_map(|vh| {
+            let own = vh.own_limits();
+            (!own.is_empty())
+                .then(|| row(vec![("vhost", s(&vh.name)), ("value", limits_table(&own))]))
+        })
+        .collect()
+}
+
+/// One row per user that has limits, sorted by user: `user`, `value` (a table of limit
+/// name → integer), as `GET /api/user-limits` and `rabbitmqctl list_user_limits`.
+pub fn user_limits(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .users()
+        .users()
+        .iter()
+        .filter_map(|u| {
+            let own = broker.users().limits(&u.name);
+            (!own.is_empty())
+                .then(|| row(vec![("user", s(&u.name)), ("value", limits_table(&own))]))
+        })
+        .collect()
+}
+
+/// One row per runtime parameter, sorted by (vhost, component, name): `vhost`,
+/// `component`, `name`, `value` (the JSON value), as `GET /api/parameters` and
+/// `rabbitmqctl list_parameters`.
+pub fn parameters(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .parameters()
+        .iter()
+        .map(|p| {
+            row(vec![
+                ("vhost", s(&p.vhost)),
+                ("component", s(&p.component)),
+                ("name", s(&p.name)),
+                ("value", json_field(&p.value)),
+            ])
+        })
+        .collect()
+}
+
+/// One row per global parameter, sorted by name: `name`, `value` (the JSON value), as
+/// `GET /api/global-parameters` and `rabbitmqctl list_global_parameters`.
+pub fn global_parameters(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .global_parameters()
+        .iter()
+        .map(|(name, value)| row(vec![("name", s(name)), ("value", json_field(value))]))
+        .collect()
+}
+
+/// One row per operator policy of every vhost, sorted by (vhost, name), with the fields
+/// of [`policies`]: `vhost`, `name`, `pattern`, `apply-to`, `definition` (a table),
+/// `priority` (`rabbitmqctl list_operator_policies`).
+pub fn operator_policies(broker: &Broker) -> Vec<FieldTable> {
+    broker
+        .operator_policies()
+        .iter()
+        .map(|p| {
+            row(vec![
+                ("vhost", s(&p.vhost)),
+                ("name", s(&p.name)),
+                ("pattern", s(&p.pattern)),
+                ("apply-to", s(&p.apply_to)),
+                ("definition", FieldValue::Table(json_table(&p.definition))),
+                ("priority", n(p.priority)),
+            ])
+        })
+        .collect()
+}

@@ -48,6 +48,7 @@ pub mod error;
 mod io;
 pub mod message;
 pub mod options;
+pub mod parameters;
 pub mod policies;
 mod shared;
 mod tls;

@@ -1,6 +1,7 @@
 //! Policies over a connection (channel-0 `policy.set` / `policy.clear` and `list
-//! policies` of the native protocol). The connection's user needs the
-//! `policymaker` or `administrator` tag.
+//! policies` of the native protocol; the connection's user needs the `policymaker` or
+//! `administrator` tag) and operator policies (`operator-policy.set` / `.clear` and
+//! `list operator-policies`; administrators, as `rabbit_mgmt_wm_operator_policy`).
 
 use crate::client::connection::{expect_ok, Connection};
 use crate::client::error::ClientError;
@@ -66,5 +67,67 @@ impl Connection {
     /// The server's refusal (403 without the tag), the connection's close error.
     pub fn list_policies(&self) -> Result<Vec<FieldTable>, ClientError> {
         self.list(ListKind::Policies)
+    }
+
+    /// Sets (adds or replaces) an operator policy in `vhost`, as `rabbitmqctl
+    /// set_operator_policy` and `PUT /api/operator-policies/{vhost}/{name}`: the arguments
+    /// of [`Connection::set_policy`]; the definition takes only the keys operator policies
+    /// take (`max-length`, `message-ttl`, …: docs/operations.md, "Limits, parameters and operator policies"). A
+    /// queue's settings merge its policy with its operator policy, the lower value of each
+    /// numeric key winning.
+    ///
+    /// # Errors
+    /// The server's refusal: 403 ACCESS_REFUSED without the `administrator` tag, 404 for an
+    /// unknown vhost, 406 naming a bad pattern, apply-to or definition key;
+    /// [`ClientError::Usage`] for a vhost, name or apply-to over 255 bytes; the
+    /// connection's close error or [`ClientError::Timeout`].
+    pub fn set_operator_policy(
+        &self,
+        vhost: &str,
+        name: &str,
+        pattern: &str,
+        definition: &str,
+        priority: i64,
+        apply_to: &str,
+    ) -> Result<(), ClientError> {
+        validate::short_str("vhost", vhost)?;
+        validate::short_str("operator policy name", name)?;
+        validate::short_str("apply-to", apply_to)?;
+        let reply = self.call(Method::OperatorPolicySet(Box::new(PolicySpec {
+            vhost: vhost.into(),
+            name: name.into(),
+            pattern: pattern.into(),
+            apply_to: apply_to.into(),
+            priority,
+            definition: definition.into(),
+        })))?;
+        expect_ok(reply, "operator-policy.set")
+    }
+
+    /// Clears an operator policy of `vhost` (`rabbitmqctl clear_operator_policy`).
+    ///
+    /// # Errors
+    /// The server's refusal (403 without the `administrator` tag, 404 when there is no such
+    /// operator policy or vhost), [`ClientError::Usage`] for a name over 255 bytes, the
+    /// connection's close error.
+    pub fn clear_operator_policy(&self, vhost: &str, name: &str) -> Result<(), ClientError> {
+        validate::short_str("vhost", vhost)?;
+        validate::short_str("operator policy name", name)?;
+        let reply = self.call(Method::OperatorPolicyClear {
+            vhost: vhost.into(),
+            name: name.into(),
+        })?;
+        expect_ok(reply, "operator-policy.clear")
+    }
+
+    /// The operator policies of every vhost, one row each with the fields of
+    /// [`Connection::list_policies`], sorted by vhost and name (`rabbitmqctl
+    /// list_operator_policies`). A user without `administrator` or `monitoring` sees the
+    /// vhosts it has permissions in.
+    ///
+    /// # Errors
+    /// The server's refusal (403 without a management tag), the connection's close error.
+    pub fn list_operator_policies(&self) -> Result<Vec<FieldTable>, ClientError> {
+        self.list(ListKind::OperatorPolicies)
     }
 }

@@ -279,7 +279,10 @@ pub fn native_methods() -> Vec<Method> {
 fn native_stream(methods: &[Method], frame_max: u32) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, m) in methods.iter().enumerate() {
-        let channel = if m.id() < 0x20 || matches!(m, Method::Close { .. }) {
+        // Channel-0 methods: ids below 0x20 and 0x22..=0x27 (docs/protocol.md §7).
+        let id = m.id();
+        let channel_zero = id < 0x20 || (0x22..=0x27).contains(&id);
+        let channel = if channel_zero || matches!(m, Method::Close { .. }) {
             0
         } else {
             1

@@ -41,6 +41,22 @@ pub enum ListKind {
     Permissions = 8,
     /// Policies of the connection's vhost (`policymaker` or `administrator`).
     Policies = 9,
+    /// Vhost limits of every vhost that has some (`rabbitmqctl list_vhost_limits
+    /// --global`, `GET /api/vhost-limits`): management users, for the vhosts they see.
+    VhostLimits = 10,
+    /// User limits of every user that has some (`rabbitmqctl list_user_limits`, `GET
+    /// /api/user-limits`): administrators only.
+    UserLimits = 11,
+    /// Runtime parameters of every vhost (`rabbitmqctl list_parameters`, `GET
+    /// /api/parameters`): `policymaker` or `administrator`; a `policymaker` sees the vhosts
+    /// it has permissions in.
+    Parameters = 12,
+    /// Global parameters (`rabbitmqctl list_global_parameters`, `GET
+    /// /api/global-parameters`): `policymaker` or `administrator`.
+    GlobalParameters = 13,
+    /// Operator policies of every vhost (`rabbitmqctl list_operator_policies`, `GET
+    /// /api/operator-policies`): management users, for the vhosts they see.
+    OperatorPolicies = 14,
 }
 
 impl ListKind {
@@ -59,6 +75,11 @@ impl ListKind {
             7 => ListKind::Users,
             8 => ListKind::Permissions,
             9 => ListKind::Policies,
+            10 => ListKind::VhostLimits,
+            11 => ListKind::UserLimits,
+            12 => ListKind::Parameters,
+            13 => ListKind::GlobalParameters,
+            14 => ListKind::OperatorPolicies,
             _ => return Err(DecodeError::new(format!("unknown list kind {v}"))),
         })
     }
@@ -221,6 +242,50 @@ native_methods! {
         /// Policy name.
         name: String as Sstr,
     },
+    /// 0x000C channel 0, administrators: `sstr vhost, sstr name, lstr value` (JSON text).
+    /// Sets the vhost limit `name` (`max-connections` or `max-queues`) of a vhost to
+    /// `value`, an integer (negative: no limit), as `rabbitmqctl set_vhost_limits` and
+    /// `PUT /api/vhost-limits/{vhost}/{name}`; answered `Ok`, 404 for an unknown vhost,
+    /// 406 with RabbitMQ's text for another name or a value that is not an integer.
+    VhostLimitSet(0x000C, "vhost-limit.set") {
+        /// Vhost name.
+        vhost: String as Sstr,
+        /// Limit name: `max-connections` or `max-queues`.
+        name: String as Sstr,
+        /// The value, as JSON text (an integer).
+        value: String as Lstr,
+    },
+    /// 0x000D channel 0, administrators: `sstr vhost, sstr name`. Clears a vhost limit
+    /// (`rabbitmqctl clear_vhost_limits`); `Ok` also when it was not set, 404 for an
+    /// unknown vhost.
+    VhostLimitClear(0x000D, "vhost-limit.clear") {
+        /// Vhost name.
+        vhost: String as Sstr,
+        /// Limit name.
+        name: String as Sstr,
+    },
+    /// 0x000E channel 0, administrators: `sstr user, sstr name, lstr value` (JSON text).
+    /// Sets the user limit `name` (`max-connections` or `max-channels`) of a user, as
+    /// `rabbitmqctl set_user_limits` and `PUT /api/user-limits/{user}/{name}`; answered
+    /// `Ok`, 404 for an unknown user, 406 with RabbitMQ's text for another name or a value
+    /// that is not an integer.
+    UserLimitSet(0x000E, "user-limit.set") {
+        /// User name.
+        user: String as Sstr,
+        /// Limit name: `max-connections` or `max-channels`.
+        name: String as Sstr,
+        /// The value, as JSON text (an integer).
+        value: String as Lstr,
+    },
+    /// 0x000F channel 0, administrators: `sstr user, sstr name`. Clears a user limit
+    /// (`rabbitmqctl clear_user_limits`; `all` clears every one); `Ok` also when it was
+    /// not set, 404 for an unknown user.
+    UserLimitClear(0x000F, "user-limit.clear") {
+        /// User name.
+        user: String as Sstr,
+        /// Limit name, or `all`.
+        name: String as Sstr,
+    },
     /// 0x0010 channel 0: `sstr name`. Creates a virtual host (idempotent).
     VhostDeclare(0x0010, "vhost.declare") {
         /// Vhost name.
@@ -331,6 +396,62 @@ native_methods! {
         reply_text: String as Sstr,
         /// Method id that failed, or 0.
         method_id: u16 as U16,
+    },
+    /// 0x0022 channel 0, `policymaker` or `administrator` (a `policymaker` also needs
+    /// permissions in the vhost): `sstr component, sstr vhost, sstr name, lstr value`
+    /// (JSON text). Sets a runtime parameter (`rabbitmqctl set_parameter`, `PUT
+    /// /api/parameters/{component}/{vhost}/{name}`); answered `Ok`, 404 for an unknown
+    /// vhost, 406 with RabbitMQ's text for a value that is not JSON (`not_json`), an
+    /// unknown component or a bad value.
+    ParameterSet(0x0022, "parameter.set") {
+        /// Component (`vhost-limits`, `operator_policy`, `federation-upstream`, …).
+        component: String as Sstr,
+        /// Vhost name.
+        vhost: String as Sstr,
+        /// Parameter name.
+        name: String as Sstr,
+        /// The value, as JSON text.
+        value: String as Lstr,
+    },
+    /// 0x0023 channel 0, as `ParameterSet`: `sstr component, sstr vhost, sstr name`.
+    /// Clears a runtime parameter (`rabbitmqctl clear_parameter`); 404 when there is none.
+    ParameterClear(0x0023, "parameter.clear") {
+        /// Component.
+        component: String as Sstr,
+        /// Vhost name.
+        vhost: String as Sstr,
+        /// Parameter name.
+        name: String as Sstr,
+    },
+    /// 0x0024 channel 0, `policymaker` or `administrator`: `sstr name, lstr value` (JSON
+    /// text). Sets a global parameter (`rabbitmqctl set_global_parameter`, `PUT
+    /// /api/global-parameters/{name}`; `cluster_name` is the cluster's name); answered
+    /// `Ok`, 406 for a value that is not JSON or a bad `cluster_name`.
+    GlobalParameterSet(0x0024, "global-parameter.set") {
+        /// Parameter name.
+        name: String as Sstr,
+        /// The value, as JSON text.
+        value: String as Lstr,
+    },
+    /// 0x0025 channel 0, `policymaker` or `administrator`: `sstr name`. Clears a global
+    /// parameter (`rabbitmqctl clear_global_parameter`); 404 when there is none.
+    GlobalParameterClear(0x0025, "global-parameter.clear") {
+        /// Parameter name.
+        name: String as Sstr,
+    },
+    /// 0x0026 channel 0, administrators: `sstr vhost, sstr name, lstr pattern, sstr
+    /// apply_to, u64 priority (two's complement i64), lstr definition` (a JSON object), as
+    /// `PolicySet`. Sets an operator policy (`rabbitmqctl set_operator_policy`); answered
+    /// `Ok`, 404 for an unknown vhost, 406 naming a bad pattern, apply-to or a definition
+    /// key operator policies do not take.
+    OperatorPolicySet(0x0026, "operator-policy.set")(spec: Box<PolicySpec> as Record),
+    /// 0x0027 channel 0, administrators: `sstr vhost, sstr name`. Clears an operator
+    /// policy (`rabbitmqctl clear_operator_policy`); 404 when there is none.
+    OperatorPolicyClear(0x0027, "operator-policy.clear") {
+        /// Vhost name.
+        vhost: String as Sstr,
+        /// Operator policy name.
+        name: String as Sstr,
     },
     /// 0x0030: `sstr exchange, sstr kind, bool passive, bool durable, bool auto_delete,
     /// bool internal, table arguments`.

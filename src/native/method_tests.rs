@@ -408,11 +408,57 @@ fn one_of_each() -> Vec<Method> {
             json: "{\"vhosts\": [{\"name\": \"/\"}]}".into(),
         },
         DefinitionsImport { json: "{}".into() },
+        VhostLimitSet {
+            vhost: ascii_255(),
+            name: "max-queues".into(),
+            value: "-1".into(),
+        },
+        VhostLimitClear {
+            vhost: "/".into(),
+            name: ascii_255(),
+        },
+        UserLimitSet {
+            user: "bob".into(),
+            name: "max-channels".into(),
+            value: "20".into(),
+        },
+        UserLimitClear {
+            user: ascii_255(),
+            name: "all".into(),
+        },
+        ParameterSet {
+            component: "federation-upstream".into(),
+            vhost: "/".into(),
+            name: ascii_255(),
+            value: "{\"uri\":\"amqp://up\"}".into(),
+        },
+        ParameterClear {
+            component: "shovel".into(),
+            vhost: ascii_255(),
+            name: "s".into(),
+        },
+        GlobalParameterSet {
+            name: "cluster_name".into(),
+            value: "\"east\"".into(),
+        },
+        GlobalParameterClear { name: ascii_255() },
+        OperatorPolicySet(Box::new(crate::native::method::PolicySpec {
+            vhost: "/".into(),
+            name: "cap".into(),
+            pattern: ".*".into(),
+            apply_to: "queues".into(),
+            priority: i64::MIN,
+            definition: "{\"max-length\":10}".into(),
+        })),
+        OperatorPolicyClear {
+            vhost: "/".into(),
+            name: ascii_255(),
+        },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 56;
+const VARIANT_COUNT: usize = 66;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -478,6 +524,16 @@ fn variant_index(m: &Method) -> usize {
         DefinitionsExport => 53,
         DefinitionsExportOk { .. } => 54,
         DefinitionsImport { .. } => 55,
+        VhostLimitSet { .. } => 56,
+        VhostLimitClear { .. } => 57,
+        UserLimitSet { .. } => 58,
+        UserLimitClear { .. } => 59,
+        ParameterSet { .. } => 60,
+        ParameterClear { .. } => 61,
+        GlobalParameterSet { .. } => 62,
+        GlobalParameterClear { .. } => 63,
+        OperatorPolicySet(_) => 64,
+        OperatorPolicyClear { .. } => 65,
     }
 }
 
@@ -493,11 +549,21 @@ fn list_kind_number(k: ListKind) -> u8 {
         ListKind::Users => 7,
         ListKind::Permissions => 8,
         ListKind::Policies => 9,
+        ListKind::VhostLimits => 10,
+        ListKind::UserLimits => 11,
+        ListKind::Parameters => 12,
+        ListKind::GlobalParameters => 13,
+        ListKind::OperatorPolicies => 14,
     }
 }
 
-const LIST_KINDS: [ListKind; 9] = [
+const LIST_KINDS: [ListKind; 14] = [
     ListKind::Policies,
+    ListKind::VhostLimits,
+    ListKind::UserLimits,
+    ListKind::Parameters,
+    ListKind::GlobalParameters,
+    ListKind::OperatorPolicies,
     ListKind::Vhosts,
     ListKind::Exchanges,
     ListKind::Queues,
@@ -632,7 +698,7 @@ fn list_kind_numbers_round_trip() {
                 assert_eq!(list_kind_number(k), v);
                 assert_eq!(k as u8, v);
             }
-            Err(_) => assert!(!(1..=9).contains(&v), "kind {v} refused"),
+            Err(_) => assert!(!(1..=14).contains(&v), "kind {v} refused"),
         }
     }
     for k in LIST_KINDS {
@@ -777,7 +843,7 @@ fn malformed_fields_are_refused() {
         },
         1,
     );
-    buf[6] = 10;
+    buf[6] = 15;
     assert!(Method::decode(&buf).is_err());
     // An unknown memory watermark form.
     let mut buf = encode(

@@ -19,6 +19,7 @@ mod amqp_properties;
 mod amqp_tx;
 mod backpressure;
 mod check;
+mod cli_parity;
 mod compaction;
 mod config;
 mod consumer_timeout;

@@ -50,6 +50,7 @@ commands:
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
+  list vhost-limits|user-limits|parameters|global-parameters|operator-policies [--json]
       queues and vhosts show rates (messages/s over the last 5 s sample):
       publish_rate, deliver_get_rate, ack_rate
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
@@ -75,6 +76,24 @@ administration (the --user needs the administrator tag):
                                                      or 2GiB (at least 64MiB)
   set disk-free-limit SIZE                           e.g. 1GiB or 5GB; publishers are blocked below it
       (like rabbitmqctl set_vm_memory_high_watermark / set_disk_free_limit)
+  set cluster-name NAME                              like rabbitmqctl set_cluster_name (the
+      cluster_name global parameter; a policymaker may set it too)
+  vhost-limit set NAME VALUE                         (in the --vhost) NAME max-connections or
+      max-queues, VALUE an integer (negative: no limit), like rabbitmqctl set_vhost_limits
+  vhost-limit clear NAME                             (in the --vhost)
+  vhost-limit list [--json]                          every vhost's limits (management users:
+      the vhosts they see)
+  user-limit set USER NAME VALUE                     NAME max-connections or max-channels,
+      like rabbitmqctl set_user_limits
+  user-limit clear USER NAME|all
+  user-limit list [--json]
+  operator-policy set NAME PATTERN DEFINITION [--priority N] [--apply-to queues|exchanges|all]
+      (in the --vhost) like rabbitmqctl set_operator_policy; DEFINITION keys: expires
+      message-ttl max-length max-length-bytes delivery-limit overflow (the lower of policy
+      and operator policy applies)
+  operator-policy clear NAME                         (in the --vhost)
+  operator-policy list [--json]                      every vhost's (management users: the
+      vhosts they see)
 
 policies (the --user needs the policymaker or administrator tag; in the --vhost):
   policy set NAME PATTERN DEFINITION [--priority N] [--apply-to queues|exchanges|all]
@@ -84,6 +103,16 @@ policies (the --user needs the policymaker or administrator tag; in the --vhost)
       dead-letter-routing-key delivery-limit (others RabbitMQ knows are kept, not acted on)
   policy clear NAME
   policy list [--json]
+  parameter set COMPONENT NAME VALUE                 (in the --vhost) VALUE is JSON, like
+      rabbitmqctl set_parameter; components: vhost-limits (name limits), operator_policy,
+      federation-upstream, federation-upstream-set, federation, shovel (stored only)
+  parameter clear COMPONENT NAME                     (in the --vhost)
+  parameter list [--json]                            every vhost's (a policymaker: the vhosts
+      it has permissions in)
+  global-parameter set NAME VALUE                    VALUE is JSON, like rabbitmqctl
+      set_global_parameter (cluster_name is the cluster's name)
+  global-parameter clear NAME
+  global-parameter list [--json]
 
 values: K=V gives an integer for a decimal integer that fits in 64 bits (a longer one stays
         a string), a boolean for true/false, else a string;
@@ -298,6 +327,28 @@ pub enum Command {
     Permission(PermissionCommand),
     /// `policy set|clear` (in the global `--vhost`).
     Policy(PolicyCommand),
+    /// `operator-policy set|clear` (in the global `--vhost`).
+    OperatorPolicy(PolicyCommand),
+    /// `vhost-limit set|clear` (in the global `--vhost`).
+    VhostLimit(ValueCommand),
+    /// `user-limit set|clear USER ...`.
+    UserLimit {
+        /// User name.
+        user: String,
+        /// What to do with which limit.
+        command: ValueCommand,
+    },
+    /// `parameter set|clear COMPONENT ...` (in the global `--vhost`).
+    Parameter {
+        /// Component (`federation-upstream`, `vhost-limits`, …).
+        component: String,
+        /// What to do with which parameter.
+        command: ValueCommand,
+    },
+    /// `global-parameter set|clear`.
+    GlobalParameter(ValueCommand),
+    /// `set cluster-name NAME`.
+    SetClusterName(String),
     /// `set memory-high-watermark`.
     SetMemoryHighWatermark(MemoryWatermark),
     /// `set disk-free-limit`, in bytes.
@@ -372,6 +423,21 @@ pub enum PolicyCommand {
         apply_to: String,
     },
     /// `policy clear NAME`.
+    Clear(String),
+}
+
+/// A `set NAME VALUE` / `clear NAME` subcommand of a limit or parameter
+/// (`vhost-limit`, `user-limit`, `parameter`, `global-parameter`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueCommand {
+    /// `set NAME VALUE`; the value as JSON text.
+    Set {
+        /// Limit or parameter name.
+        name: String,
+        /// The value, JSON text.
+        value: String,
+    },
+    /// `clear NAME`.
     Clear(String),
 }
 
@@ -535,6 +601,13 @@ pub fn parse(
             lexopt::Arg::Short('V') | lexopt::Arg::Long("version") => {
                 return Ok(Invocation::Version)
             }
+            // A negative number is a value, not options (`vhost-limit set max-queues -1`,
+            // as rabbitmqctl takes it): the digit and the rest of the word.
+            lexopt::Arg::Short(c) if c.is_ascii_digit() => {
+                let rest = parser.optional_value().map(utf8).transpose()?;
+                raw.positionals
+                    .push(format!("-{c}{}", rest.unwrap_or_default()));
+            }
             lexopt::Arg::Short(c) => return Err(CliError::Usage(format!("unknown option -{c}"))),
             lexopt::Arg::Long("tls") => tls.enabled = true,
             lexopt::Arg::Long(name) if TLS_VALUE_OPTIONS.contains(&name) => {
@@ -644,7 +717,8 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 json: raw.flag("json"),
             })
         }
-        "user" | "permission" | "policy" => {
+        "user" | "permission" | "policy" | "operator-policy" | "vhost-limit" | "user-limit"
+        | "parameter" | "global-parameter" => {
             if raw.positionals.is_empty() {
                 return Err(CliError::Usage(format!(
                     "'{word}' needs a subcommand: {}",
@@ -664,7 +738,11 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
         "list" => {
             let [what] = raw.positionals(
                 "list",
-                ["vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies"],
+                [
+                    "vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|\
+                  policies|vhost-limits|user-limits|parameters|global-parameters|\
+                  operator-policies",
+                ],
             )?;
             Command::List {
                 kind: list_kind(&what)?,
@@ -678,8 +756,13 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
             }
         }
         "set" => {
-            let [what, value] =
-                raw.positionals("set", ["memory-high-watermark|disk-free-limit", "VALUE"])?;
+            let [what, value] = raw.positionals(
+                "set",
+                [
+                    "memory-high-watermark|disk-free-limit|cluster-name",
+                    "VALUE",
+                ],
+            )?;
             match what.as_str() {
                 "memory-high-watermark" => Command::SetMemoryHighWatermark(
                     MemoryWatermark::parse(&value)
@@ -689,9 +772,11 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                     relaymq::types::size::parse_size(&value)
                         .map_err(|e| CliError::Usage(format!("set disk-free-limit: {e}")))?,
                 ),
+                "cluster-name" => Command::SetClusterName(value),
                 other => {
                     return Err(CliError::Usage(format!(
-                        "cannot set '{other}': use memory-high-watermark or disk-free-limit"
+                        "cannot set '{other}': use memory-high-watermark, disk-free-limit or \
+                         cluster-name"
                     )))
                 }
             }
@@ -864,7 +949,8 @@ fn timeout(raw: &mut Raw) -> Result<Option<Duration>, CliError> {
     }
 }
 
-/// `user …` and `permission …`.
+/// `user …`, `permission …`, `policy …`, `operator-policy …`, `vhost-limit …`, `user-limit …`,
+/// `parameter …` and `global-parameter …`.
 fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Command, CliError> {
     let tags = |raw: &mut Raw| -> Result<Vec<String>, CliError> {
         Ok(raw
@@ -933,12 +1019,17 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
                 .collect();
             Command::User(UserCommand::Tags(user, tags))
         }
-        ("user", "list") | ("permission", "list") | ("policy", "list") => {
+        (_, "list") => {
             raw.positionals(name, [])?;
             Command::List {
                 kind: match word {
                     "user" => ListKind::Users,
                     "policy" => ListKind::Policies,
+                    "operator-policy" => ListKind::OperatorPolicies,
+                    "vhost-limit" => ListKind::VhostLimits,
+                    "user-limit" => ListKind::UserLimits,
+                    "parameter" => ListKind::Parameters,
+                    "global-parameter" => ListKind::GlobalParameters,
                     _ => ListKind::Permissions,
                 },
                 json: raw.flag("json"),
@@ -965,42 +1056,121 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
             let [user] = raw.positionals(name, ["USER"])?;
             Command::Permission(PermissionCommand::Clear(user))
         }
-        ("policy", "set") => {
-            let [policy, pattern, definition] =
-                raw.positionals(name, ["NAME", "PATTERN", "DEFINITION"])?;
-            match serde_json::from_str::<serde_json::Value>(&definition) {
-                Ok(serde_json::Value::Object(_)) => {}
-                _ => {
-                    return Err(CliError::Usage(format!(
-                        "{name}: DEFINITION must be a JSON object, e.g. '{{\"max-length\":10}}'"
-                    )))
-                }
-            }
-            let priority = match raw.value("priority")? {
-                None => 0,
-                Some(p) => p.parse::<i64>().map_err(|_| {
-                    CliError::Usage(format!("{name}: --priority {p:?} is not an integer"))
-                })?,
-            };
-            let apply_to = raw.value("apply-to")?.unwrap_or_else(|| "all".into());
-            // The server's own rule, so the CLI takes what a definitions import takes
-            // (RabbitMQ 3.12's classic_queues, quorum_queues, streams too).
-            if let Err(e) = relaymq::broker::policy::ApplyTo::parse(&apply_to) {
-                return Err(CliError::Usage(format!("{name}: --apply-to: {}", e.text)));
-            }
-            Command::Policy(PolicyCommand::Set {
-                name: policy,
-                pattern,
-                definition,
-                priority,
-                apply_to,
+        ("policy", "set") => Command::Policy(policy_set(raw, name)?),
+        ("operator-policy", "set") => Command::OperatorPolicy(policy_set(raw, name)?),
+        ("operator-policy", "clear") => {
+            let [policy] = raw.positionals(name, ["NAME"])?;
+            Command::OperatorPolicy(PolicyCommand::Clear(policy))
+        }
+        ("vhost-limit", "set") => {
+            let [limit, value] = raw.positionals(name, ["NAME", "VALUE"])?;
+            Command::VhostLimit(ValueCommand::Set {
+                name: limit,
+                value: limit_value(&value),
             })
+        }
+        ("vhost-limit", "clear") => {
+            let [limit] = raw.positionals(name, ["NAME"])?;
+            Command::VhostLimit(ValueCommand::Clear(limit))
+        }
+        ("user-limit", "set") => {
+            let [user, limit, value] = raw.positionals(name, ["USER", "NAME", "VALUE"])?;
+            Command::UserLimit {
+                user,
+                command: ValueCommand::Set {
+                    name: limit,
+                    value: limit_value(&value),
+                },
+            }
+        }
+        ("user-limit", "clear") => {
+            let [user, limit] = raw.positionals(name, ["USER", "NAME|all"])?;
+            Command::UserLimit {
+                user,
+                command: ValueCommand::Clear(limit),
+            }
+        }
+        ("parameter", "set") => {
+            let [component, parameter, value] =
+                raw.positionals(name, ["COMPONENT", "NAME", "VALUE"])?;
+            Command::Parameter {
+                component,
+                command: ValueCommand::Set {
+                    name: parameter,
+                    value,
+                },
+            }
+        }
+        ("parameter", "clear") => {
+            let [component, parameter] = raw.positionals(name, ["COMPONENT", "NAME"])?;
+            Command::Parameter {
+                component,
+                command: ValueCommand::Clear(parameter),
+            }
+        }
+        ("global-parameter", "set") => {
+            let [parameter, value] = raw.positionals(name, ["NAME", "VALUE"])?;
+            Command::GlobalParameter(ValueCommand::Set {
+                name: parameter,
+                value,
+            })
+        }
+        ("global-parameter", "clear") => {
+            let [parameter] = raw.positionals(name, ["NAME"])?;
+            Command::GlobalParameter(ValueCommand::Clear(parameter))
         }
         ("policy", "clear") => {
             let [policy] = raw.positionals(name, ["NAME"])?;
             Command::Policy(PolicyCommand::Clear(policy))
         }
         _ => return Err(CliError::Usage(format!("unknown command '{name}'"))),
+    })
+}
+
+/// A limit's VALUE as JSON text: JSON as given (`10`, `-1`), anything else as a JSON
+/// string, so the server refuses it with the management API's text (`max-queues should be
+/// a number, actually was <<"ten">>`) rather than the shell tool with its own.
+fn limit_value(value: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(value) {
+        Ok(_) => value.to_string(),
+        Err(_) => serde_json::Value::String(value.to_string()).to_string(),
+    }
+}
+
+/// `policy set` and `operator-policy set`: `NAME PATTERN DEFINITION [--priority N]
+/// [--apply-to WHAT]`, as rabbitmqctl's `set_policy` and `set_operator_policy`.
+///
+/// # Errors
+/// [`CliError::Usage`] for a missing argument, a DEFINITION that is not a JSON object, a
+/// priority that is not an integer or an apply-to the server does not take.
+fn policy_set(raw: &mut Raw, name: &str) -> Result<PolicyCommand, CliError> {
+    let [policy, pattern, definition] = raw.positionals(name, ["NAME", "PATTERN", "DEFINITION"])?;
+    match serde_json::from_str::<serde_json::Value>(&definition) {
+        Ok(serde_json::Value::Object(_)) => {}
+        _ => {
+            return Err(CliError::Usage(format!(
+                "{name}: DEFINITION must be a JSON object, e.g. '{{\"max-length\":10}}'"
+            )))
+        }
+    }
+    let priority = match raw.value("priority")? {
+        None => 0,
+        Some(p) => p
+            .parse::<i64>()
+            .map_err(|_| CliError::Usage(format!("{name}: --priority {p:?} is not an integer")))?,
+    };
+    let apply_to = raw.value("apply-to")?.unwrap_or_else(|| "all".into());
+    // The server's own rule, so the CLI takes what a definitions import takes
+    // (RabbitMQ 3.12's classic_queues, quorum_queues, streams too).
+    if let Err(e) = relaymq::broker::policy::ApplyTo::parse(&apply_to) {
+        return Err(CliError::Usage(format!("{name}: --apply-to: {}", e.text)));
+    }
+    Ok(PolicyCommand::Set {
+        name: policy,
+        pattern,
+        definition,
+        priority,
+        apply_to,
     })
 }
 
@@ -1015,10 +1185,16 @@ fn list_kind(what: &str) -> Result<ListKind, CliError> {
         "users" => ListKind::Users,
         "permissions" => ListKind::Permissions,
         "policies" => ListKind::Policies,
+        "vhost-limits" => ListKind::VhostLimits,
+        "user-limits" => ListKind::UserLimits,
+        "parameters" => ListKind::Parameters,
+        "global-parameters" => ListKind::GlobalParameters,
+        "operator-policies" => ListKind::OperatorPolicies,
         other => {
             return Err(CliError::Usage(format!(
                 "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers, \
-                 connections, users, permissions or policies"
+                 connections, users, permissions, policies, vhost-limits, user-limits, \
+                 parameters, global-parameters or operator-policies"
             )))
         }
     })
@@ -1139,6 +1315,85 @@ mod tests {
             Err(CliError::Usage(m)) => m,
             other => panic!("{args:?}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn limit_and_parameter_commands_mirror_rabbitmqctl() {
+        // A negative limit is a value, and a VALUE that is not JSON goes as a JSON string
+        // for the server to refuse with the management API's text.
+        assert_eq!(
+            cmd(&["vhost-limit", "set", "max-queues", "-1"]),
+            Command::VhostLimit(ValueCommand::Set {
+                name: "max-queues".into(),
+                value: "-1".into(),
+            })
+        );
+        assert_eq!(
+            cmd(&["user-limit", "set", "app", "max-channels", "ten"]),
+            Command::UserLimit {
+                user: "app".into(),
+                command: ValueCommand::Set {
+                    name: "max-channels".into(),
+                    value: "\"ten\"".into(),
+                },
+            }
+        );
+        assert_eq!(
+            cmd(&["user-limit", "clear", "app", "all"]),
+            Command::UserLimit {
+                user: "app".into(),
+                command: ValueCommand::Clear("all".into()),
+            }
+        );
+        assert_eq!(
+            cmd(&["parameter", "set", "shovel", "s", "not json"]),
+            Command::Parameter {
+                component: "shovel".into(),
+                command: ValueCommand::Set {
+                    name: "s".into(),
+                    value: "not json".into(),
+                },
+            }
+        );
+        assert_eq!(
+            cmd(&["global-parameter", "clear", "x"]),
+            Command::GlobalParameter(ValueCommand::Clear("x".into()))
+        );
+        assert_eq!(
+            cmd(&["set", "cluster-name", "east"]),
+            Command::SetClusterName("east".into())
+        );
+        for (words, kind) in [
+            (["vhost-limit", "list"], ListKind::VhostLimits),
+            (["user-limit", "list"], ListKind::UserLimits),
+            (["parameter", "list"], ListKind::Parameters),
+            (["global-parameter", "list"], ListKind::GlobalParameters),
+            (["operator-policy", "list"], ListKind::OperatorPolicies),
+        ] {
+            assert_eq!(cmd(&words), Command::List { kind, json: false });
+        }
+        assert_eq!(
+            cmd(&["list", "operator-policies", "--json"]),
+            Command::List {
+                kind: ListKind::OperatorPolicies,
+                json: true,
+            }
+        );
+        assert!(matches!(
+            cmd(&[
+                "operator-policy",
+                "set",
+                "p",
+                ".*",
+                "{}",
+                "--priority",
+                "-2"
+            ]),
+            Command::OperatorPolicy(PolicyCommand::Set { priority: -2, .. })
+        ));
+        assert!(usage_error(&["operator-policy", "set", "p", ".*", "[1]"]).contains("JSON object"));
+        assert!(usage_error(&["vhost-limit", "set", "max-queues"]).contains("VALUE"));
+        assert!(usage_error(&["vhost-limit", "set", "-x", "1"]).contains("unknown option -x"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::args::{
     Command, ConsumeArgs, GetArgs, Global, PermissionCommand, PolicyCommand, PublishArgs,
-    UserCommand,
+    UserCommand, ValueCommand,
 };
 use super::output::{self, Printed};
 use super::{code_name, CliError};
@@ -149,6 +149,43 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
             }
         }
         Command::Policy(PolicyCommand::Clear(name)) => conn.clear_policy(vhost, &name)?,
+        Command::OperatorPolicy(PolicyCommand::Set {
+            name,
+            pattern,
+            definition,
+            priority,
+            apply_to,
+        }) => conn.set_operator_policy(vhost, &name, &pattern, &definition, priority, &apply_to)?,
+        Command::OperatorPolicy(PolicyCommand::Clear(name)) => {
+            conn.clear_operator_policy(vhost, &name)?
+        }
+        Command::VhostLimit(ValueCommand::Set { name, value }) => {
+            conn.set_vhost_limit(vhost, &name, &value)?
+        }
+        Command::VhostLimit(ValueCommand::Clear(name)) => conn.clear_vhost_limit(vhost, &name)?,
+        Command::UserLimit {
+            user,
+            command: ValueCommand::Set { name, value },
+        } => conn.set_user_limit(&user, &name, &value)?,
+        Command::UserLimit {
+            user,
+            command: ValueCommand::Clear(name),
+        } => conn.clear_user_limit(&user, &name)?,
+        Command::Parameter {
+            component,
+            command: ValueCommand::Set { name, value },
+        } => conn.set_parameter(&component, vhost, &name, &value)?,
+        Command::Parameter {
+            component,
+            command: ValueCommand::Clear(name),
+        } => conn.clear_parameter(&component, vhost, &name)?,
+        Command::GlobalParameter(ValueCommand::Set { name, value }) => {
+            conn.set_global_parameter(&name, &value)?
+        }
+        Command::GlobalParameter(ValueCommand::Clear(name)) => {
+            conn.clear_global_parameter(&name)?
+        }
+        Command::SetClusterName(name) => conn.set_cluster_name(&name)?,
         Command::List { kind, json } => {
             let rows = conn.list(kind)?;
             let text = if json {

@@ -160,8 +160,16 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("definition"),
         col("priority"),
     ];
+    const VHOST_LIMITS: &[Column] = &[col("vhost"), col("value")];
+    const USER_LIMITS: &[Column] = &[col("user"), col("value")];
+    const PARAMETERS: &[Column] = &[col("vhost"), col("component"), col("name"), col("value")];
+    const GLOBAL_PARAMETERS: &[Column] = &[col("name"), col("value")];
     match kind {
-        ListKind::Policies => POLICIES,
+        ListKind::Policies | ListKind::OperatorPolicies => POLICIES,
+        ListKind::VhostLimits => VHOST_LIMITS,
+        ListKind::UserLimits => USER_LIMITS,
+        ListKind::Parameters => PARAMETERS,
+        ListKind::GlobalParameters => GLOBAL_PARAMETERS,
         ListKind::Users => USERS,
         ListKind::Permissions => PERMISSIONS,
         ListKind::Vhosts => VHOSTS,

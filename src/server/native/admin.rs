@@ -1,13 +1,19 @@
 //! Channel-0 administration requests of the native protocol: vhosts, users, permissions,
-//! policies, the resource alarm settings, closing a connection and definitions
-//! export/import. Each is for administrators only (RabbitMQ's `administrator` tag) and is
-//! refused with 403 ACCESS_REFUSED otherwise; policies are also open to RabbitMQ's
-//! `policymaker` tag in the vhosts the user may access.
+//! policies, vhost and user limits, runtime and global parameters, operator policies, the
+//! resource alarm settings, closing a connection and definitions export/import. Each is
+//! for administrators only (RabbitMQ's `administrator` tag) and is refused with 403
+//! ACCESS_REFUSED otherwise; policies and runtime parameters are also open to RabbitMQ's
+//! `policymaker` tag in the vhosts the user may access, global parameters to any
+//! `policymaker` — the management API's rules (`is_authorized_policies`,
+//! `is_authorized_global_parameters`), so that `relaymq-cli` can do what the API can. The
+//! changes go through the same broker calls as the API's, so validation, storage in
+//! `meta.db` and error texts are shared.
 
 use crate::auth::permission::PermissionDef;
-use crate::auth::users::parse_tags;
+use crate::auth::users::{parse_tags, TAG_ADMINISTRATOR, TAG_POLICYMAKER};
 use crate::broker::access::Credential;
 use crate::broker::definitions::{self, DEFINITIONS_JSON_BYTES_MAX};
+use crate::broker::limits::{self, LimitMap, USER_LIMITS, USER_LIMITS_TERM};
 use crate::broker::policy::{PolicyDef, POLICY_DEFINITION_BYTES_MAX};
 use crate::broker::Broker;
 use crate::error::{BrokerError, ReplyCode};
@@ -79,8 +85,10 @@ fn definitions_text(v: &serde_json::Value) -> Result<String, BrokerError> {
 /// operations themselves do not log them.
 ///
 /// # Errors
-/// 403 ACCESS_REFUSED for a user without the `administrator` tag; the operation's own
-/// errors (404 unknown user or vhost, 406 bad name, tag, password or pattern); 503
+/// 403 ACCESS_REFUSED for a user without the tag the request needs (`administrator`;
+/// `policymaker` for policies and parameters, with permissions in the vhost for those of a
+/// vhost); the operation's own errors (404 unknown user, vhost, policy or parameter, 406
+/// bad name, tag, password, pattern, limit or value with the management API's text); 503
 /// COMMAND_INVALID for a method that is not a channel-0 request.
 pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, BrokerError> {
     let name = method.name();
@@ -101,6 +109,16 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             | Method::ConnectionCloseAdmin { .. }
             | Method::DefinitionsExport
             | Method::DefinitionsImport { .. }
+            | Method::VhostLimitSet { .. }
+            | Method::VhostLimitClear { .. }
+            | Method::UserLimitSet { .. }
+            | Method::UserLimitClear { .. }
+            | Method::ParameterSet { .. }
+            | Method::ParameterClear { .. }
+            | Method::GlobalParameterSet { .. }
+            | Method::GlobalParameterClear { .. }
+            | Method::OperatorPolicySet(_)
+            | Method::OperatorPolicyClear { .. }
     );
     if !is_admin_request {
         return Err(BrokerError::new(
@@ -111,6 +129,12 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
     match &method {
         Method::PolicySet(p) => broker.require_policymaker(user, &p.vhost, name)?,
         Method::PolicyClear { vhost, .. } => broker.require_policymaker(user, vhost, name)?,
+        Method::ParameterSet { vhost, .. } | Method::ParameterClear { vhost, .. } => {
+            broker.require_policymaker(user, vhost, name)?
+        }
+        Method::GlobalParameterSet { .. } | Method::GlobalParameterClear { .. } => {
+            broker.require_tag(user, &[TAG_POLICYMAKER, TAG_ADMINISTRATOR], name)?
+        }
         _ => broker.require_administrator(user, name)?,
     }
     let by = printable(user);
@@ -129,6 +153,107 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             broker.clear_policy(&vhost, &name)?;
             log::info!(
                 "policy '{}' in vhost '{}' cleared by '{by}'",
+                printable(&name),
+                printable(&vhost)
+            );
+        }
+        Method::VhostLimitSet { vhost, name, value } => {
+            broker.vhost_limits(&vhost)?;
+            let v = json_value(&value)?;
+            broker.set_vhost_limit(&vhost, &name, Some(&v))?;
+            log::info!(
+                "limit '{}' of vhost '{}' set to {} by '{by}'",
+                printable(&name),
+                printable(&vhost),
+                printable(&v.to_string())
+            );
+        }
+        Method::VhostLimitClear { vhost, name } => {
+            broker.set_vhost_limit(&vhost, &name, None)?;
+            log::info!(
+                "limit '{}' of vhost '{}' cleared by '{by}'",
+                printable(&name),
+                printable(&vhost)
+            );
+        }
+        Method::UserLimitSet {
+            user: u,
+            name,
+            value,
+        } => {
+            broker.user_limits(&u)?;
+            let v = json_value(&value)?;
+            let mut one = serde_json::Map::new();
+            one.insert(name.clone(), v.clone());
+            let set = limits::validate(USER_LIMITS_TERM, &USER_LIMITS, &one)?;
+            broker.update_user_limits(&u, &set, None)?;
+            log::info!(
+                "limit '{}' of user '{}' set to {} by '{by}'",
+                printable(&name),
+                printable(&u),
+                printable(&v.to_string())
+            );
+        }
+        Method::UserLimitClear { user: u, name } => {
+            broker.update_user_limits(&u, &LimitMap::new(), Some(&name))?;
+            log::info!(
+                "limit '{}' of user '{}' cleared by '{by}'",
+                printable(&name),
+                printable(&u)
+            );
+        }
+        Method::ParameterSet {
+            component,
+            vhost,
+            name,
+            value,
+        } => {
+            if broker.vhost(&vhost).is_none() {
+                return Err(BrokerError::not_found(format!("no vhost '{vhost}'")));
+            }
+            broker.set_parameter(&vhost, &component, &name, json_value(&value)?)?;
+            log::info!(
+                "runtime parameter '{}' of component '{}' in vhost '{}' set by '{by}'",
+                printable(&name),
+                printable(&component),
+                printable(&vhost)
+            );
+        }
+        Method::ParameterClear {
+            component,
+            vhost,
+            name,
+        } => {
+            broker.clear_parameter(&vhost, &component, &name)?;
+            log::info!(
+                "runtime parameter '{}' of component '{}' in vhost '{}' cleared by '{by}'",
+                printable(&name),
+                printable(&component),
+                printable(&vhost)
+            );
+        }
+        Method::GlobalParameterSet { name, value } => {
+            broker.set_global_parameter(&name, json_value(&value)?)?;
+            log::info!("global parameter '{}' set by '{by}'", printable(&name));
+        }
+        Method::GlobalParameterClear { name } => {
+            broker.clear_global_parameter(&name)?;
+            log::info!("global parameter '{}' cleared by '{by}'", printable(&name));
+        }
+        Method::OperatorPolicySet(p) => {
+            let def = policy_def(*p)?;
+            let (policy, vhost) = (def.name.clone(), def.vhost.clone());
+            broker.set_operator_policy(def)?;
+            log::info!(
+                "operator policy '{}' in vhost '{}' set by '{by}'",
+                printable(&policy),
+                printable(&vhost)
+            );
+        }
+        Method::OperatorPolicyClear { vhost, name } => {
+            broker.clear_operator_policy(&vhost, &name)?;
+            log::info!(
+                "operator policy '{}' in vhost '{}' cleared by '{by}'",
                 printable(&name),
                 printable(&vhost)
             );
@@ -257,6 +382,17 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
         _ => {}
     }
     Ok(Method::Ok)
+}
+
+/// The JSON value a `vhost-limit.set`, `user-limit.set`, `parameter.set` or
+/// `global-parameter.set` request carries as text: any JSON value, as the `value` of the
+/// management API's `PUT` bodies.
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED `not_json`, the management API's refusal of a body that is not
+/// JSON (`rabbit_mgmt_util:decode/1`).
+pub fn json_value(text: &str) -> Result<serde_json::Value, BrokerError> {
+    serde_json::from_str(text).map_err(|_| BrokerError::precondition("not_json"))
 }
 
 /// The policy a `policy.set` request describes; its definition must be a JSON object.

@@ -5,7 +5,7 @@
 //! failing request's id and ignores the channel until `close-ok`); connection errors send
 //! `connection.close` and close the socket once it is flushed (AMQP 0-9-1 §1.4.2).
 
-use crate::auth::users::{TAG_ADMINISTRATOR, TAG_MONITORING};
+use crate::auth::users::{TAG_ADMINISTRATOR, TAG_MONITORING, TAG_POLICYMAKER};
 use crate::broker::access::LoginStep;
 use crate::broker::{listing, Broker, ExchangeSpec, QueueSpec, Session};
 use crate::error::{BrokerError, ReplyCode};
@@ -703,14 +703,21 @@ fn publish_in_order<T>(
     result
 }
 
-/// The rows of a `list` request: users and permissions for administrators, the rest for
-/// users with a management tag (RabbitMQ's management tags).
+/// The rows of a `list` request: users, permissions and user limits for administrators;
+/// policies, runtime and global parameters for `policymaker`s and administrators; the
+/// rest for users with a management tag (RabbitMQ's management tags, as the management
+/// API's `GET` of each).
 fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, BrokerError> {
     let user = session.user().unwrap_or_default();
     let what = "list";
     match kind {
-        ListKind::Users | ListKind::Permissions => broker.require_administrator(user, what)?,
+        ListKind::Users | ListKind::Permissions | ListKind::UserLimits => {
+            broker.require_administrator(user, what)?
+        }
         ListKind::Policies => broker.require_policymaker(user, &session.vhost().name, what)?,
+        ListKind::Parameters | ListKind::GlobalParameters => {
+            broker.require_tag(user, &[TAG_POLICYMAKER, TAG_ADMINISTRATOR], what)?
+        }
         _ => broker.require_management(user, what)?,
     }
     let vh = session.vhost();
@@ -724,24 +731,38 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         ListKind::Users => listing::users(broker),
         ListKind::Permissions => listing::permissions(broker),
         ListKind::Policies => listing::policies(vh),
+        ListKind::VhostLimits => listing::vhost_limits(broker),
+        ListKind::UserLimits => listing::user_limits(broker),
+        ListKind::Parameters => listing::parameters(broker),
+        ListKind::GlobalParameters => listing::global_parameters(broker),
+        ListKind::OperatorPolicies => listing::operator_policies(broker),
     };
     // A `management` user (without `administrator` or `monitoring`) sees, as in
     // RabbitMQ, only the vhosts it may open and its own connections.
-    let sees_all = broker
-        .users()
-        .user(user)
-        .is_some_and(|u| u.has_tag(TAG_ADMINISTRATOR) || u.has_tag(TAG_MONITORING));
+    let (is_admin, sees_all) = broker.users().user(user).map_or((false, false), |u| {
+        let admin = u.has_tag(TAG_ADMINISTRATOR);
+        (admin, admin || u.has_tag(TAG_MONITORING))
+    });
+    let field = |row: &crate::types::FieldTable, name: &str| {
+        row.get(name).and_then(|v| v.as_str()).map(str::to_string)
+    };
+    let may_use = |row: &crate::types::FieldTable, name: &str| {
+        field(row, name).is_some_and(|v| broker.users().permissions(user, &v).is_some())
+    };
     if !sees_all {
-        let field = |row: &crate::types::FieldTable, name: &str| {
-            row.get(name).and_then(|v| v.as_str()).map(str::to_string)
-        };
         match kind {
-            ListKind::Vhosts => rows.retain(|r| {
-                field(r, "name").is_some_and(|v| broker.users().permissions(user, &v).is_some())
-            }),
+            ListKind::Vhosts => rows.retain(|r| may_use(r, "name")),
             ListKind::Connections => rows.retain(|r| field(r, "user").as_deref() == Some(user)),
+            ListKind::VhostLimits | ListKind::OperatorPolicies => {
+                rows.retain(|r| may_use(r, "vhost"))
+            }
             _ => {}
         }
+    }
+    // Runtime parameters: a `policymaker` sees the vhosts it has permissions in
+    // (`rabbit_mgmt_wm_parameters`), a monitoring tag adds nothing.
+    if kind == ListKind::Parameters && !is_admin {
+        rows.retain(|r| may_use(r, "vhost"));
     }
     // The protocol caps a listing (docs/protocol.md §12); the rest is left out.
     rows.truncate(LIST_ROWS_MAX);
