@@ -9,6 +9,33 @@ use crate::client::validate;
 use crate::native::{ListKind, Method, PolicySpec};
 use crate::types::FieldTable;
 
+/// The record of a policy or operator policy, its short strings checked (`name_what`
+/// names the name in the error).
+///
+/// # Errors
+/// [`ClientError::Usage`] for a vhost, name or apply-to over 255 bytes.
+fn policy_spec(
+    name_what: &str,
+    vhost: &str,
+    name: &str,
+    pattern: &str,
+    definition: &str,
+    priority: i64,
+    apply_to: &str,
+) -> Result<Box<PolicySpec>, ClientError> {
+    validate::short_str("vhost", vhost)?;
+    validate::short_str(name_what, name)?;
+    validate::short_str("apply-to", apply_to)?;
+    Ok(Box::new(PolicySpec {
+        vhost: vhost.into(),
+        name: name.into(),
+        pattern: pattern.into(),
+        apply_to: apply_to.into(),
+        priority,
+        definition: definition.into(),
+    }))
+}
+
 impl Connection {
     /// Sets (adds or replaces) a policy in `vhost`, as `rabbitmqctl set_policy`:
     /// `pattern` is a regular expression over names, `definition` a JSON object as text
@@ -29,18 +56,16 @@ impl Connection {
         priority: i64,
         apply_to: &str,
     ) -> Result<(), ClientError> {
-        validate::short_str("vhost", vhost)?;
-        validate::short_str("policy name", name)?;
-        validate::short_str("apply-to", apply_to)?;
-        let reply = self.call(Method::PolicySet(Box::new(PolicySpec {
-            vhost: vhost.into(),
-            name: name.into(),
-            pattern: pattern.into(),
-            apply_to: apply_to.into(),
+        let spec = policy_spec(
+            "policy name",
+            vhost,
+            name,
+            pattern,
+            definition,
             priority,
-            definition: definition.into(),
-        })))?;
-        expect_ok(reply, "policy.set")
+            apply_to,
+        )?;
+        expect_ok(self.call(Method::PolicySet(spec))?, "policy.set")
     }
 
     /// Clears a policy of `vhost` (`rabbitmqctl clear_policy`).
@@ -90,18 +115,19 @@ impl Connection {
         priority: i64,
         apply_to: &str,
     ) -> Result<(), ClientError> {
-        validate::short_str("vhost", vhost)?;
-        validate::short_str("operator policy name", name)?;
-        validate::short_str("apply-to", apply_to)?;
-        let reply = self.call(Method::OperatorPolicySet(Box::new(PolicySpec {
-            vhost: vhost.into(),
-            name: name.into(),
-            pattern: pattern.into(),
-            apply_to: apply_to.into(),
+        let spec = policy_spec(
+            "operator policy name",
+            vhost,
+            name,
+            pattern,
+            definition,
             priority,
-            definition: definition.into(),
-        })))?;
-        expect_ok(reply, "operator-policy.set")
+            apply_to,
+        )?;
+        expect_ok(
+            self.call(Method::OperatorPolicySet(spec))?,
+            "operator-policy.set",
+        )
     }
 
     /// Clears an operator policy of `vhost` (`rabbitmqctl clear_operator_policy`).
