@@ -320,6 +320,29 @@ impl Broker {
         Ok(self.users.limits(user))
     }
 
+    /// Sets (`Some`) or clears (`None`; `all` clears every one) the user limit `name` of
+    /// `user`, as `rabbitmqctl set_user_limits` / `clear_user_limits`; stored first.
+    ///
+    /// # Errors
+    /// 404 NOT_FOUND when the user does not exist; 406 for a limit RabbitMQ does not know
+    /// or a value that is not an integer (its texts); 541 when the store fails.
+    pub fn set_user_limit(
+        &self,
+        user: &str,
+        name: &str,
+        value: Option<&Value>,
+    ) -> Result<(), BrokerError> {
+        match value {
+            Some(v) => {
+                let mut one = serde_json::Map::new();
+                one.insert(name.to_string(), v.clone());
+                let set = validate(USER_LIMITS_TERM, &USER_LIMITS, &one)?;
+                self.update_user_limits(user, &set, None)
+            }
+            None => self.update_user_limits(user, &LimitMap::new(), Some(name)),
+        }
+    }
+
     /// Merges `set` into the limits of `user` and removes `clear` from them
     /// (`rabbit_auth_backend_internal:set_user_limits/3`, `clear_user_limits/3`; `all`
     /// clears every limit); stored first.

@@ -112,6 +112,15 @@ struct Totals {
 }
 
 impl Totals {
+    /// The counters alone, without the lengths (what moves when a message does).
+    fn counters(&self) -> Totals {
+        Totals {
+            ready: 0,
+            unacked: 0,
+            ..*self
+        }
+    }
+
     /// The history sample from `before` to `self`.
     fn sample(&self, before: &Totals) -> [u32; HISTORY_SERIES] {
         let d = |now: u64, then: u64| u32::try_from(now.saturating_sub(then)).unwrap_or(u32::MAX);
@@ -402,16 +411,7 @@ impl Rates {
                 } else {
                     MessageRates::default()
                 };
-                let moved = Totals {
-                    ready: 0,
-                    unacked: 0,
-                    ..now
-                } != Totals {
-                    ready: 0,
-                    unacked: 0,
-                    ..before
-                };
-                s.idle = known && !moved;
+                s.idle = known && now.counters() == before.counters();
                 if !s.idle {
                     s.active_ms = now_ms;
                 }
@@ -480,7 +480,7 @@ impl Rates {
         for (ch, _) in broker.channel_registry().all() {
             put(
                 CounterKey::Channel(ch.connection_id, ch.number),
-                channel_counts(&ch),
+                channel_counts(&ch.counters, &ch.info().sent),
             );
         }
         for c in broker.connections() {
@@ -611,12 +611,14 @@ pub fn node_counts(broker: &Broker) -> [u64; OBJECT_COUNTERS_MAX] {
     v
 }
 
-/// A channel's counters in the [`channel_counters`] order (its lock taken once).
-pub fn channel_counts(ch: &crate::broker::channel::Channel) -> [u64; OBJECT_COUNTERS_MAX] {
+/// A channel's counters in the [`channel_counters`] order, from its own `counters` and
+/// the deliveries it `sent` (read under its lock, [`crate::broker::channel::Channel::info`]).
+pub fn channel_counts(
+    k: &crate::broker::channel::ChannelCounters,
+    sent: &crate::broker::channel::SentCounts,
+) -> [u64; OBJECT_COUNTERS_MAX] {
     use channel_counters as c;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let sent = ch.info().sent;
-    let k = &ch.counters;
     let mut v = [0u64; OBJECT_COUNTERS_MAX];
     v[c::PUBLISH] = load(&k.publish);
     v[c::CONFIRM] = load(&k.confirm);

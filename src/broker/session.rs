@@ -669,15 +669,6 @@ impl Session {
         jobs::run(&self.vhost, dead);
         ex.counters.published(routed);
         let unroutable = routed == 0 && refused.is_none();
-        {
-            let counters = &self.channel(ch)?.shared.counters;
-            ChannelCounters::add(&counters.publish, 1);
-            if unroutable && mandatory {
-                ChannelCounters::add(&counters.return_unroutable, 1);
-            } else if unroutable {
-                ChannelCounters::add(&counters.drop_unroutable, 1);
-            }
-        }
         if unroutable {
             self.vhost.count_unroutable(mandatory);
             if mandatory {
@@ -691,6 +682,14 @@ impl Session {
             self.flush_confirms(ch);
         }
         let cs = self.channel(ch)?;
+        // The channel's own counts, on the channel already looked up for its confirms.
+        let counters = &cs.shared.counters;
+        ChannelCounters::add(&counters.publish, 1);
+        if unroutable && mandatory {
+            ChannelCounters::add(&counters.return_unroutable, 1);
+        } else if unroutable {
+            ChannelCounters::add(&counters.drop_unroutable, 1);
+        }
         if let Some(tracker) = &cs.confirms {
             cs.publish_seq += 1;
             if let Some(text) = &refused {
@@ -807,7 +806,7 @@ impl Session {
         delivery_tag: u64,
         multiple: bool,
     ) -> Result<(), BrokerError> {
-        let shared = Arc::clone(&self.channel(ch)?.shared);
+        let shared = &self.channel(ch)?.shared;
         let taken = shared.take(delivery_tag, multiple)?;
         ChannelCounters::add(&shared.counters.ack, taken.len() as u64);
         for (q, entries) in group_by_queue(taken) {

@@ -13,7 +13,6 @@ use crate::auth::permission::PermissionDef;
 use crate::auth::users::{parse_tags, TAG_ADMINISTRATOR, TAG_POLICYMAKER};
 use crate::broker::access::Credential;
 use crate::broker::definitions::{self, DEFINITIONS_JSON_BYTES_MAX};
-use crate::broker::limits::{self, LimitMap, USER_LIMITS, USER_LIMITS_TERM};
 use crate::broker::policy::{PolicyDef, POLICY_DEFINITION_BYTES_MAX};
 use crate::broker::Broker;
 use crate::error::{BrokerError, ReplyCode};
@@ -183,10 +182,7 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
         } => {
             broker.user_limits(&u)?;
             let v = json_value(&value)?;
-            let mut one = serde_json::Map::new();
-            one.insert(name.clone(), v.clone());
-            let set = limits::validate(USER_LIMITS_TERM, &USER_LIMITS, &one)?;
-            broker.update_user_limits(&u, &set, None)?;
+            broker.set_user_limit(&u, &name, Some(&v))?;
             log::info!(
                 "limit '{}' of user '{}' set to {} by '{by}'",
                 printable(&name),
@@ -195,7 +191,7 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             );
         }
         Method::UserLimitClear { user: u, name } => {
-            broker.update_user_limits(&u, &LimitMap::new(), Some(&name))?;
+            broker.set_user_limit(&u, &name, None)?;
             log::info!(
                 "limit '{}' of user '{}' cleared by '{by}'",
                 printable(&name),

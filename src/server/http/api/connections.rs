@@ -218,7 +218,7 @@ const CHANNEL_STATS: [(&str, usize); 12] = [
 
 fn render_channel(node: &str, r: &ChannelRow, rates: &Rates) -> Value {
     let info = r.channel.info();
-    let counts = channel_counts(&r.channel);
+    let counts = channel_counts(&r.channel.counters, &info.sent);
     let sampled = rates.object(&CounterKey::Channel(
         r.channel.connection_id,
         r.channel.number,
@@ -298,18 +298,22 @@ fn consumer_counts(vhosts: &[Arc<VirtualHost>]) -> HashMap<(u64, u16), usize> {
     counts
 }
 
+/// Every open connection by id (to name the connection of a channel or consumer).
+fn connections_by_id(ctx: &Ctx<'_>) -> HashMap<u64, ConnectionInfo> {
+    ctx.broker()
+        .connections()
+        .into_iter()
+        .map(|c| (c.id, c))
+        .collect()
+}
+
 /// The channels the caller may see, optionally of one vhost or one connection.
 fn visible_channels(
     ctx: &Ctx<'_>,
     vhost: Option<&str>,
     connection: Option<u64>,
 ) -> Vec<ChannelRow> {
-    let connections: HashMap<u64, ConnectionInfo> = ctx
-        .broker()
-        .connections()
-        .into_iter()
-        .map(|c| (c.id, c))
-        .collect();
+    let connections = connections_by_id(ctx);
     let vhosts: Vec<Arc<VirtualHost>> = ctx.broker().vhosts();
     let counts = consumer_counts(&vhosts);
     ctx.broker()
@@ -367,12 +371,7 @@ pub(super) fn consumer_details(
     ctx: &Ctx<'_>,
     consumers: impl Iterator<Item = (Arc<str>, Arc<str>, Arc<crate::broker::consumer::Consumer>)>,
 ) -> Value {
-    let connections: HashMap<u64, ConnectionInfo> = ctx
-        .broker()
-        .connections()
-        .into_iter()
-        .map(|c| (c.id, c))
-        .collect();
+    let connections = connections_by_id(ctx);
     Value::Array(
         consumers
             .map(|(vhost, queue, consumer)| {
@@ -427,11 +426,7 @@ fn list_consumers(ctx: &Ctx<'_>, only: Option<&str>) -> Result<Response, ApiErro
         require_vhost(broker, &ctx.caller, v)?;
         broker.vhost(v).ok_or_else(ApiError::not_found)?;
     }
-    let connections: HashMap<u64, ConnectionInfo> = broker
-        .connections()
-        .into_iter()
-        .map(|c| (c.id, c))
-        .collect();
+    let connections = connections_by_id(ctx);
     let mut rows = Vec::new();
     for vh in broker.vhosts() {
         if only.is_some_and(|v| *vh.name != *v) || !sees_vhost(broker, &ctx.caller, &vh.name) {

@@ -11,7 +11,7 @@
 use super::auth::{require, require_vhost, sees_vhost, Need};
 use super::list::{self, ListSpec};
 use super::{method_not_allowed, ApiError, Ctx};
-use crate::broker::limits::{self, LimitMap, USER_LIMITS, USER_LIMITS_TERM};
+use crate::broker::limits::{self, LimitMap};
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
 use serde_json::{json, Value};
@@ -167,10 +167,7 @@ fn user_limits(
                 return Err(user_not_found());
             }
             let v = value(ctx, body)?;
-            let mut one = serde_json::Map::new();
-            one.insert(name.to_string(), v.clone());
-            let set = limits::validate(USER_LIMITS_TERM, &USER_LIMITS, &one)?;
-            broker.update_user_limits(user, &set, None)?;
+            broker.set_user_limit(user, name, Some(&v))?;
             log::info!(
                 "limit '{}' of user '{}' set to {v} over HTTP by '{}'",
                 name.escape_debug(),
@@ -184,7 +181,7 @@ fn user_limits(
             if broker.users().user(user).is_none() {
                 return Err(user_not_found());
             }
-            broker.update_user_limits(user, &LimitMap::new(), Some(name))?;
+            broker.set_user_limit(user, name, None)?;
             log::info!(
                 "limit '{}' of user '{}' cleared over HTTP by '{}'",
                 name.escape_debug(),

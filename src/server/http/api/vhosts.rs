@@ -19,10 +19,34 @@ use crate::broker::Broker;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A vhost as RabbitMQ's management API shows it.
-pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
+/// The bytes of a vhost's connections: `(recv_oct, send_oct)` and their rates.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Traffic {
+    oct: [u64; 2],
+    rates: [f64; 2],
+}
+
+/// Every vhost's [`Traffic`], the connections read once for a whole list.
+pub(super) fn traffic_by_vhost(broker: &Broker) -> HashMap<String, Traffic> {
+    let mut by = HashMap::<String, Traffic>::new();
+    for c in broker.connections() {
+        let [recv, _, send, _] = c.traffic.read();
+        let sampled = broker.rates().object(&CounterKey::Connection(c.id));
+        let t = by.entry(c.vhost).or_default();
+        t.oct[0] += recv;
+        t.oct[1] += send;
+        t.rates[0] += sampled.rates[0];
+        t.rates[1] += sampled.rates[2];
+    }
+    by
+}
+
+/// A vhost as RabbitMQ's management API shows it; `traffic` is its connections' bytes
+/// ([`traffic_by_vhost`]).
+pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost, traffic: Traffic) -> Value {
     let (mut ready, mut unacked) = (0usize, 0usize);
     let mut counters = super::stats::Counters::default();
     for q in vh.all_queues() {
@@ -30,18 +54,6 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
         ready += st.ready;
         unacked += st.unacked;
         counters.add(&super::stats::Counters::of(&st));
-    }
-    // The bytes of its connections, with their rates.
-    let (mut recv, mut send, mut recv_rate, mut send_rate) = (0u64, 0u64, 0.0, 0.0);
-    for c in broker.connections() {
-        if c.vhost == *vh.name {
-            let [r, _, s, _] = c.traffic.read();
-            recv += r;
-            send += s;
-            let sampled = broker.rates().object(&CounterKey::Connection(c.id));
-            recv_rate += sampled.rates[0];
-            send_rate += sampled.rates[2];
-        }
     }
     let r = broker.rates().vhost(&vh.name);
     let meta = vh.metadata();
@@ -91,10 +103,10 @@ pub(super) fn render(broker: &Broker, node: &str, vh: &VirtualHost) -> Value {
             "ack": counters.ack,
             "ack_details": rate(r.ack),
         },
-        "recv_oct": recv,
-        "recv_oct_details": rate(recv_rate),
-        "send_oct": send,
-        "send_oct_details": rate(send_rate),
+        "recv_oct": traffic.oct[0],
+        "recv_oct_details": rate(traffic.rates[0]),
+        "send_oct": traffic.oct[1],
+        "send_oct_details": rate(traffic.rates[1]),
     })
 }
 
@@ -272,13 +284,17 @@ pub(super) fn route(
                 .filter(|vh| sees_vhost(broker, &ctx.caller, &vh.name))
                 .collect();
             let (owner, node) = (Arc::clone(broker), ctx.api.identity.node.clone());
+            let traffic = traffic_by_vhost(broker);
             list::reply(
                 ctx.request,
                 items,
                 ListSpec {
                     default_sort: &["name"],
                     cheap,
-                    render: Arc::new(move |vh| render(&owner, &node, vh)),
+                    render: Arc::new(move |vh| {
+                        let t = traffic.get(&*vh.name).copied().unwrap_or_default();
+                        render(&owner, &node, vh, t)
+                    }),
                 },
             )
         }
@@ -289,7 +305,15 @@ pub(super) fn route(
             let vh = broker.vhost(name).ok_or_else(ApiError::not_found)?;
             Ok(json_reply(
                 200,
-                &render(broker, &ctx.api.identity.node, &vh),
+                &render(
+                    broker,
+                    &ctx.api.identity.node,
+                    &vh,
+                    traffic_by_vhost(broker)
+                        .get(&*vh.name)
+                        .copied()
+                        .unwrap_or_default(),
+                ),
             ))
         }
         ("PUT", ["vhosts", name]) => {
