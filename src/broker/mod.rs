@@ -24,6 +24,7 @@ pub mod node;
 pub mod parameters;
 pub mod policy;
 pub mod queue;
+pub mod queue_tools;
 pub mod rates;
 pub mod session;
 pub mod sink;

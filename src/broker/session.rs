@@ -136,7 +136,7 @@ impl Session {
     ///
     /// # Errors
     /// 403 ACCESS_REFUSED naming the resource.
-    fn permit(
+    pub(crate) fn permit(
         &mut self,
         access: Access,
         resource: Resource,
@@ -166,6 +166,14 @@ impl Session {
     /// Whether channel `n` is open.
     pub fn has_channel(&self, n: u16) -> bool {
         self.channels.contains_key(&n)
+    }
+
+    /// Checks that channel `n` is open.
+    ///
+    /// # Errors
+    /// 504 CHANNEL_ERROR when it is not.
+    pub(crate) fn require_channel(&mut self, n: u16) -> Result<(), BrokerError> {
+        self.channel(n).map(|_| ())
     }
 
     fn channel(&mut self, n: u16) -> Result<&mut ChannelSession, BrokerError> {

@@ -22,6 +22,7 @@ pub mod event_loop;
 pub mod handler;
 pub mod http;
 pub mod input;
+pub mod inspect;
 pub mod lifecycle;
 pub mod native;
 pub mod notifier;

@@ -10,6 +10,7 @@
 //! as `original-expiration` in the new entry.
 
 pub mod jobs;
+pub mod replay;
 
 use crate::broker::message::{Message, RouteNames};
 use crate::error::BrokerError;

@@ -69,8 +69,7 @@ impl<T> ChunkedDeque<T> {
     }
 
     /// Entries held.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 

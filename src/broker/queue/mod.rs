@@ -23,6 +23,7 @@
 pub mod args;
 pub(crate) mod chunked_deque;
 pub mod expiry;
+pub mod inspect;
 pub mod length_limit;
 pub mod ready;
 pub mod settings;

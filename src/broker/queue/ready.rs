@@ -374,6 +374,38 @@ impl ReadyList {
         self.levels.iter().flat_map(ChunkedDeque::iter)
     }
 
+    /// The ready messages in delivery order (the highest level first, each level in `seq`
+    /// order) from position `offset` (0 = the head), each with its position and level:
+    /// what peek, search and replay walk. Skipping to `offset` costs one step per level.
+    pub(crate) fn walk_from(
+        &self,
+        offset: usize,
+    ) -> impl Iterator<Item = (usize, u8, &Ready)> + '_ {
+        // (level, first index in it, position of that index), highest level first.
+        let mut skip = offset;
+        let mut position = offset;
+        let mut starts = Vec::new();
+        for (level, l) in self.levels.iter().enumerate().rev() {
+            let n = l.len();
+            if skip >= n {
+                skip -= n;
+                continue;
+            }
+            starts.push((level, skip, position));
+            position += n - skip;
+            skip = 0;
+        }
+        starts
+            .into_iter()
+            .flat_map(move |(level, start, position)| {
+                let l = &self.levels[level];
+                (start..l.len()).filter_map(move |i| {
+                    let at = position + (i - start);
+                    l.get(i).map(|r| (at, level as u8, r))
+                })
+            })
+    }
+
     /// Every level's messages in `seq` order, lowest level first.
     #[cfg(test)]
     pub(crate) fn levels(&self) -> impl Iterator<Item = &ChunkedDeque<Ready>> {
@@ -399,6 +431,23 @@ impl ReadyList {
 mod tests {
     use super::*;
     use crate::types::BasicProperties;
+
+    #[test]
+    fn positions_follow_delivery_order_across_levels() {
+        let mut list = ReadyList::new(Some(3));
+        for (seq, level) in [(0, 0), (1, 3), (2, 1), (3, 3), (4, 0)] {
+            list.push_back(level, ready(seq));
+        }
+        let all: Vec<(usize, u8, u64)> = list.walk_from(0).map(|(p, l, r)| (p, l, r.seq)).collect();
+        assert_eq!(all, [(0, 3, 1), (1, 3, 3), (2, 1, 2), (3, 0, 0), (4, 0, 4)]);
+        let tail: Vec<(usize, u64)> = list.walk_from(3).map(|(p, _, r)| (p, r.seq)).collect();
+        assert_eq!(tail, [(3, 0), (4, 4)]);
+        let mid: Vec<(usize, u64)> = list.walk_from(1).map(|(p, _, r)| (p, r.seq)).collect();
+        assert_eq!(mid, [(1, 3), (2, 2), (3, 0), (4, 4)]);
+        assert_eq!(list.walk_from(5).count(), 0);
+        let order: Vec<u64> = std::iter::from_fn(|| list.pop_front().map(|r| r.seq)).collect();
+        assert_eq!(order, [1, 3, 2, 0, 4], "the order dispatch uses");
+    }
 
     fn ready(seq: u64) -> Ready {
         let msg = Message::new("", "q", BasicProperties::default(), vec![seq as u8]);

@@ -34,6 +34,7 @@ use crate::broker::{GetResult, Message, Session};
 use crate::error::ReplyCode;
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
+use crate::server::inspect::{self, InspectError};
 use crate::types::{BasicProperties, FieldValue};
 use base64::Engine;
 use serde_json::{json, Map, Value};
@@ -358,29 +359,40 @@ fn parse_int(v: &Value) -> Result<i64, Refusal> {
     }
 }
 
-/// One message of a get's answer: the payload cut to `truncate` bytes, as text when it
-/// is UTF-8 and `auto` allows it, else in base64.
+/// One message of a get's answer ([`inspect::message_json`], shared with peek and
+/// search).
 fn render_got(got: &GetResult, base64_only: bool, truncate: Option<usize>) -> Value {
-    let msg = &got.message;
-    let body = msg.body.as_slice();
-    let shown = &body[..truncate.map_or(body.len(), |t| t.min(body.len()))];
-    let (payload, encoding) = match std::str::from_utf8(shown) {
-        Ok(text) if !base64_only => (text.to_string(), "string"),
-        _ => (
-            base64::engine::general_purpose::STANDARD.encode(shown),
-            "base64",
-        ),
+    let shown = inspect::Shown {
+        base64_only,
+        truncate,
     };
-    json!({
-        "payload_bytes": body.len(),
-        "redelivered": got.redelivered,
-        "exchange": msg.exchange(),
-        "routing_key": msg.routing_key(),
-        "message_count": got.message_count,
-        "properties": msg.properties().to_json(),
-        "payload": payload,
-        "payload_encoding": encoding,
-    })
+    let count = got.message_count as usize;
+    Value::Object(inspect::message_json(
+        &got.message,
+        got.redelivered,
+        count,
+        shown,
+    ))
+}
+
+/// `POST /api/queues/{vhost}/{name}/peek|replay|search`: the queue tools of
+/// [`inspect`] on a management channel of the caller (docs/http-api.md, "Beyond
+/// RabbitMQ"); 404 for an unknown vhost or queue as `/get`, 400 for a malformed request.
+fn queue_tool(
+    ctx: &Ctx<'_>,
+    vh: &str,
+    q: &str,
+    body: &mut Body<'_>,
+    tool: inspect::Tool,
+) -> Result<Response, Refusal> {
+    let v = target_vhost(ctx, vh, |v| v.queue(q).is_some(), "queue_not_found")?;
+    let body = direct::json_body(body, super::API_BODY_BYTES_MAX)?;
+    let mut channel = ManagementChannel::open(ctx, v)?;
+    match tool(&mut channel.session, CHANNEL, q, &body) {
+        Ok(answer) => Ok(json_reply(200, &answer)),
+        Err(InspectError::Bad(text)) => Err(ApiError::bad_request(text).into()),
+        Err(InspectError::Broker(e)) => Err(direct::channel_error(e).into()),
+    }
 }
 
 /// `POST /api/queues/{vhost}/{name}/get`.
@@ -503,10 +515,20 @@ pub(super) fn route(
             direct::answer(publish(ctx, vh, exchange_name(x), body))
         }
         ("POST", ["queues", vh, q, "get"]) => direct::answer(get(ctx, vh, q, body)),
+        ("POST", ["queues", vh, q, "peek"]) => {
+            direct::answer(queue_tool(ctx, vh, q, body, inspect::peek))
+        }
+        ("POST", ["queues", vh, q, "replay"]) => {
+            direct::answer(queue_tool(ctx, vh, q, body, inspect::replay))
+        }
+        ("POST", ["queues", vh, q, "search"]) => {
+            direct::answer(queue_tool(ctx, vh, q, body, inspect::search))
+        }
         ("DELETE", ["queues", vh, q, "contents"]) => purge(ctx, vh, q),
         ("POST", ["queues", vh, q, "actions"]) => direct::answer(actions(ctx, vh, q, body)),
         (_, ["exchanges", _, _, "publish"])
-        | (_, ["queues", _, _, "get" | "contents" | "actions"]) => Err(method_not_allowed()),
+        | (_, ["queues", _, _, "get" | "contents" | "actions"])
+        | (_, ["queues", _, _, "peek" | "replay" | "search"]) => Err(method_not_allowed()),
         _ => Err(ApiError::not_found()),
     }
 }

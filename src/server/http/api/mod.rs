@@ -278,6 +278,7 @@ fn allowed_methods(path: &[&str]) -> &'static str {
         ["parameters", _, _, _] | ["global-parameters", _] => CRUD,
         ["queues", _, _, "contents"] => "DELETE, OPTIONS",
         ["queues", _, _, "get" | "actions"] | ["exchanges", _, _, "publish"] => "POST, OPTIONS",
+        ["queues", _, _, "peek" | "replay" | "search"] => "POST, OPTIONS",
         ["bindings", _, "e", _, "q" | "e", _] => "GET, POST, HEAD, OPTIONS",
         ["bindings", _, "e", _, "q" | "e", _, _] => "GET, DELETE, HEAD, OPTIONS",
         ["definitions"] | ["definitions", _] => "GET, POST, HEAD, OPTIONS",

@@ -316,7 +316,8 @@ pub(super) fn route(
         ("DELETE", ["queues", vh, name]) => delete_queue(ctx, vh, name),
         (_, ["queues"]) | (_, ["queues", _]) | (_, ["queues", _, _]) => Err(method_not_allowed()),
         (_, ["queues", _, _, "bindings"]) => super::bindings::route(ctx, method, path, body),
-        (_, ["queues", _, _, "contents" | "get" | "actions"]) => {
+        (_, ["queues", _, _, "contents" | "get" | "actions"])
+        | (_, ["queues", _, _, "peek" | "replay" | "search"]) => {
             super::messages::route(ctx, method, path, body)
         }
         _ => Err(ApiError::not_found()),
