@@ -7,7 +7,8 @@
 #
 # What it installs, when missing:
 # - Python clients (pika for the AMQP interop tests; pyrabbit2 and amqpstorm, whose
-#   amqpstorm.management drives the management HTTP API; all pinned in
+#   amqpstorm.management drives the management HTTP API; selenium, which drives the web
+#   UI in headless chromium; all pinned in
 #   tests/requirements.txt, which needs Python 3.11 or later) into a virtual environment
 #   of the project, target/test-venv: never into the system's Python, whose pip Debian
 #   refuses (PEP 668, "externally-managed-environment"). It lives under target/ so git
@@ -17,9 +18,10 @@
 # - Debian packages, with apt-get as root or through sudo: build-essential (a C compiler
 #   and make, for jemalloc, SQLite and ring), python3-venv (the venv module with
 #   ensurepip; Debian and Ubuntu ship it apart from python3), python3 itself if absent,
-#   amqp-tools, and the Perl modules nagios-plugins-rabbitmq's checks use
+#   amqp-tools, the Perl modules nagios-plugins-rabbitmq's checks use
 #   (libmonitoring-plugin-perl, libwww-perl, libjson-perl, liburi-perl; libraries that
-#   start no service).
+#   start no service), and chromium with chromium-driver for the web UI's browser tests
+#   (headless, driven by selenium from the venv; no service).
 # - The management HTTP API's command-line clients, taken out of Debian's packages
 #   without installing them (`apt-get download`, which needs no root, then `dpkg-deb -x`
 #   in a temporary directory), into target/test-tools, once (kept while there):
@@ -136,9 +138,9 @@ hash -r
 python3 - <<'PY' || die "the Python clients of $requirements do not import in $venv"
 import sys
 from importlib.metadata import version
-import amqpstorm.management, pika, pyrabbit2
+import amqpstorm.management, pika, pyrabbit2, selenium
 print("python", sys.version.split()[0], sys.executable, "-",
-      ", ".join(f"{name} {version(name)}" for name in ("pika", "pyrabbit2", "amqpstorm")))
+      ", ".join(f"{name} {version(name)}" for name in ("pika", "pyrabbit2", "amqpstorm", "selenium")))
 PY
 
 # ---- Debian's amqp-tools ----------------------------------------------------------------
@@ -148,6 +150,12 @@ fi
 for tool in amqp-publish amqp-consume amqp-get amqp-declare-queue amqp-delete-queue; do
   command -v "$tool" >/dev/null || die "$tool did not install (amqp-tools)"
 done
+
+# ---- Debian's chromium and chromium-driver (the web UI's browser tests) -----------------
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  apt_install chromium chromium-driver
+fi
+/usr/bin/chromedriver --version >/dev/null 2>&1 || die "/usr/bin/chromedriver does not run"
 
 # ---- the management API's command-line clients, taken out of Debian's packages ----------
 # Neither package is installed: rabbitmq-server would install (and start) RabbitMQ itself.

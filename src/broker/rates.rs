@@ -52,6 +52,31 @@ pub mod series {
     pub const UNACKED: usize = 5;
 }
 
+/// The series of the broker's own history (beside the sums of the queues' [`series`]),
+/// for the overview's message-rates chart: the increments over the interval before the
+/// sample of what queues and channels count but queues keep no history of.
+pub const NODE_HISTORY_SERIES: usize = 8;
+
+/// Index of each series in a sample of the broker's own history.
+pub mod node_series {
+    /// Publisher confirms sent.
+    pub const CONFIRM: usize = 0;
+    /// Unroutable mandatory messages returned.
+    pub const RETURN_UNROUTABLE: usize = 1;
+    /// Unroutable messages dropped.
+    pub const DROP_UNROUTABLE: usize = 2;
+    /// Messages pushed to consumers that ack.
+    pub const DELIVER: usize = 3;
+    /// Messages pushed to consumers without acks.
+    pub const DELIVER_NO_ACK: usize = 4;
+    /// `basic.get`s awaiting an ack.
+    pub const GET: usize = 5;
+    /// `basic.get`s without an ack.
+    pub const GET_NO_ACK: usize = 6;
+    /// `basic.get`s that found nothing.
+    pub const GET_EMPTY: usize = 7;
+}
+
 /// Messages per second over the last sample interval (RabbitMQ's `message_stats`
 /// rates, and the lengths' rates of change).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -133,6 +158,30 @@ impl Totals {
         s[series::READY] = v(self.ready);
         s[series::UNACKED] = v(self.unacked);
         s
+    }
+
+    /// Adds the increments from `before` of what the broker's own history keeps
+    /// (deliveries and gets by kind) to `into`.
+    fn add_node_sample(&self, before: &Totals, into: &mut [u32; NODE_HISTORY_SERIES]) {
+        // `delivered` counts every kind; pushed with acks is what the others leave.
+        let pushed = |t: &Totals| {
+            t.delivered
+                .saturating_sub(t.delivered_no_ack + t.got + t.got_no_ack)
+        };
+        for (i, now, then) in [
+            (node_series::DELIVER, pushed(self), pushed(before)),
+            (
+                node_series::DELIVER_NO_ACK,
+                self.delivered_no_ack,
+                before.delivered_no_ack,
+            ),
+            (node_series::GET, self.got, before.got),
+            (node_series::GET_NO_ACK, self.got_no_ack, before.got_no_ack),
+            (node_series::GET_EMPTY, self.get_empty, before.get_empty),
+        ] {
+            let d = u32::try_from(now.saturating_sub(then)).unwrap_or(u32::MAX);
+            into[i] = into[i].saturating_add(d);
+        }
     }
 
     fn rates(&self, b: &Totals, elapsed_ms: u64) -> MessageRates {
@@ -299,16 +348,19 @@ struct Inner {
     /// Sums over every queue.
     total_rates: MessageRates,
     total_history: VecDeque<[u32; HISTORY_SERIES]>,
+    /// The broker's own series ([`node_series`]).
+    node_history: VecDeque<[u32; NODE_HISTORY_SERIES]>,
 }
 
-/// A history: sample times (ms since the Unix epoch) and, for each, the
-/// [`HISTORY_SERIES`] values ([`series`]), oldest first.
+/// A history: sample times (ms since the Unix epoch) and, for each, the `N` values
+/// ([`series`] for queues and their sums, [`node_series`] for the broker's own), oldest
+/// first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct History {
+pub struct History<const N: usize = HISTORY_SERIES> {
     /// When each sample was taken.
     pub timestamps: Vec<u64>,
     /// The samples.
-    pub samples: Vec<[u32; HISTORY_SERIES]>,
+    pub samples: Vec<[u32; N]>,
 }
 
 /// The rates and history of every queue, updated by [`Rates::sample`].
@@ -378,6 +430,7 @@ impl Rates {
         let mut queues = HashMap::with_capacity(previous.len());
         let mut total_rates = MessageRates::default();
         let mut total_sample = [0u32; HISTORY_SERIES];
+        let mut node_sample = [0u32; NODE_HISTORY_SERIES];
         for vh in broker.vhosts() {
             for q in vh.all_queues() {
                 let st = q.stats();
@@ -415,6 +468,7 @@ impl Rates {
                 if !s.idle {
                     s.active_ms = now_ms;
                 }
+                now.add_node_sample(&before, &mut node_sample);
                 let sample = now.sample(&before);
                 push_bounded(&mut s.history, sample);
                 s.last = now;
@@ -425,7 +479,17 @@ impl Rates {
                 queues.insert(key, s);
             }
         }
-        let (objects, published) = self.sample_objects(broker, first, elapsed, now_ms);
+        let (objects, published, node) = self.sample_objects(broker, first, elapsed, now_ms);
+        for (i, v) in [
+            node_series::CONFIRM,
+            node_series::RETURN_UNROUTABLE,
+            node_series::DROP_UNROUTABLE,
+        ]
+        .into_iter()
+        .zip(node)
+        {
+            node_sample[i] = v;
+        }
         // The broker publishes what clients published (RabbitMQ's channel `publish`),
         // not what queues took in: the exchanges' `publish_in`.
         total_rates.publish = published.1;
@@ -437,6 +501,7 @@ impl Rates {
         inner.objects = objects;
         inner.total_rates = total_rates;
         push_bounded(&mut inner.total_history, total_sample);
+        push_bounded(&mut inner.node_history, node_sample);
     }
 
     /// Samples every exchange's, channel's and connection's counters; objects gone since
@@ -448,16 +513,26 @@ impl Rates {
         first: bool,
         elapsed: u64,
         now_ms: u64,
-    ) -> (HashMap<CounterKey, ObjectSeries>, (u64, f64)) {
+    ) -> (HashMap<CounterKey, ObjectSeries>, (u64, f64), [u32; 3]) {
         let mut previous = std::mem::take(&mut self.lock().objects);
         let mut objects = HashMap::with_capacity(previous.len());
         let mut published = (0u64, 0.0f64);
+        let mut node = [0u32; 3];
         let mut put = |key: CounterKey, now: [u64; OBJECT_COUNTERS_MAX]| {
             let prev = previous.remove(&key);
             let known = !first && prev.is_some();
             let mut s = prev.unwrap_or_default();
             if known && matches!(key, CounterKey::Exchange(..)) {
                 published.0 += now[0].saturating_sub(s.last[0]);
+            }
+            if known && key == CounterKey::Node {
+                use node_counters as n;
+                for (slot, i) in
+                    node.iter_mut()
+                        .zip([n::CONFIRM, n::RETURN_UNROUTABLE, n::DROP_UNROUTABLE])
+                {
+                    *slot = u32::try_from(now[i].saturating_sub(s.last[i])).unwrap_or(u32::MAX);
+                }
             }
             sample_object(&mut s, now, known, elapsed, now_ms);
             if matches!(key, CounterKey::Exchange(..)) {
@@ -489,7 +564,7 @@ impl Rates {
             put(CounterKey::Connection(c.id), now);
         }
         put(CounterKey::Node, node_counts(broker));
-        (objects, published)
+        (objects, published, node)
     }
 
     /// The rates and idleness of an exchange, channel or connection (zero rates and
@@ -572,6 +647,20 @@ impl Rates {
         History {
             timestamps: inner.timestamps.iter().skip(skip).copied().collect(),
             samples: inner.total_history.iter().copied().collect(),
+        }
+    }
+
+    /// The broker's own history ([`node_series`]: confirms, unroutable messages, and
+    /// deliveries and gets by kind), for the overview's charts.
+    pub fn node_history(&self) -> History<NODE_HISTORY_SERIES> {
+        let inner = self.lock();
+        let skip = inner
+            .timestamps
+            .len()
+            .saturating_sub(inner.node_history.len());
+        History {
+            timestamps: inner.timestamps.iter().skip(skip).copied().collect(),
+            samples: inner.node_history.iter().copied().collect(),
         }
     }
 
@@ -690,6 +779,27 @@ mod tests {
             (r.get, r.get_no_ack, r.deliver_get, r.deliver),
             (0.1, 0.1, 0.2, 0.0)
         );
+        // The broker's own history keeps them by kind, with confirms and unroutables.
+        vh.counters().confirmed(3, true);
+        vh.counters().unroutable(false);
+        q.get(|_, _| Some(3), false);
+        while q.get(|_, _| Some(4), false).is_some() {}
+        rates.sample(&broker, 1_000_000 + 30_000);
+        let h = rates.node_history();
+        assert_eq!(h.timestamps.len(), h.samples.len());
+        assert_eq!(h.timestamps.len(), 4);
+        let [.., before, last] = h.samples[..] else {
+            panic!("{h:?}")
+        };
+        assert_eq!(
+            (before[node_series::GET], before[node_series::GET_NO_ACK]),
+            (1, 1)
+        );
+        assert_eq!(before[node_series::DELIVER], 0);
+        assert_eq!(last[node_series::CONFIRM], 3);
+        assert_eq!(last[node_series::DROP_UNROUTABLE], 1);
+        assert_eq!(last[node_series::GET_NO_ACK], 48);
+        assert_eq!(last[node_series::GET_EMPTY], 1);
     }
 
     #[test]

@@ -210,3 +210,96 @@ fn missing(test: &str, why: &str, what: &str, how: &str) -> bool {
     );
     false
 }
+
+/// What a finished child printed.
+pub struct Output {
+    pub success: bool,
+    pub status: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}\n--- stdout\n{}--- stderr\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `cmd` with no stdin, capturing its output, killing it after `timeout`.
+pub fn run_bounded_for(timeout: std::time::Duration, cmd: &mut Command) -> Output {
+    use std::io::Read;
+    let what = format!("{cmd:?}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = std::time::Instant::now();
+    let (success, status) = loop {
+        if let Some(status) = child.try_wait().expect("wait for child") {
+            break (status.success(), format!("{what}: {status}"));
+        }
+        if started.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            let text = format!("{what}: killed after {} s", timeout.as_secs());
+            break (false, text);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Output {
+        success,
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+/// Set to the Chromium binary the browser tests drive (default `/usr/bin/chromium`,
+/// Debian's `chromium`).
+pub const CHROMIUM_ENV: &str = "RELAYMQ_CHROMIUM";
+
+/// Set to the ChromeDriver binary (default `/usr/bin/chromedriver`, Debian's
+/// `chromium-driver`).
+pub const CHROMEDRIVER_ENV: &str = "RELAYMQ_CHROMEDRIVER";
+
+/// Whether the browser tests can run: Chromium and ChromeDriver are there and
+/// `python3` imports selenium and pika. When not: panics under `scripts/test.sh`, else
+/// prints that `test` is skipped and returns false.
+pub fn browser_available(test: &str) -> bool {
+    for (env, default, package) in [
+        (CHROMIUM_ENV, "/usr/bin/chromium", "chromium"),
+        (CHROMEDRIVER_ENV, "/usr/bin/chromedriver", "chromium-driver"),
+    ] {
+        let path = std::env::var_os(env)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(default));
+        if !path.is_file() {
+            return missing(
+                test,
+                &format!("{} is not there", path.display()),
+                package,
+                "scripts/test.sh installs Debian's chromium and chromium-driver with apt-get",
+            );
+        }
+    }
+    python_module_available(test, "selenium") && python_module_available(test, "pika")
+}

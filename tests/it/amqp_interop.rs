@@ -10,6 +10,7 @@
 
 use crate::common;
 
+use common::clients::{run_bounded_for, Output};
 use common::{clients, TestServer};
 use relaymq::amqp::{self, AmqpMethod, FrameType, FRAME_HEADER_BYTES, PROTOCOL_HEADER};
 use relaymq::client::{
@@ -19,8 +20,8 @@ use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Longest a pika scenario or an amqp-tools command may run before it is killed.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -28,66 +29,6 @@ const CHILD_TIMEOUT: Duration = Duration::from_secs(60);
 const WAIT: Duration = Duration::from_secs(10);
 
 // ---- running external clients --------------------------------------------------------
-
-/// What a finished child printed.
-struct Output {
-    success: bool,
-    status: String,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Display for Output {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}\n--- stdout\n{}--- stderr\n{}",
-            self.status, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `cmd` with no stdin, capturing its output, killing it after [`CHILD_TIMEOUT`].
-fn run_bounded(cmd: &mut Command) -> Output {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let started = Instant::now();
-    let (success, status) = loop {
-        if let Some(status) = child.try_wait().expect("wait for child") {
-            break (status.success(), format!("{what}: {status}"));
-        }
-        if started.elapsed() > CHILD_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            let text = format!("{what}: killed after {} s", CHILD_TIMEOUT.as_secs());
-            break (false, text);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        success,
-        status,
-        stdout: out_reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
-}
 
 fn amqp_port(server: &TestServer) -> u16 {
     server
@@ -106,7 +47,8 @@ fn script(name: &str) -> PathBuf {
 /// Runs `tests/interop/<name>.py <port> [args]` and returns its output; panics with it
 /// unless it exits 0. The caller checked [`clients::pika_available`].
 fn pika(server: &TestServer, name: &str, args: &[&str]) -> Output {
-    let out = run_bounded(
+    let out = run_bounded_for(
+        CHILD_TIMEOUT,
         Command::new("python3")
             // No __pycache__ in the source tree.
             .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -183,7 +125,10 @@ fn pika_heartbeats_keep_an_idle_connection_open() {
 /// [`clients::amqp_tools_available`], so a tool that cannot be run fails the test.
 fn amqp_tool(server: &TestServer, tool: &str, args: &[&str]) -> Output {
     let url = format!("amqp://guest:guest@127.0.0.1:{}", amqp_port(server));
-    run_bounded(Command::new(tool).arg("--url").arg(&url).args(args))
+    run_bounded_for(
+        CHILD_TIMEOUT,
+        Command::new(tool).arg("--url").arg(&url).args(args),
+    )
 }
 
 fn amqp_tool_ok(server: &TestServer, tool: &str, args: &[&str]) -> String {

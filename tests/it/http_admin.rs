@@ -623,7 +623,8 @@ fn limits_set_over_http_are_enforced_over_amqp_and_the_native_protocol() {
     );
 }
 
-/// A `multipart/form-data` body holding `json` as the `file` part, as the web UI sends it.
+/// A `multipart/form-data` body holding `json` as the `file` part, as RabbitMQ's web UI
+/// form sends it (from the page's own origin: the API's CSRF rule).
 fn multipart(json: &[u8]) -> (Vec<u8>, String) {
     let boundary = "----RelayMQBoundary7MA4YWxkTrZu0gW";
     let mut body = Vec::new();
@@ -740,7 +741,10 @@ fn definitions_round_trip_through_a_multipart_upload() {
         "/api/definitions",
         Some(("guest", "guest")),
         Some(&body),
-        &[("Content-Type", &content_type)],
+        &[
+            ("Content-Type", &content_type),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
     );
     assert_eq!(r.status, 204, "{}", r.text());
     assert_eq!(api.get_ok("/vhosts/shop")["description"], "the shop");
@@ -801,7 +805,7 @@ fn definitions_round_trip_through_a_multipart_upload() {
         "/api/definitions",
         Some(("guest", "guest")),
         Some(&body),
-        &[("Content-Type", &wrong)],
+        &[("Content-Type", &wrong), ("Sec-Fetch-Site", "same-origin")],
     );
     assert_eq!(r.status, 400, "{}", r.text());
     // Administrators only.

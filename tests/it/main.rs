@@ -64,4 +64,5 @@ mod topic_routing;
 mod topology_changes;
 mod torn_tail;
 mod ttl;
+mod ui;
 mod vhosts;

@@ -1,6 +1,7 @@
 //! The HTTP endpoints, each on its own threads and `mio` poll (never the AMQP I/O thread
 //! or the workers): the Prometheus page (`/metrics`, [`listener`]) and the management
-//! HTTP API (`/api`, [`api`]) on the HTTP/1.1 server of [`server`].
+//! HTTP API (`/api`, [`api`]) with the web UI that uses it (every other path, [`ui`]) on
+//! the HTTP/1.1 server of [`server`].
 
 pub mod api;
 mod conn;
@@ -10,6 +11,7 @@ pub mod request;
 pub mod response;
 pub mod server;
 mod stream;
+pub mod ui;
 
 /// Connections of the HTTP part of the file-descriptor budget (`http`) the metrics
 /// endpoint and the management API get: the metrics endpoint, when on, a quarter (at

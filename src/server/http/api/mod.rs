@@ -13,6 +13,7 @@ mod auth;
 mod bindings;
 mod cluster;
 mod connections;
+mod csrf;
 mod definitions;
 mod direct;
 mod error;
@@ -224,6 +225,9 @@ impl Service for ManagementApi {
                 .into_response()
             }
         };
+        if super::ui::is_ui_path(&request.path) {
+            return super::ui::serve(request);
+        }
         let path: Vec<&str> = segments.iter().map(String::as_str).collect();
         let Some(("api", rest)) = path.split_first().map(|(a, r)| (*a, r)) else {
             return ApiError::not_found().into_response();
@@ -238,6 +242,9 @@ impl Service for ManagementApi {
         }
         if method == "OPTIONS" {
             return Response::empty(200).with_header("allow", allowed_methods(rest));
+        }
+        if let Err(e) = csrf::check(request, rest) {
+            return e.into_response();
         }
         if cluster::is_public(rest) {
             return cluster::public(method, rest).unwrap_or_else(ApiError::into_response);

@@ -6,7 +6,7 @@
 use super::auth::{require, require_vhost, sees_vhost, Need};
 use super::stats::{self, rate};
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
-use crate::broker::rates::{node_counters, node_counts, CounterKey};
+use crate::broker::rates::{node_counters, node_counts, node_series, CounterKey};
 use crate::server::http::request::Body;
 use crate::server::http::response::Response;
 use serde_json::{json, Value};
@@ -207,6 +207,31 @@ fn overview(ctx: &Ctx<'_>) -> Value {
     ] {
         message_stats.insert(name.into(), json!(total));
         message_stats.insert(format!("{name}_details"), rate(node_rates.rates[i]));
+    }
+    // The broker's own history gives the overview's chart the rates queues keep none
+    // of (monitors only, as the rest of the node's history).
+    if let (true, Some(w)) = (ctx.caller.is_monitor(), windows.0) {
+        let h = broker.rates().node_history();
+        for (name, s) in [
+            ("confirm", node_series::CONFIRM),
+            ("return_unroutable", node_series::RETURN_UNROUTABLE),
+            ("drop_unroutable", node_series::DROP_UNROUTABLE),
+            ("deliver", node_series::DELIVER),
+            ("deliver_no_ack", node_series::DELIVER_NO_ACK),
+            ("get", node_series::GET),
+            ("get_no_ack", node_series::GET_NO_ACK),
+            ("get_empty", node_series::GET_EMPTY),
+        ] {
+            let total = message_stats.get(name).and_then(Value::as_u64).unwrap_or(0);
+            let now = message_stats
+                .get(&format!("{name}_details"))
+                .and_then(|d| d["rate"].as_f64())
+                .unwrap_or(0.0);
+            message_stats.insert(
+                format!("{name}_details"),
+                stats::counter_details(now, total, &h, s, w),
+            );
+        }
     }
     v["message_stats"] = Value::Object(message_stats);
     v["churn_rates"] = Value::Object(stats::object_stats(

@@ -40,7 +40,7 @@ pub fn windows(request: &Request) -> (Option<Window>, Option<Window>) {
 }
 
 /// The samples of `h` inside `w`: indexes, oldest first, one every `incr_s`.
-fn picked(h: &History, w: Window) -> Vec<usize> {
+fn picked<const N: usize>(h: &History<N>, w: Window) -> Vec<usize> {
     let Some(&newest) = h.timestamps.last() else {
         return Vec::new();
     };
@@ -65,7 +65,13 @@ pub fn rate(r: f64) -> Value {
 /// A counter's details with its history: `samples` are the counter's totals at each
 /// picked sample (the total now less the increments since), `avg_rate` the rate over the
 /// window, `avg` the mean of the samples.
-fn counter_details(r: f64, total: u64, h: &History, s: usize, w: Window) -> Value {
+pub fn counter_details<const N: usize>(
+    r: f64,
+    total: u64,
+    h: &History<N>,
+    s: usize,
+    w: Window,
+) -> Value {
     let idx = picked(h, w);
     let mut d = rate(r);
     if idx.is_empty() {
