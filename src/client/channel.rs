@@ -484,6 +484,62 @@ impl Channel {
         }
     }
 
+    /// Reads ready messages of `queue` without consuming them (`queue.peek`): `request`
+    /// and the answer are the JSON of `POST /api/queues/{vhost}/{queue}/peek`
+    /// (docs/http-api.md §3.5).
+    ///
+    /// # Errors
+    /// [`ClientError::Usage`] for a name over 255 bytes; the server's refusal (406 for a
+    /// malformed request, 403, 404) as the channel's close error.
+    pub fn queue_peek(&self, queue: &str, request: &str) -> Result<String, ClientError> {
+        self.queue_tool(
+            Method::QueuePeek {
+                queue: queue.into(),
+                request: request.into(),
+            },
+            queue,
+        )
+    }
+
+    /// Moves messages of `queue` to their origin or a target (`queue.replay`): `request`
+    /// and the answer are the JSON of `POST /api/queues/{vhost}/{queue}/replay`.
+    ///
+    /// # Errors
+    /// As [`Channel::queue_peek`].
+    pub fn queue_replay(&self, queue: &str, request: &str) -> Result<String, ClientError> {
+        self.queue_tool(
+            Method::QueueReplay {
+                queue: queue.into(),
+                request: request.into(),
+            },
+            queue,
+        )
+    }
+
+    /// Finds messages of `queue` by text (`queue.search`): `request` and the answer are
+    /// the JSON of `POST /api/queues/{vhost}/{queue}/search`.
+    ///
+    /// # Errors
+    /// As [`Channel::queue_peek`].
+    pub fn queue_search(&self, queue: &str, request: &str) -> Result<String, ClientError> {
+        self.queue_tool(
+            Method::QueueSearch {
+                queue: queue.into(),
+                request: request.into(),
+            },
+            queue,
+        )
+    }
+
+    fn queue_tool(&self, method: Method, queue: &str) -> Result<String, ClientError> {
+        validate::short_str("queue name", queue)?;
+        let name = method.name();
+        match self.call(method)? {
+            Method::QueueToolOk { json } => Ok(json),
+            other => Err(unexpected(&other, name)),
+        }
+    }
+
     /// Acknowledges a delivery (`basic.ack`, no reply); `multiple` acks every unacked
     /// delivery up to and including `delivery_tag`.
     ///

@@ -573,6 +573,35 @@ native_methods! {
         /// Messages deleted.
         message_count: u32 as U32,
     },
+    /// 0x0048: `sstr queue, lstr request` (JSON text: the body of `POST
+    /// /api/queues/{vhost}/{queue}/peek`). Reads ready messages without consuming them.
+    QueuePeek(0x0048, "queue.peek") {
+        /// Queue name.
+        queue: String as Sstr,
+        /// The request, JSON text.
+        request: String as Lstr,
+    },
+    /// 0x0049: `lstr json` (UTF-8 text: the HTTP API's answer to the same request).
+    QueueToolOk(0x0049, "queue.tool-ok") {
+        /// The answer, JSON text.
+        json: String as Lstr,
+    },
+    /// 0x004A: `sstr queue, lstr request` (JSON text: the body of `POST
+    /// /api/queues/{vhost}/{queue}/replay`). Moves messages to their origin or a target.
+    QueueReplay(0x004A, "queue.replay") {
+        /// Queue name.
+        queue: String as Sstr,
+        /// The request, JSON text.
+        request: String as Lstr,
+    },
+    /// 0x004B: `sstr queue, lstr request` (JSON text: the body of `POST
+    /// /api/queues/{vhost}/{queue}/search`). Finds messages by text.
+    QueueSearch(0x004B, "queue.search") {
+        /// Queue name.
+        queue: String as Sstr,
+        /// The request, JSON text.
+        request: String as Lstr,
+    },
     /// 0x0050: `u16 prefetch_count, bool global`.
     BasicQos(0x0050, "basic.qos") {
         /// Unacked deliveries allowed (0 = unlimited).

@@ -454,11 +454,24 @@ fn one_of_each() -> Vec<Method> {
             vhost: "/".into(),
             name: ascii_255(),
         },
+        QueuePeek {
+            queue: ascii_255(),
+            request: "{\"count\":10,\"offset\":0}".into(),
+        },
+        QueueToolOk { json: "[]".into() },
+        QueueReplay {
+            queue: "dlq".into(),
+            request: "{\"target\":\"origin\"}".into(),
+        },
+        QueueSearch {
+            queue: "q".into(),
+            request: "{\"query\":\"é\"}".into(),
+        },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 66;
+const VARIANT_COUNT: usize = 70;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -534,6 +547,10 @@ fn variant_index(m: &Method) -> usize {
         GlobalParameterClear { .. } => 63,
         OperatorPolicySet(_) => 64,
         OperatorPolicyClear { .. } => 65,
+        QueuePeek { .. } => 66,
+        QueueToolOk { .. } => 67,
+        QueueReplay { .. } => 68,
+        QueueSearch { .. } => 69,
     }
 }
 

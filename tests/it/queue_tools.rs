@@ -397,3 +397,77 @@ fn search_finds_messages_by_body_header_and_property_page_by_page() {
     let bad = api.post("/queues/%2F/s/search", &json!({"query": ""}));
     assert_eq!(bad.status, 400);
 }
+
+/// Runs `relaymq-cli` as `guest`; its standard output, after checking it succeeded.
+fn cli(server: &TestServer, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
+        .args(["--addr", &server.addr_string()])
+        .args(args)
+        .output()
+        .expect("relaymq-cli runs");
+    assert!(
+        out.status.success(),
+        "relaymq-cli {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_cli_peeks_searches_and_replays_over_the_native_protocol() {
+    let server = TestServer::with_api();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "dlq", false, &[]);
+    declare(&ch, "work", false, &dlx_args());
+    dead_letter(&ch, "work", "first");
+    dead_letter(&ch, "work", "second");
+    wait_ready(&server, "dlq", 2);
+
+    assert_eq!(cli(&server, &["peek", "dlq"]), "first\nsecond\n");
+    assert_eq!(cli(&server, &["peek", "dlq", "--offset", "1"]), "second\n");
+    let json: Value =
+        serde_json::from_str(&cli(&server, &["peek", "dlq", "--count", "1", "--json"])).unwrap();
+    assert_eq!(json[0]["position"], json!(0));
+    assert_eq!(
+        json[0]["properties"]["headers"]["x-death"][0]["queue"],
+        json!("work")
+    );
+    assert_eq!(
+        cli(
+            &server,
+            &["search", "dlq", "SEC", "--ignore-case", "--in", "body"]
+        ),
+        "1: second\nscanned 2 of 2 ready; end\n"
+    );
+    assert_eq!(ready(&server, "dlq"), 2, "peek and search consume nothing");
+
+    assert_eq!(
+        cli(&server, &["replay", "dlq", "--to-origin", "--count", "1"]),
+        "moved 1, skipped 0, refused 0\n"
+    );
+    assert_eq!(
+        cli(&server, &["replay", "dlq", "--to-queue", "nowhere"]),
+        "moved 0, skipped 0, refused 1\nposition 0: no queue 'nowhere' in vhost '/'\n"
+    );
+    assert_eq!(cli(&server, &["peek", "work"]), "first\n");
+    assert_eq!(cli(&server, &["peek", "dlq"]), "second\n");
+
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
+        .args([
+            "--addr",
+            &server.addr_string(),
+            "peek",
+            "dlq",
+            "--count",
+            "5000",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("count must be between 0 and 1000"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

@@ -49,6 +49,13 @@ commands:
   get QUEUE [--count N] [--requeue | --reject] [--json]
       acks what it prints; --requeue puts it back; --reject rejects it without requeue
       (dead-lettered, reason rejected, when the queue has a dead-letter exchange)
+  peek QUEUE [--count N] [--offset N] [--json]
+      ready messages from position N (0 = the head) without consuming them
+  replay QUEUE --to-origin | --exchange X [--routing-key K] | --to-queue Q [--count N] [--json]
+      moves messages (all unless --count) to the queue of their last x-death, an
+      exchange or a queue; prints moved, skipped and refused
+  search QUEUE TEXT [--in body,headers,properties] [--limit N] [--offset N] [--ignore-case] [--json]
+      prints POSITION: BODY of each match, then where the next page starts
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
   list vhost-limits|user-limits|parameters|global-parameters|operator-policies [--json]
       queues and vhosts show rates (messages/s over the last 5 s sample):
@@ -364,6 +371,29 @@ pub enum Command {
     ExportDefinitions(Option<String>),
     /// `import definitions FILE` (`-` is standard input).
     ImportDefinitions(String),
+    /// `peek`, `replay`, `search`: a queue tool with its JSON request (docs/http-api.md
+    /// §3.5).
+    QueueTool {
+        /// Which tool.
+        tool: QueueTool,
+        /// Queue name.
+        queue: String,
+        /// The request, as the HTTP API takes it.
+        request: serde_json::Value,
+        /// Print the answer's JSON.
+        json: bool,
+    },
+}
+
+/// A queue tool of the CLI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueTool {
+    /// `peek`.
+    Peek,
+    /// `replay`.
+    Replay,
+    /// `search`.
+    Search,
 }
 
 /// A `user` subcommand.
@@ -479,6 +509,12 @@ const VALUE_OPTIONS: &[&str] = &[
     "read",
     "priority",
     "apply-to",
+    "offset",
+    "exchange",
+    "routing-key",
+    "to-queue",
+    "in",
+    "limit",
 ];
 
 /// Options without a value.
@@ -497,6 +533,8 @@ const FLAG_OPTIONS: &[&str] = &[
     "requeue",
     "reject",
     "json",
+    "to-origin",
+    "ignore-case",
 ];
 
 /// The tokens of a command line: positionals and command options in order.
@@ -716,6 +754,78 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 reject,
                 json: raw.flag("json"),
             })
+        }
+        "peek" => {
+            let [queue] = raw.positionals("peek", ["QUEUE"])?;
+            let mut request = serde_json::json!({});
+            if let Some(n) = count(&mut raw)? {
+                request["count"] = n.into();
+            }
+            if let Some(n) = number::<u64>(&mut raw, "offset")? {
+                request["offset"] = n.into();
+            }
+            Command::QueueTool {
+                tool: QueueTool::Peek,
+                queue,
+                request,
+                json: raw.flag("json"),
+            }
+        }
+        "replay" => {
+            let [queue] = raw.positionals("replay", ["QUEUE"])?;
+            let origin = raw.flag("to-origin");
+            let exchange = raw.value("exchange")?;
+            let routing_key = raw.value("routing-key")?;
+            let to_queue = raw.value("to-queue")?;
+            let mut request = match (origin, exchange, to_queue) {
+                (true, None, None) => serde_json::json!({"target": "origin"}),
+                (false, Some(x), None) => serde_json::json!({
+                    "target": "exchange",
+                    "exchange": x,
+                    "routing_key": routing_key.clone().unwrap_or_default(),
+                }),
+                (false, None, Some(q)) => serde_json::json!({"target": "queue", "queue": q}),
+                _ => {
+                    return Err(CliError::Usage(
+                        "replay needs one of --to-origin, --exchange X or --to-queue Q".into(),
+                    ))
+                }
+            };
+            if routing_key.is_some() && request["target"] != "exchange" {
+                return Err(CliError::Usage("--routing-key goes with --exchange".into()));
+            }
+            if let Some(n) = count(&mut raw)? {
+                request["count"] = n.into();
+            }
+            Command::QueueTool {
+                tool: QueueTool::Replay,
+                queue,
+                request,
+                json: raw.flag("json"),
+            }
+        }
+        "search" => {
+            let [queue, text] = raw.positionals("search", ["QUEUE", "TEXT"])?;
+            let mut request = serde_json::json!({"query": text});
+            if let Some(places) = raw.value("in")? {
+                let places: Vec<&str> = places.split(',').filter(|p| !p.is_empty()).collect();
+                request["in"] = places.into();
+            }
+            if let Some(n) = number::<u64>(&mut raw, "limit")? {
+                request["limit"] = n.into();
+            }
+            if let Some(n) = number::<u64>(&mut raw, "offset")? {
+                request["offset"] = n.into();
+            }
+            if raw.flag("ignore-case") {
+                request["ignore_case"] = true.into();
+            }
+            Command::QueueTool {
+                tool: QueueTool::Search,
+                queue,
+                request,
+                json: raw.flag("json"),
+            }
         }
         "user" | "permission" | "policy" | "operator-policy" | "vhost-limit" | "user-limit"
         | "parameter" | "global-parameter" => {

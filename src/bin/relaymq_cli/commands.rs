@@ -2,7 +2,7 @@
 
 use super::args::{
     Command, ConsumeArgs, GetArgs, Global, PermissionCommand, PolicyCommand, PublishArgs,
-    UserCommand, ValueCommand,
+    QueueTool, UserCommand, ValueCommand,
 };
 use super::output::{self, Printed};
 use super::{code_name, CliError};
@@ -233,6 +233,27 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
         Command::Publish(a) => publish(conn, a)?,
         Command::Consume(a) => consume(conn, a)?,
         Command::Get(a) => get(conn, a)?,
+        Command::QueueTool {
+            tool,
+            queue,
+            request,
+            json,
+        } => {
+            let ch = conn.open_channel()?;
+            let request = request.to_string();
+            let answer = match tool {
+                QueueTool::Peek => ch.queue_peek(&queue, &request)?,
+                QueueTool::Replay => ch.queue_replay(&queue, &request)?,
+                QueueTool::Search => ch.queue_search(&queue, &request)?,
+            };
+            ch.close()?;
+            let text = if json {
+                format!("{answer}\n")
+            } else {
+                output::queue_tool_text(tool, &answer)
+            };
+            stdout.lock().write_all(text.as_bytes())?;
+        }
         other => {
             let ch = conn.open_channel()?;
             definition(&ch, other)?;

@@ -491,3 +491,51 @@ pub fn import_summary(json: &str) -> String {
     }
     out
 }
+
+/// A queue tool's answer as text: peek prints each payload on its line (as `get` does);
+/// replay prints `moved N, skipped N, refused N` and a line per refusal; search prints
+/// `POSITION: PAYLOAD` per match, then `scanned N of N ready; next offset P` (or `end`).
+pub fn queue_tool_text(tool: super::args::QueueTool, answer: &str) -> String {
+    use super::args::QueueTool;
+    let v: Value = serde_json::from_str(answer).unwrap_or(Value::Null);
+    let payload = |m: &Value| m["payload"].as_str().unwrap_or_default().to_string();
+    let mut out = String::new();
+    match tool {
+        QueueTool::Peek => {
+            for m in v.as_array().into_iter().flatten() {
+                out.push_str(&payload(m));
+                out.push('\n');
+            }
+        }
+        QueueTool::Replay => {
+            let errors = v["errors"].as_array().cloned().unwrap_or_default();
+            out.push_str(&format!(
+                "moved {}, skipped {}, refused {}\n",
+                v["moved"],
+                v["skipped"],
+                errors.len()
+            ));
+            for e in errors {
+                out.push_str(&format!(
+                    "position {}: {}\n",
+                    e["position"],
+                    e["reason"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+        QueueTool::Search => {
+            for m in v["items"].as_array().into_iter().flatten() {
+                out.push_str(&format!("{}: {}\n", m["position"], payload(m)));
+            }
+            let next = match &v["next_offset"] {
+                Value::Null => "end".to_string(),
+                n => format!("next offset {n}"),
+            };
+            out.push_str(&format!(
+                "scanned {} of {} ready; {next}\n",
+                v["scanned"], v["ready"]
+            ));
+        }
+    }
+    out
+}

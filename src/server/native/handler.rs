@@ -15,6 +15,7 @@ use crate::native::publish_batch::PUBLISH_METHOD_ID;
 use crate::native::{ListKind, Method, PublishBatch};
 use crate::server::config::negotiate;
 use crate::server::conn::Conn;
+use crate::server::inspect;
 use crate::server::lifecycle::{
     defer_login, open_session, ChannelStep, Lifecycle, Opening, Phase, Wire,
 };
@@ -678,6 +679,16 @@ impl NativeHandler {
                 session.basic_recover(ch, requeue).map(|_| Some(Method::Ok))
             }
             Method::ConfirmSelect => session.confirm_select(ch).map(|_| Some(Method::Ok)),
+            Method::QueuePeek { queue, request } => {
+                queue_tool(session, ch, &queue, &request, inspect::peek)
+            }
+            Method::QueueReplay { queue, request } => {
+                queue_tool(session, ch, &queue, &request, inspect::replay)
+            }
+            Method::QueueSearch { queue, request } => {
+                queue_tool(session, ch, &queue, &request, inspect::search)
+            }
+
             other => Err(BrokerError::new(
                 ReplyCode::CommandInvalid,
                 format!("{} is not a client method on a channel", other.name()),
@@ -685,6 +696,31 @@ impl NativeHandler {
         };
         self.life.answer(ch, at, result);
     }
+}
+
+/// Runs a queue tool ([`inspect`]) with its JSON request; answers `queue.tool-ok`.
+fn queue_tool(
+    session: &mut Session,
+    ch: u16,
+    queue: &str,
+    request: &str,
+    tool: inspect::Tool,
+) -> Result<Option<Method>, BrokerError> {
+    let body = match serde_json::from_str::<serde_json::Value>(request) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => {
+            return Err(BrokerError::precondition(
+                "the request must be a JSON object",
+            ))
+        }
+    };
+    tool(session, ch, queue, &body)
+        .map(|json| {
+            Some(Method::QueueToolOk {
+                json: json.to_string(),
+            })
+        })
+        .map_err(inspect::InspectError::into_broker_error)
 }
 
 /// A publish batch's rule (docs/architecture.md §4): messages go to the core in order
