@@ -228,6 +228,26 @@ def run(args):
         ui.shot("overview")
         ui.collect_console("overview")
 
+        step("polling pauses in a hidden tab and resumes when shown")
+        calls = ("return performance.getEntriesByType('resource')"
+                 ".filter(e => e.name.includes('/api/')).length")
+
+        def set_hidden(hidden):
+            ui.d.execute_script(
+                "Object.defineProperty(document, 'hidden', {configurable: true, get: () => arguments[0]});"
+                "document.dispatchEvent(new Event('visibilitychange'))", hidden)
+
+        ui.d.execute_script("performance.clearResourceTimings()")
+        time.sleep(4.5)
+        check(ui.d.execute_script(calls) > 0, "the page polls every 2 s while shown")
+        set_hidden(True)
+        time.sleep(0.5)
+        ui.d.execute_script("performance.clearResourceTimings()")
+        time.sleep(4.5)
+        check(ui.d.execute_script(calls) == 0, "a hidden tab does not poll")
+        set_hidden(False)
+        ui.wait(lambda: ui.d.execute_script(calls) > 0, "polling again once the tab is shown", timeout=5)
+
         step("the pages are reachable with the keyboard")
         ui.go("overview")
         ui.d.execute_script("document.activeElement && document.activeElement.blur(); window.focus()")
@@ -386,7 +406,7 @@ def run(args):
         ui.go("policies")
         ui.fill("#policy-form", "name", "ui-limit")
         ui.fill("#policy-form", "pattern", "^ui\\.")
-        ui.el("[data-key='max-length']").click()
+        ui.el("[data-arg='max-length']").click()
         rows = ui.d.find_elements(By.CSS_SELECTOR, "#policy-def .arg-row")
         rows[-1].find_element(By.NAME, "arg-value").send_keys("1000")
         ui.submit("#policy-form")

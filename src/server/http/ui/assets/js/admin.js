@@ -224,17 +224,11 @@
           <label>Apply to <select name="apply_to"><option value="all">Exchanges and queues</option><option value="exchanges">Exchanges</option><option value="queues">Queues</option></select></label>
           <label>Priority <input name="priority" type="number" value="0"></label>
           <fieldset><legend>Definition</legend>${R.argsEditor('policy-def')}
-            <p class="hint">Add ${POLICY_KEYS.map(([k, t]) => html`<button type="button" class="link" data-key="${k}" data-type="${t}">${k}</button> `)}</p></fieldset>
+            <p class="hint">Add ${POLICY_KEYS.map(([k, t]) => html`<button type="button" class="link" data-arg="${k}" data-type="${t}">${k}</button> `)}</p></fieldset>
           <button type="submit">Add / update policy</button></form></section>`);
       const editor = $('#policy-def');
       R.wireArgs(editor);
-      main.addEventListener('click', (ev) => {
-        const a = ev.target.closest('[data-key]');
-        if (!a) return;
-        const first = $('.arg-row [name=arg-name]', editor);
-        if (first && first.value === '') first.closest('.arg-row').remove();
-        R.addArgRow(editor, a.getAttribute('data-key'), '', a.getAttribute('data-type'));
-      });
+      R.wireArgShortcuts($('#policy-form'), editor);
       let current = [];
       async function refresh() {
         current = await get('policies');

@@ -204,6 +204,20 @@ const R = (() => {
     });
     if (!$('.arg-row', editor)) addArgRow(editor);
   }
+  /**
+   * Makes the buttons `[data-arg]` (with `data-type`) inside `root` add that argument to
+   * `editor`, in place of an empty first row (the "Add …" shortcuts of RabbitMQ's forms).
+   */
+  function wireArgShortcuts(root, editor) {
+    root.addEventListener('click', (ev) => {
+      const a = ev.target.closest('[data-arg]');
+      if (!a || !root.contains(a)) return;
+      const first = $('.arg-row [name=arg-name]', editor);
+      if (first && first.value === '') first.closest('.arg-row').remove();
+      addArgRow(editor, a.getAttribute('data-arg'), '', a.getAttribute('data-type') || 'string');
+    });
+  }
+
   /** The arguments object of an editor, typed; throws on a bad number or list. */
   function readArgs(editor) {
     const args = {};
@@ -475,7 +489,7 @@ const R = (() => {
 
   return {
     html, set, esc, $, $$, store, api, get, seg, num, rate, bytes, duration, vhostLabel,
-    flash, failed, attempt, sure, onSubmit, argsEditor, wireArgs, readArgs, addArgRow,
+    flash, failed, attempt, sure, onSubmit, argsEditor, wireArgs, wireArgShortcuts, readArgs, addArgRow,
     table, pagedList, page, link, route, canSee, init,
     user: () => whoami,
   };

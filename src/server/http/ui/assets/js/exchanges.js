@@ -116,10 +116,7 @@
       });
       const editor = $('#add-exchange-args');
       R.wireArgs(editor);
-      main.addEventListener('click', (ev) => {
-        const a = ev.target.closest('[data-arg]');
-        if (a) R.addArgRow(editor, a.getAttribute('data-arg'), '', 'string');
-      });
+      R.wireArgShortcuts($('#add-exchange'), editor);
       onSubmit($('#add-exchange'), async (v, form) => {
         let args;
         try { args = R.readArgs(editor); } catch (e) { R.failed(e); return; }

@@ -70,13 +70,7 @@
       });
       const editor = $('#add-queue-args');
       R.wireArgs(editor);
-      main.addEventListener('click', (ev) => {
-        const a = ev.target.closest('[data-arg]');
-        if (!a) return;
-        const first = $('.arg-row [name=arg-name]', editor);
-        if (first && first.value === '') first.closest('.arg-row').remove();
-        R.addArgRow(editor, a.getAttribute('data-arg'), '', a.getAttribute('data-type'));
-      });
+      R.wireArgShortcuts($('#add-queue'), editor);
       onSubmit($('#add-queue'), async (v, form) => {
         let args;
         try { args = R.readArgs(editor); } catch (e) { R.failed(e); return; }
