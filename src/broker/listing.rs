@@ -165,6 +165,7 @@ pub fn queues_with_rates(vh: &VirtualHost, rates: &crate::broker::rates::Rates) 
                 ("messages_persistent", n(stored.records_valid)),
                 ("disk_bytes", n(stored.bytes_on_disk)),
                 ("storage_failed", FieldValue::Bool(storage_failed)),
+                ("paused", FieldValue::Bool(q.is_paused())),
                 ("policy", policy_name),
                 (
                     "effective_policy_definition",

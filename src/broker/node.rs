@@ -386,6 +386,7 @@ impl Broker {
             );
             queue.memory_bytes_max = config.queue_memory_bytes;
             queue.resolve_consumer_timeout(config.consumer_timeout_ms);
+            queue.restore_paused(q.paused);
             let opened = open_store(
                 &durability,
                 &q.vhost,

@@ -114,4 +114,46 @@ impl Session {
         );
         Ok(outcome)
     }
+
+    /// Pauses (`paused`) or resumes deliveries of `queue` to its consumers
+    /// ([`crate::broker::queue::Queue::set_paused`]); a durable queue's state is committed
+    /// to `meta.db` first, so it survives a restart. Pausing a paused queue or resuming a
+    /// running one changes nothing and succeeds. Returns whether the state changed.
+    ///
+    /// # Errors
+    /// 403 without `configure` permission on the queue; 404 absent; 405 exclusive to
+    /// another connection; 504 channel not open; 541 when `meta.db` cannot be written
+    /// (the queue keeps its state).
+    pub fn queue_pause(&mut self, ch: u16, queue: &str, paused: bool) -> Result<bool, BrokerError> {
+        self.require_channel(ch)?;
+        self.permit(Access::Configure, Resource::Queue, queue)?;
+        let vhost = std::sync::Arc::clone(self.vhost());
+        let q = vhost.queue_for(queue, self.id)?;
+        // Under the changes lock: a delete or another pause cannot interleave between
+        // the commit and the change in memory.
+        let _changes = vhost.changes();
+        if q.is_deleted() {
+            return Err(BrokerError::not_found(format!(
+                "no queue '{queue}' in vhost '{}'",
+                vhost.name
+            )));
+        }
+        if q.is_paused() == paused {
+            return Ok(false);
+        }
+        if q.storage_id.is_some() {
+            vhost.persist("queue state", |m| {
+                m.set_queue_paused(&vhost.name, &q.name, paused)
+            })?;
+        }
+        let changed = q.set_paused(paused);
+        log::info!(
+            "queue '{}' in vhost '{}' {} by '{}'",
+            queue.escape_debug(),
+            vhost.name.escape_debug(),
+            if paused { "paused" } else { "resumed" },
+            self.user().unwrap_or_default().escape_debug()
+        );
+        Ok(changed)
+    }
 }

@@ -1003,6 +1003,7 @@ impl VirtualHost {
                         id: id.clone(),
                         auto_delete: spec.auto_delete,
                         arguments: spec.arguments.clone(),
+                        paused: false,
                     })
                 });
                 if let Err(e) = committed {

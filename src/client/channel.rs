@@ -531,6 +531,32 @@ impl Channel {
         )
     }
 
+    /// Pauses deliveries of `queue` to its consumers (`queue.pause`; docs/lifecycle.md,
+    /// "Pausing a queue"): they stay attached and get nothing until
+    /// [`Channel::queue_resume`]. Pausing a paused queue succeeds.
+    ///
+    /// # Errors
+    /// [`ClientError::Usage`] for a name over 255 bytes; the server's refusal (403 without
+    /// `configure` permission on the queue, 404) as the channel's close error.
+    pub fn queue_pause(&self, queue: &str) -> Result<(), ClientError> {
+        validate::short_str("queue name", queue)?;
+        self.call_ok(Method::QueuePause {
+            queue: queue.into(),
+        })
+    }
+
+    /// Resumes deliveries of a paused `queue` (`queue.resume`); resuming a running queue
+    /// succeeds.
+    ///
+    /// # Errors
+    /// As [`Channel::queue_pause`].
+    pub fn queue_resume(&self, queue: &str) -> Result<(), ClientError> {
+        validate::short_str("queue name", queue)?;
+        self.call_ok(Method::QueueResume {
+            queue: queue.into(),
+        })
+    }
+
     fn queue_tool(&self, method: Method, queue: &str) -> Result<String, ClientError> {
         validate::short_str("queue name", queue)?;
         let name = method.name();

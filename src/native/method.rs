@@ -602,6 +602,17 @@ native_methods! {
         /// The request, JSON text.
         request: String as Lstr,
     },
+    /// 0x004C: `sstr queue`. Pauses deliveries to the queue's consumers (docs/lifecycle.md,
+    /// "Pausing a queue"); answered `ok`.
+    QueuePause(0x004C, "queue.pause") {
+        /// Queue name.
+        queue: String as Sstr,
+    },
+    /// 0x004D: `sstr queue`. Resumes deliveries of a paused queue; answered `ok`.
+    QueueResume(0x004D, "queue.resume") {
+        /// Queue name.
+        queue: String as Sstr,
+    },
     /// 0x0050: `u16 prefetch_count, bool global`.
     BasicQos(0x0050, "basic.qos") {
         /// Unacked deliveries allowed (0 = unlimited).

@@ -467,11 +467,13 @@ fn one_of_each() -> Vec<Method> {
             queue: "q".into(),
             request: "{\"query\":\"é\"}".into(),
         },
+        QueuePause { queue: ascii_255() },
+        QueueResume { queue: "q".into() },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 70;
+const VARIANT_COUNT: usize = 72;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -551,6 +553,8 @@ fn variant_index(m: &Method) -> usize {
         QueueToolOk { .. } => 67,
         QueueReplay { .. } => 68,
         QueueSearch { .. } => 69,
+        QueuePause { .. } => 70,
+        QueueResume { .. } => 71,
     }
 }
 

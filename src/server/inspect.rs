@@ -2,8 +2,9 @@
 //! offer them: the HTTP API (`POST /api/queues/{vhost}/{queue}/peek|replay|search`) takes
 //! the request as its body, the native protocol (`queue.peek`, `queue.replay`,
 //! `queue.search`, docs/protocol.md §7) as an `lstr`; both answer the same JSON
-//! (docs/http-api.md, "Beyond RabbitMQ"). The operations and their permission checks
-//! are the core's ([`crate::broker::queue_tools`]).
+//! (docs/http-api.md, "Beyond RabbitMQ"). The `pause` and `resume` actions of `POST
+//! /api/queues/{vhost}/{queue}/actions` are read here too ([`QueueAction`]). The operations
+//! and their permission checks are the core's ([`crate::broker::queue_tools`]).
 //!
 //! A message is shown as `POST /api/queues/{vhost}/{queue}/get` shows it (RabbitMQ's
 //! `rabbit_mgmt_wm_queue_get` fields: `payload_bytes`, `redelivered`, `exchange`,
@@ -255,6 +256,39 @@ pub fn replay(
         .map(|(position, reason)| json!({"position": position, "reason": reason}))
         .collect();
     Ok(json!({"moved": out.moved, "skipped": out.skipped, "errors": errors}))
+}
+
+/// A queue action RelayMQ adds to RabbitMQ's `POST /api/queues/{vhost}/{queue}/actions`
+/// (`{"action": "pause"}` or `{"action": "resume"}`; docs/lifecycle.md, "Pausing a
+/// queue"). The native protocol has a method for each (`queue.pause`, `queue.resume`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueAction {
+    /// Deliver nothing to the queue's consumers until resumed.
+    Pause,
+    /// Deliver again.
+    Resume,
+}
+
+impl QueueAction {
+    /// The action an `actions` request names, if it is one of RelayMQ's (`None`: not
+    /// ours, RabbitMQ's answer applies).
+    pub fn from_request(body: &Map<String, Value>) -> Option<QueueAction> {
+        match body.get("action").and_then(Value::as_str) {
+            Some("pause") => Some(QueueAction::Pause),
+            Some("resume") => Some(QueueAction::Resume),
+            _ => None,
+        }
+    }
+
+    /// Runs the action ([`Session::queue_pause`]); doing it twice is not an error.
+    ///
+    /// # Errors
+    /// The core's refusals (403 without `configure` on the queue, 404, 405).
+    pub fn run(self, session: &mut Session, ch: u16, queue: &str) -> Result<(), BrokerError> {
+        session
+            .queue_pause(ch, queue, self == QueueAction::Pause)
+            .map(|_| ())
+    }
 }
 
 /// What a search looks in.

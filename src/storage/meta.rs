@@ -159,6 +159,14 @@
 //!     PRIMARY KEY (vhost, name)
 //! ) WITHOUT ROWID;
 //! ```
+//!
+//! # Schema version 6
+//!
+//! ```sql
+//! -- Pausing (version 6): a paused queue keeps its consumers and delivers nothing
+//! -- until it is resumed (docs/lifecycle.md, "Pausing a queue").
+//! ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1));
+//! ```
 
 use crate::storage::error::StorageError;
 use crate::storage::meta_limits::{
@@ -177,13 +185,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Current schema version.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Step `i` migrates a file at schema version `i` to version `i + 1` (version 0 is an
 /// empty file). Each step runs in its own transaction together with the version update, so
 /// a crash mid-migration leaves the file at a whole version.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] =
-    [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+];
 
 /// Version 1: the whole schema. Kept identical to the module documentation (a unit test
 /// checks every line).
@@ -330,6 +339,14 @@ CREATE TABLE operator_policies (
 ) WITHOUT ROWID;
 ";
 
+/// Version 6: the paused flag of a durable queue. Kept identical to the module
+/// documentation.
+const SCHEMA_V6: &str = "
+-- Pausing (version 6): a paused queue keeps its consumers and delivers nothing
+-- until it is resumed (docs/lifecycle.md, \"Pausing a queue\").
+ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1));
+";
+
 /// How long a statement waits for a lock held by another connection (only `--check` or an
 /// operator's `sqlite3` can hold one; the server uses a single connection).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -365,6 +382,9 @@ pub struct QueueDef {
     pub auto_delete: bool,
     /// Declare arguments.
     pub arguments: FieldTable,
+    /// Paused: its consumers stay attached and get nothing until it is resumed (schema
+    /// version 6; docs/lifecycle.md, "Pausing a queue").
+    pub paused: bool,
 }
 
 /// A binding between durable ends.
@@ -502,7 +522,8 @@ impl MetaStore {
         let mut queues = Vec::new();
         let rows = query_all(
             &tx,
-            "SELECT vhost, name, id, auto_delete, arguments FROM queues ORDER BY vhost, name",
+            "SELECT vhost, name, id, auto_delete, arguments, paused FROM queues
+             ORDER BY vhost, name",
             |r| {
                 Ok((
                     r.get::<_, String>(0)?,
@@ -510,11 +531,12 @@ impl MetaStore {
                     r.get::<_, String>(2)?,
                     r.get::<_, bool>(3)?,
                     r.get::<_, Vec<u8>>(4)?,
+                    r.get::<_, bool>(5)?,
                 ))
             },
         )
         .map_err(&err)?;
-        for (vhost, name, id, auto_delete, blob) in rows {
+        for (vhost, name, id, auto_delete, blob, paused) in rows {
             let row = || format!("queues row (vhost {vhost:?}, name {name:?})");
             if !is_valid_queue_id(&id) {
                 return Err(self.corrupt(format!(
@@ -529,6 +551,7 @@ impl MetaStore {
                 id,
                 auto_delete,
                 arguments,
+                paused,
             });
         }
 
@@ -674,6 +697,25 @@ impl MetaStore {
             )));
         }
         self.write_in_vhost("put_queue", &def.vhost, |tx| upsert_queue(tx, def))
+    }
+
+    /// Sets the paused flag of a stored queue (docs/lifecycle.md, "Pausing a queue");
+    /// returns whether the queue is stored.
+    ///
+    /// # Errors
+    /// [`StorageError::Meta`] when SQLite fails.
+    pub fn set_queue_paused(
+        &self,
+        vhost: &str,
+        name: &str,
+        paused: bool,
+    ) -> Result<bool, StorageError> {
+        self.write("set_queue_paused", |tx| {
+            Ok(tx.execute(
+                "UPDATE queues SET paused = ?3 WHERE vhost = ?1 AND name = ?2",
+                params![vhost, name, paused],
+            )? > 0)
+        })
     }
 
     /// Deletes a queue and every binding to it, in one transaction.
@@ -918,19 +960,21 @@ pub(super) fn upsert_exchange(tx: &Transaction<'_>, def: &ExchangeDef) -> rusqli
 }
 
 /// Stores a queue in `tx`, replacing a stored one of the same vhost and name (its id is
-/// checked by the caller).
+/// checked by the caller), paused flag included.
 pub(super) fn upsert_queue(tx: &Transaction<'_>, def: &QueueDef) -> rusqlite::Result<()> {
     tx.execute(
-        "INSERT INTO queues (vhost, name, id, auto_delete, arguments)
-         VALUES (?1, ?2, ?3, ?4, ?5)
+        "INSERT INTO queues (vhost, name, id, auto_delete, arguments, paused)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (vhost, name) DO UPDATE SET id = excluded.id,
-             auto_delete = excluded.auto_delete, arguments = excluded.arguments",
+             auto_delete = excluded.auto_delete, arguments = excluded.arguments,
+             paused = excluded.paused",
         params![
             def.vhost,
             def.name,
             def.id,
             def.auto_delete,
-            encode_arguments(&def.arguments)
+            encode_arguments(&def.arguments),
+            def.paused
         ],
     )?;
     Ok(())
@@ -1048,6 +1092,8 @@ mod tests {
             .chain(SCHEMA_V2.lines())
             .chain(SCHEMA_V3.lines())
             .chain(SCHEMA_V4.lines())
+            .chain(SCHEMA_V5.lines())
+            .chain(SCHEMA_V6.lines())
             .map(str::trim)
             .filter(|l| !l.is_empty())
         {
@@ -1056,6 +1102,37 @@ mod tests {
                 "schema line missing from the doc: {line}"
             );
         }
+    }
+
+    #[test]
+    fn a_schema_5_file_migrates_to_6_keeping_its_queues_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("meta.db");
+        let db = Connection::open(&path).unwrap();
+        for step in &MIGRATIONS[..5] {
+            db.execute_batch(step).unwrap();
+        }
+        let id = new_queue_id();
+        db.execute_batch(&format!(
+            "INSERT INTO schema_version (id, version) VALUES (1, 5);
+             INSERT INTO vhosts (name) VALUES ('v');
+             INSERT INTO queues (vhost, name, id, auto_delete, arguments)
+             VALUES ('v', 'q', '{id}', 0, x'00000000');"
+        ))
+        .unwrap();
+        drop(db);
+        let m = MetaStore::open(&path).unwrap();
+        let q = &m.load().unwrap().queues[0];
+        assert_eq!(
+            (q.name.as_str(), q.id.as_str(), q.paused),
+            ("q", id.as_str(), false)
+        );
+        assert!(m.set_queue_paused("v", "q", true).unwrap());
+        assert!(!m.set_queue_paused("v", "absent", true).unwrap());
+        drop(m);
+        let m = MetaStore::open(&path).unwrap();
+        assert!(m.load().unwrap().queues[0].paused, "kept across a reopen");
+        assert_eq!(m.schema_version().unwrap(), SCHEMA_VERSION);
     }
 
     #[test]

@@ -257,6 +257,7 @@ mod tests {
                 id: new_queue_id(),
                 auto_delete: false,
                 arguments: FieldTable::new(),
+                paused: false,
             }],
             bindings: vec![BindingDef {
                 vhost: "v".into(),

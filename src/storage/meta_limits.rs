@@ -193,7 +193,8 @@ mod tests {
         db.execute_batch(
             "DROP TABLE vhost_limits; DROP TABLE user_limits; DROP TABLE vhost_metadata;
              DROP TABLE runtime_parameters; DROP TABLE global_parameters;
-             DROP TABLE operator_policies; UPDATE schema_version SET version = 3;",
+             DROP TABLE operator_policies; ALTER TABLE queues DROP COLUMN paused;
+             UPDATE schema_version SET version = 3;",
         )
         .unwrap();
         drop(db);

@@ -211,7 +211,8 @@ mod tests {
         let db = rusqlite::Connection::open(&path).unwrap();
         db.execute_batch(
             "DROP TABLE runtime_parameters; DROP TABLE global_parameters;
-             DROP TABLE operator_policies; UPDATE schema_version SET version = 4;",
+             DROP TABLE operator_policies; ALTER TABLE queues DROP COLUMN paused;
+             UPDATE schema_version SET version = 4;",
         )
         .unwrap();
         drop(db);

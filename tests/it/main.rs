@@ -54,6 +54,7 @@ mod policies;
 mod priorities;
 mod publishing;
 mod queue_names_on_disk;
+mod queue_pause;
 mod queue_tools;
 mod queues;
 mod raw_smoke;

@@ -67,6 +67,7 @@ fn queue(vhost: &str, name: &str) -> QueueDef {
         id: new_queue_id(),
         auto_delete: false,
         arguments: FieldTable::new(),
+        paused: false,
     }
 }
 
@@ -150,6 +151,7 @@ fn every_kind_round_trips_through_reopen_with_tricky_names() {
                     id: new_queue_id(),
                     auto_delete: i % 2 == 1,
                     arguments: nested_arguments(),
+                    paused: i % 3 == 1,
                 };
                 store.put_queue(&q).unwrap();
                 expected.queues.push(q);

@@ -464,6 +464,7 @@ fn a_schema_2_meta_db_migrates_to_3_keeping_users_and_definitions() {
                 id: relaymq::storage::meta::new_queue_id(),
                 auto_delete: false,
                 arguments: FieldTable::new(),
+                paused: false,
             })
             .unwrap();
         store
@@ -491,7 +492,8 @@ fn a_schema_2_meta_db_migrates_to_3_keeping_users_and_definitions() {
             "DROP TABLE runtime_parameters; DROP TABLE global_parameters;
              DROP TABLE operator_policies;
              DROP TABLE vhost_limits; DROP TABLE user_limits; DROP TABLE vhost_metadata;
-             DROP TABLE policies; UPDATE schema_version SET version = 2;",
+             DROP TABLE policies; ALTER TABLE queues DROP COLUMN paused;
+             UPDATE schema_version SET version = 2;",
         )
         .unwrap();
     }

@@ -56,6 +56,8 @@ commands:
       exchange or a queue; prints moved, skipped and refused
   search QUEUE TEXT [--in body,headers,properties] [--limit N] [--offset N] [--ignore-case] [--json]
       prints POSITION: BODY of each match, then where the next page starts
+  pause QUEUE | resume QUEUE
+      stops deliveries to the queue's consumers (they stay attached) / starts them again
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
   list vhost-limits|user-limits|parameters|global-parameters|operator-policies [--json]
       queues and vhosts show rates (messages/s over the last 5 s sample):
@@ -371,6 +373,13 @@ pub enum Command {
     ExportDefinitions(Option<String>),
     /// `import definitions FILE` (`-` is standard input).
     ImportDefinitions(String),
+    /// `pause QUEUE` (`true`) or `resume QUEUE` (`false`).
+    PauseQueue {
+        /// Queue name.
+        queue: String,
+        /// Pause rather than resume.
+        paused: bool,
+    },
     /// `peek`, `replay`, `search`: a queue tool with its JSON request (docs/http-api.md
     /// §3.5).
     QueueTool {
@@ -754,6 +763,20 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 reject,
                 json: raw.flag("json"),
             })
+        }
+        "pause" => {
+            let [queue] = raw.positionals("pause", ["QUEUE"])?;
+            Command::PauseQueue {
+                queue,
+                paused: true,
+            }
+        }
+        "resume" => {
+            let [queue] = raw.positionals("resume", ["QUEUE"])?;
+            Command::PauseQueue {
+                queue,
+                paused: false,
+            }
         }
         "peek" => {
             let [queue] = raw.positionals("peek", ["QUEUE"])?;

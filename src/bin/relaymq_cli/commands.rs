@@ -233,6 +233,15 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
         Command::Publish(a) => publish(conn, a)?,
         Command::Consume(a) => consume(conn, a)?,
         Command::Get(a) => get(conn, a)?,
+        Command::PauseQueue { queue, paused } => {
+            let ch = conn.open_channel()?;
+            if paused {
+                ch.queue_pause(&queue)?;
+            } else {
+                ch.queue_resume(&queue)?;
+            }
+            ch.close()?;
+        }
         Command::QueueTool {
             tool,
             queue,

@@ -144,6 +144,7 @@ pub(super) fn batch(changes: &Changes<'_>, stores: &Stores) -> MetaBatch {
                     id: stores.id(q)?.to_string(),
                     auto_delete: q.spec.auto_delete,
                     arguments: q.spec.arguments.clone(),
+                    paused: false,
                 })
             })
             .collect(),

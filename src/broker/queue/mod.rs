@@ -44,7 +44,7 @@ use crate::limits::{CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
 use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::{FieldTable, FieldValue};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// A message taken from a queue (delivered or got, held by its channel until settled): its
@@ -248,6 +248,11 @@ pub struct Queue {
     /// When the queue was last used (declared, consumed from, got from, or its last
     /// consumer left), ms since the Unix epoch: `x-expires` counts from here.
     last_used_ms: AtomicU64,
+    /// Paused by an operator: consumers stay attached and dispatch offers them nothing
+    /// until it is resumed (docs/lifecycle.md, "Pausing a queue"). Written under the
+    /// queue lock, so a dispatch sees it before it offers a message; read without it by
+    /// listings.
+    paused: AtomicBool,
     state: Mutex<QueueState>,
 }
 
@@ -311,6 +316,7 @@ impl Queue {
             arguments,
             next_deadline_ms: AtomicU64::new(u64::MAX),
             last_used_ms: AtomicU64::new(now_ms()),
+            paused: AtomicBool::new(false),
             state: Mutex::new(state),
         }
     }
@@ -730,7 +736,7 @@ impl Queue {
 
     fn dispatch_locked(self: &Arc<Self>, st: &mut QueueState) {
         let n = st.consumers.len();
-        if n == 0 {
+        if n == 0 || self.paused.load(Ordering::Relaxed) {
             return;
         }
         while self.load_head(st) {
@@ -795,6 +801,30 @@ impl Queue {
         if let (Some(storage), Some(record)) = (&self.storage, record) {
             storage.settle(&self.name, record);
         }
+    }
+
+    /// Pauses (`true`) or resumes (`false`) deliveries to consumers; resuming dispatches
+    /// at once. Returns whether the state changed. `basic.get`, TTL expiry and consumer
+    /// timeouts are not affected (docs/lifecycle.md, "Pausing a queue").
+    pub fn set_paused(self: &Arc<Self>, paused: bool) -> bool {
+        let mut st = self.lock();
+        let was = self.paused.swap(paused, Ordering::Relaxed);
+        if was && !paused {
+            self.dispatch_locked(&mut st);
+            self.publish_deadline(&st);
+        }
+        was != paused
+    }
+
+    /// Marks a queue being recovered paused, as `meta.db` says (start-up only, before it
+    /// is shared).
+    pub fn restore_paused(&mut self, paused: bool) {
+        *self.paused.get_mut() = paused;
+    }
+
+    /// Whether deliveries to consumers are paused ([`Queue::set_paused`]).
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
     }
 
     /// Marks the queue used now (`x-expires` counts from the last use).

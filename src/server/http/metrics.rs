@@ -31,6 +31,8 @@ struct QueueRow {
     name: Arc<str>,
     stats: QueueStats,
     disk_bytes: u64,
+    /// Paused by an operator (docs/lifecycle.md, "Pausing a queue").
+    paused: bool,
 }
 
 /// One vhost's numbers.
@@ -164,6 +166,7 @@ pub fn render(broker: &Broker) -> String {
                 name: Arc::clone(&q.name),
                 stats: q.stats(),
                 disk_bytes: q.storage.as_ref().map_or(0, |s| s.stats().bytes_on_disk),
+                paused: q.is_paused(),
             });
         }
     }
@@ -280,6 +283,12 @@ fn write_global(
     );
     gauge(page, "relaymq_channels", "Open channels", channels);
     gauge(page, "relaymq_queues", "Queues", queues.len() as u64);
+    gauge(
+        page,
+        "relaymq_queues_paused",
+        "Queues whose deliveries an operator paused",
+        queues.iter().filter(|q| q.paused).count() as u64,
+    );
     gauge(
         page,
         "relaymq_consumers",

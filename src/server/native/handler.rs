@@ -688,6 +688,12 @@ impl NativeHandler {
             Method::QueueSearch { queue, request } => {
                 queue_tool(session, ch, &queue, &request, inspect::search)
             }
+            Method::QueuePause { queue } => inspect::QueueAction::Pause
+                .run(session, ch, &queue)
+                .map(|()| Some(Method::Ok)),
+            Method::QueueResume { queue } => inspect::QueueAction::Resume
+                .run(session, ch, &queue)
+                .map(|()| Some(Method::Ok)),
 
             other => Err(BrokerError::new(
                 ReplyCode::CommandInvalid,

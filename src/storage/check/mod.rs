@@ -664,6 +664,7 @@ mod tests {
             id: id.clone(),
             auto_delete: false,
             arguments: FieldTable::new(),
+            paused: false,
         })
         .unwrap();
         (id, meta)

@@ -490,11 +490,26 @@ fn purge(ctx: &Ctx<'_>, vh: &str, name: &str) -> Result<Response, ApiError> {
 
 /// `POST /api/queues/{vhost}/{name}/actions`: RabbitMQ 4.x knows no action any more
 /// (`sync` and `cancel_sync` were for classic mirrored queues, removed in 4.0), so every
-/// action is 400 `["unknown", Action]`; administrators only.
+/// other action is 400 `["unknown", Action]`, administrators only, as there. RelayMQ adds
+/// `pause` and `resume` ([`inspect::QueueAction`]): 204, `configure` permission on the
+/// queue, on a management channel of the caller.
 fn actions(ctx: &Ctx<'_>, vh: &str, q: &str, body: &mut Body<'_>) -> Result<Response, Refusal> {
+    let parsed = direct::json_body(body, super::API_BODY_BYTES_MAX);
+    if let Some(action) = parsed
+        .as_ref()
+        .ok()
+        .and_then(inspect::QueueAction::from_request)
+    {
+        let v = target_vhost(ctx, vh, |v| v.queue(q).is_some(), "queue_not_found")?;
+        let mut channel = ManagementChannel::open(ctx, v)?;
+        action
+            .run(&mut channel.session, CHANNEL, q)
+            .map_err(direct::channel_error)?;
+        return Ok(Response::empty(204));
+    }
     require(&ctx.caller, Need::Administrator)?;
     target_vhost(ctx, vh, |v| v.queue(q).is_some(), "queue_not_found")?;
-    let body = direct::json_body(body, super::API_BODY_BYTES_MAX)?;
+    let body = parsed?;
     let keys = direct::require_keys(&body, &["action"])?;
     let action = keys.first().map_or(Value::Null, |a| (*a).clone());
     Err(Refusal::term("unknown", action))

@@ -106,7 +106,8 @@ pub(super) fn render(
         "exclusive": q.exclusive,
         "arguments": table_json(&q.arguments),
         "node": node,
-        "state": if q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed()) { "down" } else { "running" },
+        "state": state(q),
+        "paused": q.is_paused(),
         "policy": policy,
         "operator_policy": operator_policy,
         "effective_policy_definition": definition,
@@ -157,6 +158,19 @@ pub(super) fn render(
     row
 }
 
+/// A queue's `state`: `down` when its store failed (RabbitMQ's word for a queue that
+/// cannot serve), `paused` while an operator paused it (LavinMQ's word; docs/lifecycle.md,
+/// "Pausing a queue"), else `running`.
+fn state(q: &Queue) -> &'static str {
+    if q.storage_id.is_some() && q.storage.as_ref().is_none_or(|x| x.is_failed()) {
+        "down"
+    } else if q.is_paused() {
+        "paused"
+    } else {
+        "running"
+    }
+}
+
 /// The queue fields sorted on without rendering.
 fn cheap(item: &(Arc<str>, Arc<Queue>), field: &str) -> Option<Value> {
     let (vhost, q) = item;
@@ -168,6 +182,8 @@ fn cheap(item: &(Arc<str>, Arc<Queue>), field: &str) -> Option<Value> {
         "exclusive" => json!(q.exclusive),
         "messages" => json!(q.message_count()),
         "consumers" => json!(q.consumer_count()),
+        "state" => json!(state(q)),
+        "paused" => json!(q.is_paused()),
         _ => return None,
     })
 }
