@@ -259,7 +259,8 @@ pub fn consumers(vh: &VirtualHost, broker: &Broker) -> Vec<FieldTable> {
     out
 }
 
-fn connection_name(c: &ConnectionInfo) -> String {
+/// A connection's name as RabbitMQ forms it: `"PEER -> LOCAL"`.
+pub fn connection_name(c: &ConnectionInfo) -> String {
     format!("{} -> {}", c.peer, c.local)
 }
 

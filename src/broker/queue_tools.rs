@@ -8,6 +8,7 @@
 //! who may do what.
 
 use crate::auth::permission::{Access, Resource};
+use crate::broker::channel::unacked::{self, UnackedDelivery, UNACKED_LIST_MAX};
 use crate::broker::dead_letter::replay::{self, ReplayOutcome, ReplayTarget, REPLAY_COUNT_MAX};
 use crate::broker::message::Message;
 use crate::broker::queue::inspect::SEARCH_SCAN_MAX;
@@ -155,5 +156,28 @@ impl Session {
             self.user().unwrap_or_default().escape_debug()
         );
         Ok(changed)
+    }
+
+    /// The oldest `limit` deliveries from `queue` awaiting their ack, on any channel of
+    /// the vhost, oldest first ([`unacked::of_queue`]).
+    ///
+    /// # Errors
+    /// 406 for `limit` over [`UNACKED_LIST_MAX`]; 403 without `read` permission on the
+    /// queue; 404 absent; 405 exclusive to another connection; 504 channel not open.
+    pub fn queue_unacked(
+        &mut self,
+        ch: u16,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<UnackedDelivery>, BrokerError> {
+        self.require_channel(ch)?;
+        if limit > UNACKED_LIST_MAX {
+            return Err(BrokerError::precondition(format!(
+                "limit must be between 0 and {UNACKED_LIST_MAX}, got {limit}"
+            )));
+        }
+        self.permit(Access::Read, Resource::Queue, queue)?;
+        let q = self.vhost().queue_for(queue, self.id)?;
+        Ok(unacked::of_queue(self.broker(), self.vhost(), &q, limit))
     }
 }

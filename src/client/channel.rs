@@ -531,6 +531,22 @@ impl Channel {
         )
     }
 
+    /// Lists the deliveries of `queue` awaiting their ack, oldest first (`queue.unacked`):
+    /// `request` (`{"limit", "encoding", "truncate"}`) and the answer are the JSON of `GET
+    /// /api/queues/{vhost}/{queue}/unacked` (docs/http-api.md §3.5).
+    ///
+    /// # Errors
+    /// As [`Channel::queue_peek`].
+    pub fn queue_unacked(&self, queue: &str, request: &str) -> Result<String, ClientError> {
+        self.queue_tool(
+            Method::QueueUnacked {
+                queue: queue.into(),
+                request: request.into(),
+            },
+            queue,
+        )
+    }
+
     /// Pauses deliveries of `queue` to its consumers (`queue.pause`; docs/lifecycle.md,
     /// "Pausing a queue"): they stay attached and get nothing until
     /// [`Channel::queue_resume`]. Pausing a paused queue succeeds.

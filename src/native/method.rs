@@ -613,6 +613,15 @@ native_methods! {
         /// Queue name.
         queue: String as Sstr,
     },
+    /// 0x004E: `sstr queue, lstr request` (JSON text: `{"limit", "encoding", "truncate"}`,
+    /// the query parameters of `GET /api/queues/{vhost}/{queue}/unacked`). Lists the
+    /// deliveries awaiting their ack, oldest first; answered `queue.tool-ok`.
+    QueueUnacked(0x004E, "queue.unacked") {
+        /// Queue name.
+        queue: String as Sstr,
+        /// The request, JSON text.
+        request: String as Lstr,
+    },
     /// 0x0050: `u16 prefetch_count, bool global`.
     BasicQos(0x0050, "basic.qos") {
         /// Unacked deliveries allowed (0 = unlimited).

@@ -469,11 +469,15 @@ fn one_of_each() -> Vec<Method> {
         },
         QueuePause { queue: ascii_255() },
         QueueResume { queue: "q".into() },
+        QueueUnacked {
+            queue: "q".into(),
+            request: "{\"limit\":1000}".into(),
+        },
     ]
 }
 
 /// Number of [`Method`] variants; [`variant_index`] maps them onto `0..VARIANT_COUNT`.
-const VARIANT_COUNT: usize = 72;
+const VARIANT_COUNT: usize = 73;
 
 /// The position of a variant in [`one_of_each`].
 ///
@@ -555,6 +559,7 @@ fn variant_index(m: &Method) -> usize {
         QueueSearch { .. } => 69,
         QueuePause { .. } => 70,
         QueueResume { .. } => 71,
+        QueueUnacked { .. } => 72,
     }
 }
 

@@ -2,7 +2,9 @@
 //! offer them: the HTTP API (`POST /api/queues/{vhost}/{queue}/peek|replay|search`) takes
 //! the request as its body, the native protocol (`queue.peek`, `queue.replay`,
 //! `queue.search`, docs/protocol.md §7) as an `lstr`; both answer the same JSON
-//! (docs/http-api.md, "Beyond RabbitMQ"). The `pause` and `resume` actions of `POST
+//! (docs/http-api.md, "Beyond RabbitMQ"). The unacked listing (`GET
+//! /api/queues/{vhost}/{queue}/unacked`, `queue.unacked`) takes the API's query parameters
+//! as its request object. The `pause` and `resume` actions of `POST
 //! /api/queues/{vhost}/{queue}/actions` are read here too ([`QueueAction`]). The operations
 //! and their permission checks are the core's ([`crate::broker::queue_tools`]).
 //!
@@ -11,8 +13,12 @@
 //! `routing_key`, `message_count`, `properties`, `payload`, `payload_encoding`), with its
 //! `position` and `delivery_count`.
 
+use crate::broker::channel::unacked::{UnackedDelivery, UNACKED_LIST_DEFAULT, UNACKED_LIST_MAX};
 use crate::broker::dead_letter::replay::ReplayTarget;
+use crate::broker::listing::connection_name;
 use crate::broker::message::Message;
+use crate::broker::node::ConnectionInfo;
+use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::inspect::{Peeked, SEARCH_LIMIT_MAX};
 use crate::broker::Session;
 use crate::error::{BrokerError, ReplyCode};
@@ -27,7 +33,7 @@ pub const PEEK_COUNT_DEFAULT: usize = 10;
 pub const SEARCH_LIMIT_DEFAULT: usize = 20;
 
 /// Payload bytes shown per message when the request names no `truncate` (peek shows
-/// whole payloads, as `/get` does; search answers many at once).
+/// whole payloads, as `/get` does; search and the unacked listing answer many at once).
 pub const SEARCH_TRUNCATE_DEFAULT: usize = 2000;
 
 /// Why a request was not answered.
@@ -256,6 +262,87 @@ pub fn replay(
         .map(|(position, reason)| json!({"position": position, "reason": reason}))
         .collect();
     Ok(json!({"moved": out.moved, "skipped": out.skipped, "errors": errors}))
+}
+
+/// One unacked delivery: `/get`'s message fields (without `message_count`), the consumer
+/// (`null` for a `basic.get`), its channel as `/api/consumers` rows show it (without
+/// `node`), and how long it has been out.
+fn unacked_json(
+    d: &UnackedDelivery,
+    connection: Option<&ConnectionInfo>,
+    now_ms: u64,
+    shown: Shown,
+) -> Value {
+    let mut m = message_json(&d.message, d.redelivered, 0, shown);
+    m.remove("message_count");
+    let conn = connection.map_or_else(|| d.connection_id.to_string(), connection_name);
+    let (user, peer_host, peer_port) = match connection {
+        Some(c) => (c.user.as_str(), c.peer.ip().to_string(), c.peer.port()),
+        None => ("", String::new(), 0),
+    };
+    m.insert(
+        "consumer_tag".into(),
+        d.consumer_tag.as_deref().map_or(Value::Null, |t| json!(t)),
+    );
+    m.insert(
+        "channel_details".into(),
+        json!({
+            "name": format!("{conn} ({})", d.channel),
+            "number": d.channel,
+            "connection_name": conn,
+            "peer_host": peer_host,
+            "peer_port": peer_port,
+            "user": user,
+        }),
+    );
+    m.insert("delivery_tag".into(), json!(d.delivery_tag));
+    m.insert("delivery_count".into(), json!(d.delivery_count));
+    m.insert(
+        "out_for_ms".into(),
+        json!(now_ms.saturating_sub(d.delivered_at_ms)),
+    );
+    m.insert(
+        "delivered_at".into(),
+        crate::server::http::api::stats::timestamp(d.delivered_at_ms),
+    );
+    Value::Object(m)
+}
+
+/// Unacked deliveries: `{"limit": 100, "encoding": "auto", "truncate": 2000}` (the HTTP
+/// API takes them as query parameters) → an array of the queue's deliveries awaiting
+/// their ack, oldest first, at most `limit` ([`UNACKED_LIST_MAX`]).
+///
+/// # Errors
+/// [`InspectError::Bad`] for a malformed field or a `limit` over [`UNACKED_LIST_MAX`];
+/// the core's refusals.
+pub fn unacked(
+    session: &mut Session,
+    ch: u16,
+    queue: &str,
+    body: &Map<String, Value>,
+) -> Result<Value, InspectError> {
+    let limit = count_field(body, "limit", UNACKED_LIST_DEFAULT)?;
+    if limit > UNACKED_LIST_MAX {
+        return Err(bad(format!(
+            "limit must be between 0 and {UNACKED_LIST_MAX}, got {limit}"
+        )));
+    }
+    let shown = Shown::from_request(body, Some(SEARCH_TRUNCATE_DEFAULT))?;
+    let rows = session.queue_unacked(ch, queue, limit)?;
+    let ids: std::collections::HashSet<u64> = rows.iter().map(|d| d.connection_id).collect();
+    let connections: std::collections::HashMap<u64, ConnectionInfo> = session
+        .broker()
+        .connections()
+        .into_iter()
+        .filter(|c| ids.contains(&c.id))
+        .map(|c| (c.id, c))
+        .collect();
+    let now = now_ms();
+    Ok(Value::Array(
+        rows.iter()
+            .map(|d| unacked_json(d, connections.get(&d.connection_id), now, shown))
+            .collect(),
+    ))
 }
 
 /// A queue action RelayMQ adds to RabbitMQ's `POST /api/queues/{vhost}/{queue}/actions`

@@ -14,6 +14,7 @@ mod crash;
 mod crash_many_queues;
 mod open_files;
 mod persistent_throughput;
+mod replay_crash;
 mod shell_scripts;
 mod store_power_loss;
 mod throughput;

@@ -56,6 +56,7 @@ mod publishing;
 mod queue_names_on_disk;
 mod queue_pause;
 mod queue_tools;
+mod queue_unacked;
 mod queues;
 mod raw_smoke;
 mod restart;

@@ -56,6 +56,8 @@ commands:
       exchange or a queue; prints moved, skipped and refused
   search QUEUE TEXT [--in body,headers,properties] [--limit N] [--offset N] [--ignore-case] [--json]
       prints POSITION: BODY of each match, then where the next page starts
+  unacked QUEUE [--limit N] [--json]
+      deliveries awaiting their ack, oldest first: consumer, channel, tag, time out, body
   pause QUEUE | resume QUEUE
       stops deliveries to the queue's consumers (they stay attached) / starts them again
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
@@ -403,6 +405,8 @@ pub enum QueueTool {
     Replay,
     /// `search`.
     Search,
+    /// `unacked`.
+    Unacked,
 }
 
 /// A `user` subcommand.
@@ -763,6 +767,19 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 reject,
                 json: raw.flag("json"),
             })
+        }
+        "unacked" => {
+            let [queue] = raw.positionals("unacked", ["QUEUE"])?;
+            let mut request = serde_json::json!({});
+            if let Some(n) = number::<u64>(&mut raw, "limit")? {
+                request["limit"] = n.into();
+            }
+            Command::QueueTool {
+                tool: QueueTool::Unacked,
+                queue,
+                request,
+                json: raw.flag("json"),
+            }
         }
         "pause" => {
             let [queue] = raw.positionals("pause", ["QUEUE"])?;

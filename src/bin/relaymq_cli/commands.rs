@@ -254,6 +254,7 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
                 QueueTool::Peek => ch.queue_peek(&queue, &request)?,
                 QueueTool::Replay => ch.queue_replay(&queue, &request)?,
                 QueueTool::Search => ch.queue_search(&queue, &request)?,
+                QueueTool::Unacked => ch.queue_unacked(&queue, &request)?,
             };
             ch.close()?;
             let text = if json {

@@ -494,7 +494,9 @@ pub fn import_summary(json: &str) -> String {
 
 /// A queue tool's answer as text: peek prints each payload on its line (as `get` does);
 /// replay prints `moved N, skipped N, refused N` and a line per refusal; search prints
-/// `POSITION: PAYLOAD` per match, then `scanned N of N ready; next offset P` (or `end`).
+/// `POSITION: PAYLOAD` per match, then `scanned N of N ready; next offset P` (or `end`);
+/// unacked prints `CONSUMER_TAG (or basic.get) CHANNEL tag T out N ms: PAYLOAD` per
+/// delivery, oldest first.
 pub fn queue_tool_text(tool: super::args::QueueTool, answer: &str) -> String {
     use super::args::QueueTool;
     let v: Value = serde_json::from_str(answer).unwrap_or(Value::Null);
@@ -520,6 +522,18 @@ pub fn queue_tool_text(tool: super::args::QueueTool, answer: &str) -> String {
                     "position {}: {}\n",
                     e["position"],
                     e["reason"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+        QueueTool::Unacked => {
+            for d in v.as_array().into_iter().flatten() {
+                let consumer = d["consumer_tag"].as_str().unwrap_or("basic.get");
+                out.push_str(&format!(
+                    "{consumer} {} tag {} out {} ms: {}\n",
+                    d["channel_details"]["name"].as_str().unwrap_or_default(),
+                    d["delivery_tag"],
+                    d["out_for_ms"],
+                    payload(d)
                 ));
             }
         }

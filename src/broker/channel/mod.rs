@@ -14,6 +14,7 @@
 pub mod confirm;
 pub mod hasher;
 pub mod timeout;
+pub mod unacked;
 
 use crate::broker::consumer::Consumer;
 use crate::broker::queue::expiry::now_ms;
@@ -36,6 +37,9 @@ pub struct Unacked {
     pub entry: QueuedMessage,
     /// The consumer it went to; `None` for `basic.get`.
     pub consumer: Option<Arc<Consumer>>,
+    /// When it was recorded (delivered or got), ms since the Unix epoch: the unacked
+    /// browser's `delivered_at` ([`unacked`]).
+    pub delivered_at_ms: u64,
     /// When it times out, ms since the Unix epoch: delivered at + its queue's consumer
     /// timeout; `None` when that timeout is 0 (off).
     pub deadline_ms: Option<u64>,
@@ -53,11 +57,11 @@ pub struct TimedOut {
     pub deliveries: Vec<Unacked>,
 }
 
-/// The deadline of a delivery from `queue` made now (`None`: its timeout is off).
-fn deadline_for(queue: &Queue) -> Option<u64> {
+/// The deadline of a delivery from `queue` made at `now_ms` (`None`: its timeout is off).
+fn deadline_for(queue: &Queue, now_ms: u64) -> Option<u64> {
     match queue.consumer_timeout_ms {
         0 => None,
-        ms => Some(now_ms().saturating_add(ms)),
+        ms => Some(now_ms.saturating_add(ms)),
     }
 }
 
@@ -337,12 +341,16 @@ impl Channel {
         if !consumer.no_ack {
             consumer.unacked.fetch_add(1, Ordering::Relaxed);
             st.consumer_unacked += 1;
+            // One clock read per delivery awaiting an ack (none on the no-ack path); the
+            // deadline counts from it.
+            let now = now_ms();
             let unacked = Unacked {
                 tag,
                 queue: Arc::clone(queue),
                 entry: entry.clone(),
                 consumer: Some(Arc::clone(consumer)),
-                deadline_ms: deadline_for(queue),
+                delivered_at_ms: now,
+                deadline_ms: deadline_for(queue, now),
             };
             self.track(&mut st, unacked);
         }
@@ -390,12 +398,14 @@ impl Channel {
         }
         st.sent.redeliver += u64::from(entry.redelivered);
         if !no_ack {
+            let now = now_ms();
             let unacked = Unacked {
                 tag,
                 queue: Arc::clone(queue),
                 entry: entry.clone(),
                 consumer: None,
-                deadline_ms: deadline_for(queue),
+                delivered_at_ms: now,
+                deadline_ms: deadline_for(queue, now),
             };
             self.track(&mut st, unacked);
         }
@@ -474,6 +484,28 @@ impl Channel {
         Self::release(&mut st, &taken);
         self.earliest_deadline_ms.store(u64::MAX, Ordering::Relaxed);
         taken
+    }
+
+    /// Up to `max` of the deliveries from `queue` awaiting their ack on this channel, in
+    /// tag order (the order they were made), copied under the channel lock
+    /// ([`unacked::of_queue`]).
+    pub fn unacked_from(&self, queue: &Arc<Queue>, max: usize) -> Vec<unacked::UnackedDelivery> {
+        let st = self.lock();
+        st.unacked
+            .iter()
+            .filter(|u| Arc::ptr_eq(&u.queue, queue))
+            .take(max)
+            .map(|u| unacked::UnackedDelivery {
+                connection_id: self.connection_id,
+                channel: self.number,
+                delivery_tag: u.tag,
+                consumer_tag: u.consumer.as_ref().map(|c| Arc::clone(&c.tag)),
+                message: Arc::clone(&u.entry.msg),
+                redelivered: u.entry.redelivered,
+                delivery_count: u.entry.delivery_count,
+                delivered_at_ms: u.delivered_at_ms,
+            })
+            .collect()
     }
 
     fn release(st: &mut AckState, taken: &[Unacked]) {

@@ -100,6 +100,16 @@ impl ChannelRegistry {
         all
     }
 
+    /// The open channels of connections using `vhost`, in no particular order; the
+    /// registry's lock is released before the caller looks at any of them.
+    pub fn in_vhost(&self, vhost: &Arc<VirtualHost>) -> Vec<Arc<Channel>> {
+        self.lock()
+            .values()
+            .filter(|r| Arc::ptr_eq(&r.vhost, vhost))
+            .map(|r| Arc::clone(&r.channel))
+            .collect()
+    }
+
     /// Open channels.
     pub fn len(&self) -> usize {
         self.lock().len()

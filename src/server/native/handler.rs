@@ -688,6 +688,9 @@ impl NativeHandler {
             Method::QueueSearch { queue, request } => {
                 queue_tool(session, ch, &queue, &request, inspect::search)
             }
+            Method::QueueUnacked { queue, request } => {
+                queue_tool(session, ch, &queue, &request, inspect::unacked)
+            }
             Method::QueuePause { queue } => inspect::QueueAction::Pause
                 .run(session, ch, &queue)
                 .map(|()| Some(Method::Ok)),

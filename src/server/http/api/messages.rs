@@ -395,6 +395,26 @@ fn queue_tool(
     }
 }
 
+/// The query parameters the unacked listing reads, as its request.
+const UNACKED_PARAMETERS: [&str; 3] = ["limit", "encoding", "truncate"];
+
+/// `GET /api/queues/{vhost}/{name}/unacked?limit=100&encoding=auto&truncate=2000`: the
+/// deliveries awaiting their ack ([`inspect::unacked`]); the query parameters are its
+/// request; 404 for an unknown vhost or queue, 400 for a malformed parameter.
+fn unacked(ctx: &Ctx<'_>, vh: &str, q: &str) -> Result<Response, Refusal> {
+    let v = target_vhost(ctx, vh, |v| v.queue(q).is_some(), "queue_not_found")?;
+    let request: Map<String, Value> = UNACKED_PARAMETERS
+        .iter()
+        .filter_map(|k| Some(((*k).to_string(), json!(ctx.request.query(k)?))))
+        .collect();
+    let mut channel = ManagementChannel::open(ctx, v)?;
+    match inspect::unacked(&mut channel.session, CHANNEL, q, &request) {
+        Ok(answer) => Ok(json_reply(200, &answer)),
+        Err(InspectError::Bad(text)) => Err(ApiError::bad_request(text).into()),
+        Err(InspectError::Broker(e)) => Err(direct::channel_error(e).into()),
+    }
+}
+
 /// `POST /api/queues/{vhost}/{name}/get`.
 fn get(ctx: &Ctx<'_>, vh: &str, q: &str, body: &mut Body<'_>) -> Result<Response, Refusal> {
     let v = target_vhost(ctx, vh, |v| v.queue(q).is_some(), "queue_not_found")?;
@@ -515,7 +535,8 @@ fn actions(ctx: &Ctx<'_>, vh: &str, q: &str, body: &mut Body<'_>) -> Result<Resp
     Err(Refusal::term("unknown", action))
 }
 
-/// Answers `/api/exchanges/{v}/{x}/publish` and `/api/queues/{v}/{q}/contents|get|actions`.
+/// Answers `/api/exchanges/{v}/{x}/publish` and `/api/queues/{v}/{q}/contents|get|actions`
+/// (and RelayMQ's `peek|replay|search|unacked`).
 ///
 /// # Errors
 /// As RabbitMQ: 401, 404, 405, 400 (503 for a publish during a resource alarm).
@@ -539,11 +560,14 @@ pub(super) fn route(
         ("POST", ["queues", vh, q, "search"]) => {
             direct::answer(queue_tool(ctx, vh, q, body, inspect::search))
         }
+        ("GET", ["queues", vh, q, "unacked"]) => direct::answer(unacked(ctx, vh, q)),
         ("DELETE", ["queues", vh, q, "contents"]) => purge(ctx, vh, q),
         ("POST", ["queues", vh, q, "actions"]) => direct::answer(actions(ctx, vh, q, body)),
         (_, ["exchanges", _, _, "publish"])
         | (_, ["queues", _, _, "get" | "contents" | "actions"])
-        | (_, ["queues", _, _, "peek" | "replay" | "search"]) => Err(method_not_allowed()),
+        | (_, ["queues", _, _, "peek" | "replay" | "search" | "unacked"]) => {
+            Err(method_not_allowed())
+        }
         _ => Err(ApiError::not_found()),
     }
 }

@@ -26,7 +26,7 @@ mod operator_policies;
 mod parameters;
 mod policies;
 mod queues;
-mod stats;
+pub(crate) mod stats;
 mod users;
 mod vhosts;
 
@@ -286,6 +286,7 @@ fn allowed_methods(path: &[&str]) -> &'static str {
         ["queues", _, _, "contents"] => "DELETE, OPTIONS",
         ["queues", _, _, "get" | "actions"] | ["exchanges", _, _, "publish"] => "POST, OPTIONS",
         ["queues", _, _, "peek" | "replay" | "search"] => "POST, OPTIONS",
+        ["queues", _, _, "unacked"] => READ,
         ["bindings", _, "e", _, "q" | "e", _] => "GET, POST, HEAD, OPTIONS",
         ["bindings", _, "e", _, "q" | "e", _, _] => "GET, DELETE, HEAD, OPTIONS",
         ["definitions"] | ["definitions", _] => "GET, POST, HEAD, OPTIONS",

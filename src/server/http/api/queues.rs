@@ -333,7 +333,7 @@ pub(super) fn route(
         (_, ["queues"]) | (_, ["queues", _]) | (_, ["queues", _, _]) => Err(method_not_allowed()),
         (_, ["queues", _, _, "bindings"]) => super::bindings::route(ctx, method, path, body),
         (_, ["queues", _, _, "contents" | "get" | "actions"])
-        | (_, ["queues", _, _, "peek" | "replay" | "search"]) => {
+        | (_, ["queues", _, _, "peek" | "replay" | "search" | "unacked"]) => {
             super::messages::route(ctx, method, path, body)
         }
         _ => Err(ApiError::not_found()),
