@@ -57,6 +57,9 @@ const FOREIGN_PROGRAMS: &[&str] = &[
     "cargo",
     // The systemd unit (`systemctl enable --now relaymq`).
     "systemctl",
+    // The web UI's browser scenario and its timing mode (`python3 tests/ui/browser.py
+    // --http-port … --time-queues N`; its flags are argparse's, checked by running it).
+    "python3",
 ];
 
 /// Flags of other tools that the docs name on their own (no program before them in the

@@ -91,6 +91,8 @@ fn a_paused_queue_keeps_its_consumers_delivers_nothing_and_answers_gets() {
     }
     wait_ready(&api, "q", 3);
     assert_quiet(&consumer);
+    // Messages wait and no consumer may take them: the queue's consumers are not used.
+    assert_eq!(queue_row(&api, "q")["consumer_utilisation"], json!(0.0));
     // A consumer joining a paused queue gets nothing either.
     let ch2 = conn.open_channel().unwrap();
     let late = ch2.basic_consume("q", ConsumeOptions::default()).unwrap();

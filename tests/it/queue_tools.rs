@@ -471,3 +471,46 @@ fn the_cli_peeks_searches_and_replays_over_the_native_protocol() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+#[test]
+fn a_peek_or_search_of_large_messages_stops_at_its_byte_budget() {
+    use relaymq::broker::queue::inspect::PEEK_BODY_BYTES_MAX;
+    let server = TestServer::with_api();
+    let conn = connect(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "big", false, &[]);
+    // Four bodies of 6 MiB: three reach the 16 MiB budget.
+    let body = "x".repeat(PEEK_BODY_BYTES_MAX * 3 / 8);
+    for _ in 0..4 {
+        publish(&ch, "big", &body, BasicProperties::default());
+    }
+    wait_ready(&server, "big", 4);
+    let api = server.api();
+    let peeked = api.post(
+        "/queues/%2F/big/peek",
+        &json!({"count": 10, "truncate": 10}),
+    );
+    assert_eq!(peeked.status, 200, "{}", peeked.text());
+    let items = peeked.json();
+    let positions: Vec<u64> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(positions, [0, 1, 2], "the fourth is past the budget");
+    // The rest is one more page away.
+    let rest = api.post(
+        "/queues/%2F/big/peek",
+        &json!({"offset": 3, "truncate": 10}),
+    );
+    assert_eq!(rest.json()[0]["position"], json!(3));
+    let found = api
+        .post(
+            "/queues/%2F/big/search",
+            &json!({"query": "xxx", "truncate": 10}),
+        )
+        .json();
+    assert_eq!(found["items"].as_array().unwrap().len(), 3, "{found}");
+    assert_eq!(found["next_offset"], json!(3));
+}

@@ -80,10 +80,18 @@ class Broker:
         status, q = self.api("GET", f"queues/{vhost}/{urllib.request.quote(name, safe='')}")
         return q if status == 200 else None
 
-    def channel(self):
-        c = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", self.amqp_port,
-                                                              credentials=pika.PlainCredentials("guest", "guest")))
+    def channel(self, name="ui.browser"):
+        c = pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", self.amqp_port, credentials=pika.PlainCredentials("guest", "guest"),
+            client_properties={"connection_name": name}))
         return c, c.channel()
+
+    def connection_named(self, name):
+        status, conns = self.api("GET", "connections")
+        check(status == 200, f"GET /api/connections: {status}")
+        found = [c["name"] for c in conns if c.get("user_provided_name") == name]
+        check(len(found) == 1, f"one connection named {name}: {conns}")
+        return found[0]
 
 
 class Ui:
@@ -227,6 +235,9 @@ def run(args):
         ui.wait(lambda: ui.d.find_elements(By.CSS_SELECTOR, "#ov-nodes table"), "the node table")
         ui.shot("overview")
         ui.collect_console("overview")
+        bench.kill()
+        bench.wait()
+        bench = None
 
         step("polling pauses in a hidden tab and resumes when shown")
         calls = ("return performance.getEntriesByType('resource')"
@@ -323,6 +334,50 @@ def run(args):
         conn.close()
         ui.collect_console("peek")
 
+        step("pause and resume the queue's deliveries")
+        conn, ch = broker.channel()
+        ch.basic_publish("", "ui.orders", b"held while paused")
+        ui.go("queues/%2F/ui.orders")
+        ui.el("#pause").click()
+        ui.flash("Deliveries paused")
+        ui.wait(lambda: ui.text("#q-state") == "paused", "the state to read paused")
+        check(broker.queue("ui.orders")["state"] == "paused", "the API says paused")
+        got = []
+        ch.basic_consume("ui.orders", lambda c, m, p, b: got.append(b), auto_ack=True)
+        conn.process_data_events(time_limit=1.5)
+        check(got == [], f"nothing is delivered while paused: {got}")
+        ui.shot("queue-paused")
+        ui.el("#resume").click()
+        ui.flash("Deliveries resumed")
+        deadline = time.time() + WAIT_S
+        while not got and time.time() < deadline:
+            conn.process_data_events(time_limit=0.2)
+        check(got == [b"held while paused"], f"delivered once resumed: {got}")
+        conn.close()
+        ui.wait(lambda: ui.text("#q-state") == "running", "the state to read running")
+        ui.collect_console("pause")
+
+        step("the unacked browser lists what a consumer holds")
+        conn, ch = broker.channel()
+        for i in range(3):
+            ch.basic_publish("", "ui.orders", f"held {i}".encode())
+        ch.basic_qos(prefetch_count=2)
+        held = []
+        ch.basic_consume("ui.orders", lambda c, m, p, b: held.append(m.delivery_tag), consumer_tag="ui.holder")
+        deadline = time.time() + WAIT_S
+        while len(held) < 2 and time.time() < deadline:
+            conn.process_data_events(time_limit=0.2)
+        check(len(held) == 2, f"2 deliveries held: {held}")
+        ui.go("queues/%2F/ui.orders")
+        ui.open_panel("p-unacked")
+        ui.el("#unacked-show").click()
+        ui.wait(lambda: ui.text("#unacked tbody").count("ui.holder") == 2, "2 unacked rows of ui.holder")
+        check("held 0" in ui.text("#unacked tbody"), "the oldest first, with its payload")
+        ui.shot("queue-unacked", "#p-unacked")
+        ch.basic_cancel("ui.holder")
+        conn.close()
+        ui.collect_console("unacked")
+
         step("dead-lettered messages replayed to their origin queue")
         conn, ch = broker.channel()
         ch.exchange_declare("ui.dlx", "fanout", durable=True)
@@ -383,13 +438,28 @@ def run(args):
         ui.collect_console("xss")
 
         step("connections, channels and the admin pages")
-        conn, ch = broker.channel()
+        conn, ch = broker.channel("ui.to-close")
         ui.go("connections")
-        ui.wait(lambda: "127.0.0.1" in ui.text("#list tbody"), "a connection in the list")
+        ui.wait(lambda: "ui.to-close" in ui.text("#list tbody"), "the connection in the list, with its name")
         ui.shot("connections")
-        ui.d.execute_script("document.querySelector('#list tbody a').click()")
+        ui.go("connections/" + urllib.request.quote(broker.connection_named("ui.to-close"), safe=""))
         ui.wait(lambda: ui.d.find_elements(By.CSS_SELECTOR, "#c-overview dl"), "the connection page")
         ui.shot("connection")
+        # Force close with a reason beyond Latin-1: the client reads it as typed.
+        reason = "maintenance 🐇 ünï"
+        ui.fill("#close-form", "reason", reason)
+        ui.submit("#close-form")
+        ui.accept_confirm()
+        ui.flash("Connection closed.")
+        closed = None
+        deadline = time.time() + WAIT_S
+        while closed is None and time.time() < deadline:
+            try:
+                conn.process_data_events(time_limit=0.2)
+            except pika.exceptions.ConnectionClosedByBroker as e:
+                closed = e
+        check(closed is not None and reason in closed.reply_text, f"the client got the reason: {closed!r}")
+        conn, ch = broker.channel()
         ui.go("channels")
         ui.wait(lambda: "127.0.0.1" in ui.text("#list tbody"), "a channel in the list")
         ui.shot("channels")
@@ -403,6 +473,14 @@ def run(args):
             ui.el(marker)
             ui.shot(page)
             ui.collect_console(page)
+        ui.go("users")
+        ui.fill("#add-user", "name", "guest")
+        ui.fill("#add-user", "password", "x")
+        ui.fill("#add-user", "password2", "x")
+        ui.submit("#add-user")
+        ui.flash("already exists")
+        status, guest = broker.api("GET", "users/guest")
+        check(status == 200 and guest["tags"] == ["administrator"], f"guest untouched: {guest}")
         ui.go("policies")
         ui.fill("#policy-form", "name", "ui-limit")
         ui.fill("#policy-form", "pattern", "^ui\\.")

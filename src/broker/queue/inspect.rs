@@ -21,6 +21,11 @@ use std::sync::Arc;
 /// Most messages one peek returns (a larger `count` is refused).
 pub const PEEK_COUNT_MAX: usize = 1000;
 
+/// Body bytes one peek or search answer holds at most, in bytes: past them it stops
+/// (always with at least one message), and the caller pages on from the next position.
+/// A thousand 16 MiB messages would otherwise be read into memory at once.
+pub const PEEK_BODY_BYTES_MAX: usize = 16 * 1024 * 1024;
+
 /// Most messages one search looks at, in messages; the answer says where to go on.
 pub const SEARCH_SCAN_MAX: usize = 100_000;
 
@@ -161,13 +166,18 @@ impl Queue {
     /// ([`PEEK_COUNT_MAX`]).
     pub fn peek(&self, offset: usize, count: usize) -> PeekPage {
         let (ready, copied) = self.copy_ready(offset, count);
-        PeekPage {
-            ready,
-            items: copied
-                .into_iter()
-                .filter_map(|c| self.read_copied(c))
-                .collect(),
+        let mut items = Vec::with_capacity(copied.len());
+        let mut bytes = 0usize;
+        for c in copied {
+            if bytes >= PEEK_BODY_BYTES_MAX {
+                break;
+            }
+            if let Some(p) = self.read_copied(c) {
+                bytes += p.msg.body_size();
+                items.push(p);
+            }
         }
+        PeekPage { ready, items }
     }
 
     /// Looks at up to `scan_max` ready messages from position `offset` and returns up to
@@ -184,9 +194,12 @@ impl Queue {
     ) -> SearchPage {
         let mut page = SearchPage::default();
         let mut next = offset;
+        // Found bodies held, in bytes: past PEEK_BODY_BYTES_MAX the page is full.
+        let mut bytes = 0usize;
+        let limit_of = |found: usize, bytes: usize| found >= limit || bytes >= PEEK_BODY_BYTES_MAX;
         loop {
             let want = SEARCH_CHUNK_MESSAGES.min(scan_max - page.scanned);
-            if want == 0 || page.items.len() >= limit {
+            if want == 0 || limit_of(page.items.len(), bytes) {
                 page.next_offset = Some(next);
                 break;
             }
@@ -199,18 +212,19 @@ impl Queue {
                 next = position + 1;
                 if let Some(p) = self.read_copied(c) {
                     if matches(&p.msg) {
+                        bytes += p.msg.body_size();
                         page.items.push(p);
                     }
                 }
-                if page.items.len() >= limit {
+                if limit_of(page.items.len(), bytes) {
                     break;
                 }
             }
-            if got < want && page.items.len() < limit {
+            if got < want && !limit_of(page.items.len(), bytes) {
                 page.next_offset = None;
                 break;
             }
-            if next >= ready && page.items.len() < limit {
+            if next >= ready && !limit_of(page.items.len(), bytes) {
                 page.next_offset = None;
                 break;
             }

@@ -87,10 +87,11 @@ pub(super) fn render(
     let active = consumers.iter().filter(|c| !c.is_cancelled()).count();
     // RabbitMQ's consumer utilisation is the share of time the queue could deliver at
     // once; RelayMQ reports it at this moment: 1.0 when nothing waits or a consumer has
-    // room, 0.0 when messages wait and every consumer is at its prefetch (or none).
+    // room, 0.0 when messages wait and every consumer is at its prefetch (or none), or
+    // the queue is paused.
     let utilisation = if active == 0 {
         0.0
-    } else if st.ready == 0 || consumers.iter().any(|c| c.has_capacity()) {
+    } else if st.ready == 0 || (!q.is_paused() && consumers.iter().any(|c| c.has_capacity())) {
         1.0
     } else {
         0.0

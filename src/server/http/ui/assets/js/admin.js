@@ -57,7 +57,11 @@
         ], users));
       }
       onSubmit($('#add-user'), async (v, form) => {
+        if (!v.no_password && v.password === '') { R.failed(new Error('Type a password, or tick "No password"')); return; }
         if (!v.no_password && v.password !== v.password2) { R.failed(new Error('The passwords do not match')); return; }
+        const exists = await get('users/' + seg(v.name)).then(() => true, (e) => (e.status === 404 ? false : Promise.reject(e))).catch((e) => { R.failed(e); return null; });
+        if (exists === null) return;
+        if (exists) { R.failed(new Error(`User ${v.name} already exists: change it on its page.`)); return; }
         const body = { tags: tagList(v.tags) };
         if (v.no_password) body.password_hash = ''; else body.password = v.password;
         const ok = await attempt(() => api('PUT', 'users/' + seg(v.name), body).then(() => true), `User ${v.name} added.`);

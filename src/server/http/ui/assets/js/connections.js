@@ -10,7 +10,7 @@
   };
 
   const connectionColumns = [
-    { label: 'Name', sort: 'name', cell: (c) => html`<a href="${link('connections', c.name)}">${c.name}</a>` },
+    { label: 'Name', sort: 'name', wrap: true, cell: (c) => html`<a href="${link('connections', c.name)}">${c.name}</a>${c.user_provided_name ? html`<br><small>${c.user_provided_name}</small>` : ''}` },
     { label: 'Virtual host', sort: 'vhost', cell: (c) => c.vhost },
     { label: 'User name', sort: 'user', cell: (c) => c.user },
     { label: 'State', sort: 'state', cell: (c) => html`<span class="state ${c.state}">${c.state}</span>` },
@@ -58,16 +58,19 @@
   });
 
   async function connectionPage(main, name) {
-    set(main, html`<h1>Connection <span class="name">${name}</span></h1>
+    set(main, html`<h1>Connection <span class="name">${name}</span><span id="c-name"></span></h1>
       <section><h2>Overview</h2><div id="c-overview"></div></section>
       <section><h2>Channels</h2><div id="c-channels"></div></section>
       <section><h2>Client properties</h2><div id="c-props"></div></section>
       <section><h2>Close this connection</h2>
-        <form id="close-form" class="inline"><label>Reason <input name="reason" value="Closed via management plugin"></label>
+        <form id="close-form" class="inline"><label>Reason <input name="reason" size="40" value="Closed via management plugin"></label>
         <button type="submit" class="danger">Force Close</button></form></section>`);
     onSubmit($('#close-form'), async (v) => {
       if (!R.sure(`Force close connection ${name}?`)) return;
-      const ok = await attempt(() => api('DELETE', 'connections/' + seg(name), undefined, { headers: { 'x-reason': v.reason } }).then(() => true), 'Connection closed.');
+      // A header carries bytes: the reason goes as its UTF-8 bytes (fetch refuses
+      // characters past U+00FF), which the broker reads back as UTF-8.
+      const reason = unescape(encodeURIComponent(v.reason));
+      const ok = await attempt(() => api('DELETE', 'connections/' + seg(name), undefined, { headers: { 'x-reason': reason } }).then(() => true), 'Connection closed.');
       if (ok) location.hash = '#/connections';
     });
     async function refresh() {
@@ -75,9 +78,11 @@
       try {
         c = await get('connections/' + seg(name));
       } catch (e) {
-        set($('#c-overview'), html`<p class="error">${e.message}</p>`);
+        set($('#c-overview'), html`<p class="error">${e.status === 404 ? 'This connection is closed.' : e.message}</p>`);
+        if (e.status === 404) $('#close-form').closest('section').hidden = true;
         return;
       }
+      if (c.user_provided_name) set($('#c-name'), html` <small>${c.user_provided_name}</small>`);
       set($('#c-overview'), html`<dl class="facts">
         <dt>Virtual host</dt><dd>${c.vhost}</dd><dt>User name</dt><dd>${c.user}</dd>
         <dt>Protocol</dt><dd>${c.protocol}</dd><dt>State</dt><dd>${c.state}</dd>

@@ -60,8 +60,16 @@ const R = (() => {
     constructor(status, reason, data) { super(reason); this.status = status; this.data = data; }
   }
 
-  /** Encodes one path segment (a vhost `/` is `%2F`). */
-  const seg = (s) => encodeURIComponent(s);
+  /**
+   * Encodes one path segment (a vhost `/` is `%2F`). A segment `.` or `..` cannot be
+   * sent: URL rules turn it into a path step, whatever its encoding.
+   */
+  const seg = (s) => {
+    if (s === '.' || s === '..') {
+      throw new ApiError(0, `The name "${s}" cannot be used over HTTP (URL rules read it as a path step); use relaymq-cli for it.`, null);
+    }
+    return encodeURIComponent(s);
+  };
 
   /**
    * Calls the API: `method`, `path` under /api/, an optional JSON `body`. Resolves with
@@ -79,7 +87,7 @@ const R = (() => {
     try {
       r = await fetch('api/' + path, init);
     } catch (e) {
-      throw new ApiError(0, 'The broker did not answer: ' + e.message, null);
+      throw new ApiError(0, 'The request could not be sent or the broker did not answer: ' + e.message, null);
     }
     const text = await r.text();
     let data = null;
@@ -87,12 +95,17 @@ const R = (() => {
       try { data = JSON.parse(text); } catch (e) { data = text; }
     }
     if (!r.ok) {
-      const reason = (data && (data.reason || data.error)) || (r.status + ' ' + r.statusText);
+      let reason = (data && (data.reason || data.error)) || (r.status + ' ' + r.statusText);
+      // RabbitMQ's Erlang-term reasons (`["unknown","pause"]`) read as words.
+      if (Array.isArray(reason)) reason = reason.join(' ');
+      if (r.status === 401 && reason === 'Access refused.') {
+        reason += " Your user's permissions in this virtual host do not allow it.";
+      }
       // 401 `not_authorized` (or no body): the credentials no longer work (password
       // changed, user deleted); 401 `not_authorised` is a refused permission or tag,
       // shown like any other error.
       const badLogin = r.status === 401 && (!data || data.error === 'not_authorized');
-      if (badLogin && !opts.credentials) logout('Login refused: ' + reason);
+      if (badLogin && !opts.credentials) logout('Logged out: the broker no longer accepts this user name and password.');
       throw new ApiError(r.status, String(reason), data);
     }
     if (opts.raw) return { data, text };
@@ -176,11 +189,16 @@ const R = (() => {
   }
 
   /** Arguments rows (name, value, type) as RabbitMQ's forms offer them. */
-  function argsEditor(id) {
+  function argsEditor(id, addLabel = 'Add argument') {
     return html`<div class="args" id="${id}">
       <div class="args-rows"></div>
-      <button type="button" class="small" data-add-arg>Add argument</button>
+      <button type="button" class="small" data-add-arg>${addLabel}</button>
     </div>`;
+  }
+  /** Empties an arguments editor back to one blank row. */
+  function clearArgs(editor) {
+    set($('.args-rows', editor), '');
+    addArgRow(editor);
   }
   function argRow(name = '', value = '', type = 'string') {
     const opt = (t, label) => html`<option value="${t}" ${t === type ? html`selected` : ''}>${label}</option>`;
@@ -231,9 +249,19 @@ const R = (() => {
         if (value.trim() === '' || !Number.isFinite(n)) throw new Error(`Argument ${name}: "${value}" is not a number`);
         args[name] = n;
       } else if (type === 'boolean') {
-        args[name] = /^(true|1|yes)$/i.test(value.trim());
+        const b = value.trim().toLowerCase();
+        if (b !== 'true' && b !== 'false') throw new Error(`Argument ${name}: "${value}" is not true or false`);
+        args[name] = b === 'true';
       } else if (type === 'list') {
-        args[name] = value.split(',').map((s) => s.trim()).filter((s) => s);
+        // Comma-separated, or a JSON array.
+        if (value.trim().startsWith('[')) {
+          let list;
+          try { list = JSON.parse(value); } catch (e) { throw new Error(`Argument ${name}: "${value}" is not a JSON list`); }
+          if (!Array.isArray(list)) throw new Error(`Argument ${name}: "${value}" is not a list`);
+          args[name] = list;
+        } else {
+          args[name] = value.split(',').map((s) => s.trim()).filter((s) => s);
+        }
       } else {
         args[name] = value;
       }
@@ -257,7 +285,7 @@ const R = (() => {
     });
     const body = rows.length === 0
       ? html`<tr><td colspan="${columns.length}" class="empty">${empty}</td></tr>`
-      : rows.map((r) => html`<tr>${columns.map((c) => html`<td class="${c.num ? 'num' : ''}">${c.cell(r)}</td>`)}</tr>`);
+      : rows.map((r) => html`<tr>${columns.map((c) => html`<td class="${c.num ? 'num' : ''} ${c.wrap ? 'wrap' : ''}">${c.cell(r)}</td>`)}</tr>`);
     return html`<div class="table-wrap"><table><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table></div>`;
   }
 
@@ -347,7 +375,7 @@ const R = (() => {
   }
 
   /** The hash of a page: `link('queues', vhost, name)`. */
-  const link = (...parts) => '#/' + parts.map(seg).join('/');
+  const link = (...parts) => '#/' + parts.map(encodeURIComponent).join('/');
 
   async function route() {
     if (!credentials) { showLogin(); return; }
@@ -358,7 +386,8 @@ const R = (() => {
     const main = $('#main');
     delete main.dataset.ready;
     // A message stays for the page an action led to (a delete goes to the list), not after.
-    if (Date.now() - flashAt > 1500) set($('#flash'), '');
+    if (flashAt === 0 || Date.now() - flashAt > 3000) set($('#flash'), '');
+    flashAt = 0;
     set(main, html`<p class="loading">Loading…</p>`);
     $$('#tabs a').forEach((a) => a.setAttribute('aria-current', a.dataset.tab === (def.tab || name) ? 'page' : 'false'));
     try {
@@ -427,7 +456,9 @@ const R = (() => {
       try {
         whoami = await api('GET', 'whoami', undefined, { credentials: token });
       } catch (e) {
-        set($('#login-error'), e.status === 401 ? 'Login failed: ' + e.message : e.message);
+        set($('#login-error'), e.status === 401
+          ? 'Login failed: wrong user name or password. After repeated failures, logins from this address are refused for a few seconds.'
+          : e.message);
         return;
       }
       credentials = token;
@@ -469,6 +500,12 @@ const R = (() => {
   }
 
   function init() {
+    // A refresh after an action can fail (the object went, the login changed): show it
+    // rather than leave an uncaught error.
+    window.addEventListener('unhandledrejection', (ev) => {
+      ev.preventDefault();
+      failed(ev.reason instanceof Error ? ev.reason : new Error(String(ev.reason)));
+    });
     // Theme: the saved choice, else the system's.
     const theme = store.get('theme', '');
     if (theme) document.documentElement.dataset.theme = theme;
@@ -489,7 +526,7 @@ const R = (() => {
 
   return {
     html, set, esc, $, $$, store, api, get, seg, num, rate, bytes, duration, vhostLabel,
-    flash, failed, attempt, sure, onSubmit, argsEditor, wireArgs, wireArgShortcuts, readArgs, addArgRow,
+    flash, failed, attempt, sure, onSubmit, argsEditor, wireArgs, wireArgShortcuts, readArgs, addArgRow, clearArgs,
     table, pagedList, page, link, route, canSee, init,
     user: () => whoami,
   };

@@ -13,7 +13,7 @@
   R.publishForm = (id, withKey = true) => html`<form id="${id}" class="stack">
     ${withKey ? html`<label>Routing key <input name="routing_key"></label>` : ''}
     <label>Delivery mode <select name="delivery_mode"><option value="1">1 - Non-persistent</option><option value="2">2 - Persistent</option></select></label>
-    <fieldset><legend>Headers</legend>${R.argsEditor(id + '-headers')}</fieldset>
+    <fieldset><legend>Headers</legend>${R.argsEditor(id + '-headers', 'Add header')}</fieldset>
     <fieldset><legend>Properties</legend><div class="props">${PROPERTIES.map((p) => html`<label>${p} <input name="prop-${p}"></label>`)}</div></fieldset>
     <label>Payload <textarea name="payload" rows="4"></textarea></label>
     <label>Payload encoding <select name="payload_encoding"><option value="string">String (default)</option><option value="base64">Base64</option></select></label>
@@ -80,7 +80,7 @@
 
   const listColumns = [
     { label: 'Virtual host', sort: 'vhost', cell: (x) => x.vhost },
-    { label: 'Name', sort: 'name', cell: (x) => html`<a href="${link('exchanges', x.vhost, x.name === '' ? 'amq.default' : x.name)}">${xname(x.name)}</a>` },
+    { label: 'Name', sort: 'name', wrap: true, cell: (x) => html`<a href="${link('exchanges', x.vhost, x.name === '' ? 'amq.default' : x.name)}">${xname(x.name)}</a>` },
     { label: 'Type', sort: 'type', cell: (x) => x.type },
     { label: 'Features', cell: (x) => html`${x.durable ? html`<abbr title="durable">D</abbr> ` : ''}${x.auto_delete ? html`<abbr title="auto-delete">AD</abbr> ` : ''}${x.internal ? html`<abbr title="internal">I</abbr> ` : ''}${Object.keys(x.arguments || {}).length ? html`<abbr title="${JSON.stringify(x.arguments)}">Args</abbr>` : ''}` },
     { label: 'Message rate in', num: true, cell: (x) => rate((x.message_stats || {}).publish_in_details) },
@@ -122,7 +122,7 @@
         try { args = R.readArgs(editor); } catch (e) { R.failed(e); return; }
         const body = { type: v.type, durable: v.durable === 'true', auto_delete: v.auto_delete === 'true', internal: v.internal === 'true', arguments: args };
         const ok = await attempt(() => api('PUT', `exchanges/${seg(v.vhost)}/${seg(v.name)}`, body).then(() => true), `Exchange ${v.name} added.`);
-        if (ok) { form.elements.name.value = ''; list.refresh(); }
+        if (ok) { form.elements.name.value = ''; R.clearArgs(editor); list.refresh(); }
       });
       await list.refresh();
       return list;
@@ -166,7 +166,7 @@
         let args;
         try { args = R.readArgs($('.args', bind)); } catch (e) { R.failed(e); return; }
         const ok = await attempt(() => api('POST', `bindings/${seg(vhost)}/e/${seg(name)}/${v.dtype}/${seg(v.dest)}`, { routing_key: v.routing_key, arguments: args }).then(() => true), 'Binding added.');
-        if (ok) refresh();
+        if (ok) { bind.reset(); R.clearArgs($('.args', bind)); refresh(); }
       });
     }
     const del = $('#delete-x');

@@ -28,8 +28,8 @@
         <section><h2>Totals</h2><div class="charts" id="ov-charts"></div><div id="ov-totals"></div></section>
         <section id="ov-node-section" hidden><h2>Nodes</h2><div id="ov-nodes"></div></section>
         <section id="ov-churn-section" hidden><h2>Churn statistics</h2><div id="ov-churn"></div></section>
-        <section><h2>Ports and contexts</h2><div id="ov-listeners"></div></section>
-        <section class="split">
+        <section id="ov-listeners-section" hidden><h2>Ports and contexts</h2><div id="ov-listeners"></div></section>
+        <section class="split" id="ov-definitions" hidden>
           <div><h2>Export definitions</h2>
             <p>The broker's definitions (users, virtual hosts, permissions, policies, queues, exchanges, bindings) as a JSON file.</p>
             <button type="button" id="export">Download broker definitions</button></div>
@@ -37,6 +37,9 @@
             <form id="import-form"><label>Definitions file <input type="file" name="file" accept=".json,application/json" required></label>
             <button type="submit">Upload broker definitions</button></form></div>
         </section>`);
+      // The definitions are the administrators' (the API refuses the others).
+      $('#ov-definitions').hidden = !R.canSee('administrator');
+      $('#ov-listeners-section').hidden = !R.canSee('monitoring');
       $('#export').addEventListener('click', () => attempt(async () => {
         const { text } = await api('GET', 'definitions', undefined, { raw: true });
         const a = document.createElement('a');

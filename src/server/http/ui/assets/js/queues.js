@@ -35,7 +35,7 @@
 
   const listColumns = [
     { label: 'Virtual host', sort: 'vhost', cell: (q) => q.vhost },
-    { label: 'Name', sort: 'name', cell: (q) => html`<a href="${link('queues', q.vhost, q.name)}">${q.name}</a>` },
+    { label: 'Name', sort: 'name', wrap: true, cell: (q) => html`<a href="${link('queues', q.vhost, q.name)}">${q.name}</a>` },
     { label: 'Type', sort: 'type', cell: (q) => q.type },
     { label: 'Features', cell: features },
     { label: 'State', sort: 'state', cell: (q) => html`<span class="state ${q.state}">${q.state}</span>` },
@@ -76,7 +76,7 @@
         try { args = R.readArgs(editor); } catch (e) { R.failed(e); return; }
         const body = { durable: v.durable === 'true', auto_delete: v.auto_delete === 'true', arguments: args };
         const ok = await attempt(() => api('PUT', `queues/${seg(v.vhost)}/${seg(v.name)}`, body).then(() => true), `Queue ${v.name} added.`);
-        if (ok) { form.elements.name.value = ''; list.refresh(); }
+        if (ok) { form.elements.name.value = ''; R.clearArgs(editor); list.refresh(); }
       });
       await list.refresh();
       return list;
@@ -93,7 +93,7 @@
       <dt>Routing Key</dt><dd>${m.routing_key}</dd><dt>Redelivered</dt><dd class="redelivered">${m.redelivered ? '●' : '○'}</dd>
       ${m.delivery_count !== undefined ? html`<dt>Delivery count</dt><dd>${num(m.delivery_count)}</dd>` : ''}
       <dt>Properties</dt><dd>${props(m.properties)}</dd>
-      <dt>Payload</dt><dd>${num(m.payload_bytes)} bytes, encoding: ${m.payload_encoding}<pre class="payload">${m.payload}</pre></dd></dl></article>`);
+      <dt>Payload</dt><dd>${num(m.payload_bytes)} ${m.payload_bytes === 1 ? 'byte' : 'bytes'}, encoding: ${m.payload_encoding}${m.payload.length < (m.payload_encoding === 'base64' ? Math.ceil(m.payload_bytes / 3) * 4 : m.payload_bytes) ? ' (truncated)' : ''}<pre class="payload">${m.payload}</pre></dd></dl></article>`);
   }
   function props(p) {
     if (!p || Object.keys(p).length === 0) return '';
@@ -120,19 +120,20 @@
         <form id="get-form" class="inline">
           <label>Ack Mode <select name="ackmode"><option value="ack_requeue_true">Nack message requeue true</option><option value="ack_requeue_false">Automatic ack</option><option value="reject_requeue_true">Reject requeue true</option><option value="reject_requeue_false">Reject requeue false</option></select></label>
           <label>Encoding <select name="encoding"><option value="auto">Auto string / base64</option><option value="base64">base64</option></select></label>
-          <label>Messages <input name="count" type="number" min="1" value="1"></label>
-          <label>Truncate <input name="truncate" type="number" min="1" value="50000"> bytes</label>
+          <label>Messages <input name="count" type="number" min="1" value="1" required></label>
+          <label>Truncate <input name="truncate" type="number" min="1" value="50000" required> bytes</label>
           <button type="submit">Get Message(s)</button></form><div id="got"></div></details>
       <details class="panel" id="p-peek"><summary>Peek messages</summary><p class="hint">Shows ready messages without consuming them: nothing is redelivered, reordered or counted.</p>
-        <form id="peek-form" class="inline"><label>From position <input name="offset" type="number" min="0" value="0"></label>
-          <label>Messages <input name="count" type="number" min="1" value="10"></label>
+        <form id="peek-form" class="inline"><label>From position <input name="offset" type="number" min="0" value="0" required></label>
+          <label>Messages <input name="count" type="number" min="1" max="1000" value="10" required></label>
           <label>Encoding <select name="encoding"><option value="auto">Auto string / base64</option><option value="base64">base64</option></select></label>
+          <label>Truncate <input name="truncate" type="number" min="1" value="50000" required> bytes</label>
           <button type="submit">Peek</button></form><div id="peeked"></div></details>
       <details class="panel" id="p-search"><summary>Search messages</summary>
         <form id="search-form" class="inline"><label>Text <input name="query" required></label>
           <label><input type="checkbox" name="body" checked> body</label><label><input type="checkbox" name="headers" checked> headers</label><label><input type="checkbox" name="properties" checked> properties</label>
           <label><input type="checkbox" name="ignore_case"> ignore case</label>
-          <label>From position <input name="offset" type="number" min="0" value="0"></label>
+          <label>From position <input name="offset" type="number" min="0" value="0" required></label>
           <button type="submit">Search</button></form><div id="found"></div></details>
       <details class="panel" id="p-unacked"><summary>Unacknowledged messages</summary><p class="hint">Delivered and not yet acknowledged, per consumer, oldest first.</p>
         <button type="button" id="unacked-show">Show unacknowledged messages</button><div id="unacked"></div></details>
@@ -178,14 +179,14 @@
       let args;
       try { args = R.readArgs($('.args', bind)); } catch (e) { R.failed(e); return; }
       const ok = await attempt(() => api('POST', `bindings/${seg(vhost)}/e/${seg(v.source)}/q/${seg(name)}`, { routing_key: v.routing_key, arguments: args }).then(() => true), 'Binding added.');
-      if (ok) refresh();
+      if (ok) { bind.reset(); R.clearArgs($('.args', bind)); refresh(); }
     });
     onSubmit($('#get-form'), async (v) => {
       const got = await attempt(() => api('POST', base + '/get', { count: Number(v.count), ackmode: v.ackmode, encoding: v.encoding, truncate: Number(v.truncate) }));
       if (got) { set($('#got'), messages(got, 'Queue is empty')); refresh(); }
     });
     onSubmit($('#peek-form'), async (v) => {
-      const got = await attempt(() => api('POST', base + '/peek', { count: Number(v.count), offset: Number(v.offset), encoding: v.encoding }));
+      const got = await attempt(() => api('POST', base + '/peek', { count: Number(v.count), offset: Number(v.offset), encoding: v.encoding, truncate: Number(v.truncate) }));
       if (got) set($('#peeked'), messages(got, 'No messages at this position.'));
     });
     onSubmit($('#search-form'), async (v) => {
@@ -224,7 +225,8 @@
         body.positions = positions.split(',').map((s) => Number(s.trim()));
         if (body.positions.some((n) => !Number.isInteger(n) || n < 0)) { R.failed(new Error('Positions are whole numbers from 0, separated by commas')); return; }
       }
-      if (!R.sure(`Replay ${positions && positions !== 'all' ? 'the selected messages' : 'every message'} of ${name}?`)) return;
+      const to = { origin: 'the queue each came from', exchange: `exchange "${v.exchange}" with routing key "${v.routing_key}"`, queue: `queue "${v.queue}"` }[v.target];
+      if (!R.sure(`Replay ${positions && positions !== 'all' ? `the messages at positions ${positions}` : 'every message'} of ${name} to ${to}?`)) return;
       const said = (x) => `${num(x.moved)} moved, ${num(x.skipped)} skipped${(x.errors || []).length ? ': ' + x.errors.map((e) => `position ${e.position}: ${e.reason}`).join('; ') : ''}.`;
       const r = await attempt(() => api('POST', base + '/replay', body), said);
       if (r) { set($('#replayed'), said(r)); refresh(); }
