@@ -468,6 +468,22 @@ pub fn connect(server: &TestServer) -> relaymq::client::Connection {
     relaymq::client::Connection::connect_with(options).expect("connect")
 }
 
+/// Runs `relaymq-cli --addr ADDR ARGS…` as `guest`; its standard output, after checking
+/// it succeeded.
+pub fn cli_ok(addr: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
+        .args(["--addr", addr])
+        .args(args)
+        .output()
+        .expect("relaymq-cli runs");
+    assert!(
+        out.status.success(),
+        "relaymq-cli {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Polls `f` every 20 ms until it returns `Some`, and returns that; panics naming `what`
 /// when `limit` passes first.
 pub fn eventually<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {

@@ -162,16 +162,7 @@ fn pausing_needs_configure_permission_on_the_queue() {
 
 /// Runs `relaymq-cli` against `server` as guest and checks it succeeded.
 fn cli(server: &ServerProcess, args: &[&str]) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
-        .args(["--addr", &server.addr_string()])
-        .args(args)
-        .output()
-        .expect("relaymq-cli runs");
-    assert!(
-        out.status.success(),
-        "relaymq-cli {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::cli_ok(&server.addr_string(), args);
 }
 
 fn api_of(server: &ServerProcess) -> Api {

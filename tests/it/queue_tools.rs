@@ -4,7 +4,7 @@
 
 use crate::common;
 use common::{connect, TestServer};
-use relaymq::client::{Channel, ConsumeOptions, ConsumerEvent, QueueDeclareOptions};
+use relaymq::client::{Channel, ConsumeOptions, ConsumerEvent};
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -12,16 +12,7 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn declare(ch: &Channel, name: &str, durable: bool, args: &[(&str, FieldValue)]) {
-    let mut arguments = FieldTable::new();
-    for (k, v) in args {
-        arguments.insert((*k).into(), v.clone());
-    }
-    let options = QueueDeclareOptions {
-        durable,
-        arguments,
-        ..QueueDeclareOptions::default()
-    };
-    ch.queue_declare(name, options).expect("declare");
+    common::declare_queue(ch, name, durable, args);
 }
 
 fn publish(ch: &Channel, queue: &str, body: &str, props: BasicProperties) {
@@ -400,17 +391,7 @@ fn search_finds_messages_by_body_header_and_property_page_by_page() {
 
 /// Runs `relaymq-cli` as `guest`; its standard output, after checking it succeeded.
 fn cli(server: &TestServer, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_relaymq-cli"))
-        .args(["--addr", &server.addr_string()])
-        .args(args)
-        .output()
-        .expect("relaymq-cli runs");
-    assert!(
-        out.status.success(),
-        "relaymq-cli {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::cli_ok(&server.addr_string(), args)
 }
 
 #[test]

@@ -15,16 +15,7 @@ use std::time::{Duration, Instant};
 const PATIENCE: Duration = Duration::from_secs(5);
 
 fn declare(ch: &Channel, name: &str, durable: bool, args: &[(&str, FieldValue)]) {
-    let mut arguments = FieldTable::new();
-    for (k, v) in args {
-        arguments.insert((*k).into(), v.clone());
-    }
-    let options = QueueDeclareOptions {
-        durable,
-        arguments,
-        ..QueueDeclareOptions::default()
-    };
-    ch.queue_declare(name, options).expect("declare");
+    common::declare_queue(ch, name, durable, args);
 }
 
 fn dlx_to(dlq: &str) -> Vec<(&'static str, FieldValue)> {
