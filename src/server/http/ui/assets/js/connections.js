@@ -4,10 +4,6 @@
 
 (() => {
   const { html, set, $, get, api, seg, num, rate, link, attempt, onSubmit } = R;
-  const vhostPath = (base) => {
-    const v = R.store.get('vhost', '');
-    return v ? `vhosts/${seg(v)}/${base}` : base;
-  };
 
   const connectionColumns = [
     { label: 'Name', sort: 'name', wrap: true, cell: (c) => html`<a href="${link('connections', c.name)}">${c.name}</a>${c.user_provided_name ? html`<br><small>${c.user_provided_name}</small>` : ''}` },
@@ -41,7 +37,7 @@
     async mount(main, args) {
       if (args.length > 0) return connectionPage(main, args[0]);
       set(main, html`<h1>Connections</h1><div id="list"></div>`);
-      const list = R.pagedList($('#list'), { id: 'connections', path: () => vhostPath('connections'), columns_def: connectionColumns, empty: 'No connections.' });
+      const list = R.pagedList($('#list'), { id: 'connections', path: () => R.listPath('connections'), columns_def: connectionColumns, empty: 'No connections.' });
       await list.refresh();
       return list;
     },
@@ -51,7 +47,7 @@
     title: 'Channels',
     async mount(main) {
       set(main, html`<h1>Channels</h1><div id="list"></div>`);
-      const list = R.pagedList($('#list'), { id: 'channels', path: () => vhostPath('channels'), columns_def: channelColumns, empty: 'No channels.' });
+      const list = R.pagedList($('#list'), { id: 'channels', path: () => R.listPath('channels'), columns_def: channelColumns, empty: 'No channels.' });
       await list.refresh();
       return list;
     },

@@ -140,7 +140,16 @@ const R = (() => {
     if (h > 0) return h + 'h ' + (m % 60) + 'm';
     return m + 'm ' + (s % 60) + 's';
   }
-  const vhostLabel = (v) => v;
+  /**
+   * The API path of a list narrowed to the header's chosen vhost: `queues/{v}` and
+   * `exchanges/{v}`, but `vhosts/{v}/connections` and `vhosts/{v}/channels` (RabbitMQ's
+   * paths); the whole list for "All".
+   */
+  function listPath(kind) {
+    const v = store.get('vhost', '');
+    if (!v) return kind;
+    return kind === 'connections' || kind === 'channels' ? `vhosts/${seg(v)}/${kind}` : `${kind}/${seg(v)}`;
+  }
 
   // ---- messages to the user ----------------------------------------------------------
   let flashTimer = null;
@@ -525,7 +534,7 @@ const R = (() => {
   }
 
   return {
-    html, set, esc, $, $$, store, api, get, seg, num, rate, bytes, duration, vhostLabel,
+    html, set, esc, $, $$, store, api, get, seg, listPath, num, rate, bytes, duration,
     flash, failed, attempt, sure, onSubmit, argsEditor, wireArgs, wireArgShortcuts, readArgs, addArgRow, clearArgs,
     table, pagedList, page, link, route, canSee, init,
     user: () => whoami,

@@ -111,7 +111,7 @@
             <p class="hint">Add <button type="button" class="link" data-arg="alternate-exchange">Alternate exchange</button></p></fieldset>
           <button type="submit">Add exchange</button></form></section>`);
       const list = R.pagedList($('#list'), {
-        id: 'exchanges', path: () => (R.store.get('vhost', '') ? 'exchanges/' + seg(R.store.get('vhost', '')) : 'exchanges'),
+        id: 'exchanges', path: () => R.listPath('exchanges'),
         columns_def: listColumns, empty: 'No exchanges.',
       });
       const editor = $('#add-exchange-args');

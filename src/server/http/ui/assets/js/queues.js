@@ -65,7 +65,7 @@
           <button type="submit">Add queue</button></form></section>`);
       const list = R.pagedList($('#list'), {
         id: 'queues',
-        path: () => (R.store.get('vhost', '') ? 'queues/' + seg(R.store.get('vhost', '')) : 'queues'),
+        path: () => R.listPath('queues'),
         columns_def: listColumns, empty: 'No queues.',
       });
       const editor = $('#add-queue-args');
