@@ -149,12 +149,18 @@ pub fn queues_with_rates(vh: &VirtualHost, rates: &crate::broker::rates::Rates) 
                 ("durable", FieldValue::Bool(q.durable)),
                 ("auto_delete", FieldValue::Bool(q.auto_delete)),
                 ("exclusive", FieldValue::Bool(q.exclusive)),
+                ("type", s(q.queue_type.as_str())),
                 ("arguments", FieldValue::Table(q.arguments.clone())),
                 ("messages_ready", n(st.ready)),
                 ("messages_unacknowledged", n(st.unacked)),
                 ("messages", n(st.ready + st.unacked)),
                 ("message_bytes_ready", n(st.ready_bytes)),
                 ("consumers", n(st.consumers)),
+                (
+                    "single_active_consumer_tag",
+                    q.single_active_consumer()
+                        .map_or(FieldValue::Void, |c| s(&c.tag)),
+                ),
                 ("publish", n(st.published)),
                 ("deliver_get", n(st.delivered)),
                 ("ack", n(st.acked)),

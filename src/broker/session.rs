@@ -12,7 +12,7 @@ use crate::broker::access::session::SessionAccess;
 use crate::broker::channel::confirm::ConfirmTracker;
 use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::broker::channel::{Channel, ChannelCounters};
-use crate::broker::consumer::Consumer;
+use crate::broker::consumer::{consumer_priority, Consumer};
 use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue, DeadLetterJob};
 use crate::broker::exchange::header_routes::HeaderRoutes;
 use crate::broker::exchange::Destination;
@@ -20,6 +20,7 @@ use crate::broker::message::body::MessageBody;
 use crate::broker::message::{Message, RouteNames};
 use crate::broker::names;
 use crate::broker::node::Broker;
+use crate::broker::queue::queue_type::QueueType;
 use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
 use crate::broker::sink::ClientSink;
@@ -261,7 +262,8 @@ impl Session {
         for c in cs.consumers.values() {
             self.detach_consumer(c);
         }
-        let dead = requeue(unacked);
+        // A closed channel's deliveries failed (RabbitMQ 4.3 counts them on quorum queues).
+        let dead = requeue(unacked, true);
         jobs::run(&self.vhost, dead);
     }
 
@@ -525,7 +527,21 @@ impl Session {
         let (name_max, consumers_max) =
             (limits.name_bytes_max(), limits.consumers_per_channel_max());
         crate::broker::vhost::check_name_bytes("consumer tag", consumer_tag, name_max)?;
+        consumer_priority(arguments).map_err(|mut e| {
+            e.text = e.text.replacen(
+                "'x-priority'",
+                &format!(
+                    "'x-priority' for queue '{}' in vhost '{vhost_name}'",
+                    q.name
+                ),
+                1,
+            );
+            e
+        })?;
         let cs = self.channel(ch)?;
+        if q.queue_type == QueueType::Quorum && cs.shared.info().channel_prefetch > 0 {
+            return Err(QueueType::global_qos_refused(&q.name, &vhost_name));
+        }
         cs.consumers.retain(|_, c| !c.is_cancelled());
         if cs.consumers.len() >= consumers_max {
             return Err(BrokerError::precondition(format!(
@@ -773,6 +789,14 @@ impl Session {
             self.permit(Access::Read, Resource::Queue, queue)?;
             self.vhost.queue_for(queue, self.id)?
         };
+        if q.queue_type == QueueType::Quorum && q.is_single_active() {
+            // RabbitMQ's text (`rabbit_channel:unsupported_single_active_consumer_error`).
+            return Err(BrokerError::resource_locked(format!(
+                "cannot obtain access to locked queue '{}' in vhost '{}'. basic.get operations \
+                 are not supported by quorum queues with single active consumer",
+                q.name, self.vhost.name
+            )));
+        }
         let channel = Arc::clone(&self.channel(ch)?.shared);
         let got = q.get(
             |entry, left| {
@@ -835,9 +859,23 @@ impl Session {
         multiple: bool,
         requeue_them: bool,
     ) -> Result<(), BrokerError> {
+        self.reject_deliveries(ch, delivery_tag, multiple, requeue_them, false)
+    }
+
+    /// `basic.nack` and `basic.reject`: requeue or dead-letter/drop. `failed`: a reject,
+    /// which counts as a failed delivery on a quorum queue where a nack does not
+    /// (RabbitMQ 4.3, docs/lifecycle.md "Quorum queues").
+    fn reject_deliveries(
+        &mut self,
+        ch: u16,
+        delivery_tag: u64,
+        multiple: bool,
+        requeue_them: bool,
+        failed: bool,
+    ) -> Result<(), BrokerError> {
         let taken = self.channel(ch)?.shared.take(delivery_tag, multiple)?;
         if requeue_them {
-            let dead = requeue(taken);
+            let dead = requeue(taken, failed);
             jobs::run(&self.vhost, dead);
         } else {
             for (q, entries) in group_by_queue(taken) {
@@ -867,7 +905,7 @@ impl Session {
         delivery_tag: u64,
         requeue_it: bool,
     ) -> Result<(), BrokerError> {
-        self.basic_nack(ch, delivery_tag, false, requeue_it)
+        self.reject_deliveries(ch, delivery_tag, false, requeue_it, true)
     }
 
     /// AMQP `basic.recover`: requeues every unacked delivery of the channel.
@@ -880,7 +918,7 @@ impl Session {
             return Err(BrokerError::new(ReplyCode::NotImplemented, "requeue=false"));
         }
         let taken = cs.shared.take_all();
-        let dead = requeue(taken);
+        let dead = requeue(taken, false);
         jobs::run(&self.vhost, dead);
         self.dispatch_channel(ch);
         Ok(())

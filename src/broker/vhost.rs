@@ -12,7 +12,9 @@ use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::message::Message;
 use crate::broker::names;
 use crate::broker::policy::Policy;
+use crate::broker::queue::args::LifecycleArgs;
 use crate::broker::queue::length_limit::LengthLimit;
+use crate::broker::queue::queue_type::{DeclaredProperties, QueueType};
 use crate::broker::queue::storage::QueueStorage;
 use crate::broker::queue::Queue;
 use crate::broker::sink::CancelReason;
@@ -227,9 +229,10 @@ fn describe_argument(v: Option<&FieldValue>) -> String {
 
 /// The queue arguments a redeclare must match: those RelayMQ gives a meaning. Others are
 /// kept as first declared and not compared, as RabbitMQ does.
-const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 13] = [
+const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 15] = [
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
+    "x-dead-letter-strategy",
     "x-message-ttl",
     "x-expires",
     "x-max-length",
@@ -241,43 +244,30 @@ const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 13] = [
     "x-queue-type",
     "x-queue-mode",
     "x-single-active-consumer",
+    "x-quorum-initial-group-size",
 ];
 
-/// Queue arguments RabbitMQ gives a meaning that RelayMQ does not implement yet. They are
-/// refused rather than accepted and ignored, so nobody believes a queue is bounded or
-/// expiring when it is not (the message-lifecycle work adds them).
-pub(crate) const UNSUPPORTED_QUEUE_ARGUMENTS: [&str; 1] = ["x-single-active-consumer"];
-
-fn unsupported_argument(name: &str) -> BrokerError {
-    BrokerError::precondition(format!(
-        "argument '{name}' is not supported by this version of RelayMQ"
-    ))
-}
-
-/// Checks queue arguments: RabbitMQ's that RelayMQ does not implement yet are 406, as is
-/// an `x-queue-type` other than `classic`; other arguments are kept as given.
-pub(crate) fn check_queue_arguments(arguments: &FieldTable) -> Result<(), BrokerError> {
-    for name in UNSUPPORTED_QUEUE_ARGUMENTS {
-        // `false` asks for what every RelayMQ queue does (RabbitMQ's default).
-        if arguments
-            .get(name)
-            .is_some_and(|v| !matches!(v, FieldValue::Bool(false)))
-        {
-            return Err(unsupported_argument(name));
+/// Checks the values of queue arguments: the lifecycle ones, length limits, dead-lettering,
+/// `x-queue-type` (`stream` and unknown types are 406) and `x-single-active-consumer` (a
+/// boolean). Which arguments a queue of each type takes, and the properties it needs, are
+/// [`QueueType::check_declaration`]'s; other arguments are kept as given.
+///
+/// # Errors
+/// 406 PRECONDITION_FAILED `invalid arg 'x-…': …` (the declaration adds the queue's name).
+pub(crate) fn check_queue_arguments(arguments: &FieldTable) -> Result<QueueType, BrokerError> {
+    let queue_type = QueueType::parse(arguments)?;
+    if let Some(v) = arguments.get("x-single-active-consumer") {
+        if !matches!(v, FieldValue::Bool(_)) {
+            return Err(BrokerError::precondition(format!(
+                "invalid arg 'x-single-active-consumer': {{unacceptable_type,{}}}",
+                v.rabbitmq_type_name()
+            )));
         }
     }
     LengthLimit::from_arguments(arguments)?;
     DeadLetter::from_arguments(arguments)?;
-    crate::broker::queue::args::LifecycleArgs::from_arguments(arguments)?;
-    if let Some(t) = arguments.get("x-queue-type") {
-        if t.as_str() != Some("classic") {
-            return Err(BrokerError::precondition(format!(
-                "invalid arg 'x-queue-type': {}: only 'classic' queues are supported",
-                t.to_json()
-            )));
-        }
-    }
-    Ok(())
+    LifecycleArgs::for_type(arguments, queue_type)?;
+    Ok(queue_type)
 }
 
 /// Whether declaring `spec` would find `existing` equivalent, with the text
@@ -933,7 +923,9 @@ impl VirtualHost {
         }
         crate::types::field_table::check_nesting(&spec.arguments, "queue arguments")
             .map_err(BrokerError::precondition)?;
-        check_queue_arguments(&spec.arguments).map_err(|mut e| {
+        let with_default = self.with_default_queue_type(spec);
+        let spec = with_default.as_ref().unwrap_or(spec);
+        let queue_type = check_queue_arguments(&spec.arguments).map_err(|mut e| {
             // RabbitMQ names the queue and vhost: "invalid arg 'x-…' for queue 'q' in
             // vhost '/': …".
             if let Some(rest) = e.text.strip_prefix("invalid arg '") {
@@ -949,6 +941,13 @@ impl VirtualHost {
             }
             e
         })?;
+        let properties = DeclaredProperties {
+            durable: spec.durable,
+            exclusive: spec.exclusive,
+            auto_delete: spec.auto_delete,
+            generated: spec.name.is_empty(),
+        };
+        queue_type.check_declaration(&spec.name, &self.name, properties, &spec.arguments)?;
         check_name_bytes("queue name", &spec.name, self.limits.name_bytes_max())?;
         let name = if spec.name.is_empty() {
             generated.unwrap_or_else(|| names::generate("amq.gen-"))
@@ -1027,6 +1026,36 @@ impl VirtualHost {
         })
     }
 
+    /// `spec` with `x-queue-type` set to the vhost's `default_queue_type` when it names
+    /// none and the default is not `classic`, if the declaration suits that type (durable,
+    /// not exclusive, not auto-delete); `None` when `spec` stays as it is (RabbitMQ 4.x
+    /// `rabbit_amqqueue:augment_declare_args`: an unsuitable declaration gets the fallback
+    /// type, classic). Classic declarations are left without the argument, as RabbitMQ 3.x
+    /// leaves them.
+    fn with_default_queue_type(&self, spec: &QueueSpec) -> Option<QueueSpec> {
+        let named = spec
+            .arguments
+            .get("x-queue-type")
+            .is_some_and(|v| !matches!(v.as_str(), Some("" | "undefined")));
+        if named {
+            return None;
+        }
+        let default = self.metadata().default_queue_type;
+        let suits = spec.durable && !spec.exclusive && !spec.auto_delete;
+        let kind = if default == "quorum" && suits {
+            "quorum"
+        } else if spec.arguments.contains_key("x-queue-type") {
+            // `""` or `"undefined"`: the fallback.
+            "classic"
+        } else {
+            return None;
+        };
+        let mut with = spec.clone();
+        with.arguments
+            .insert("x-queue-type".into(), FieldValue::string(kind));
+        Some(with)
+    }
+
     /// Adds a binding without committing it (a stored binding at recovery; an imported one,
     /// committed with the rest of the import); false when an end is missing.
     pub(crate) fn restore_binding(
@@ -1092,7 +1121,8 @@ impl VirtualHost {
     ///
     /// # Errors
     /// 405 for another connection's exclusive queue; 406 with `if_unused` when it has
-    /// consumers, with `if_empty` when it has ready messages.
+    /// consumers, with `if_empty` when it has ready messages; 540 NOT_IMPLEMENTED for
+    /// either flag on a quorum queue (RabbitMQ 4.x `rabbit_quorum_queue:delete/4`).
     pub fn delete_queue(
         &self,
         name: &str,
@@ -1105,6 +1135,11 @@ impl VirtualHost {
             return Ok(0);
         };
         q.check_access(connection_id, &self.name)?;
+        if q.queue_type == QueueType::Quorum && (if_unused || if_empty) {
+            return Err(QueueType::conditional_delete_refused(
+                name, &self.name, if_unused,
+            ));
+        }
         if if_unused && q.consumer_count() > 0 {
             return Err(BrokerError::precondition(format!(
                 "queue '{name}' in vhost '{}' in use",

@@ -58,6 +58,7 @@ mod queue_pause;
 mod queue_tools;
 mod queue_unacked;
 mod queues;
+mod quorum_queues;
 mod raw_smoke;
 mod restart;
 mod store_recovery;

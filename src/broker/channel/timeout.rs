@@ -199,7 +199,8 @@ fn end_timed_out(channel: &Channel, vhost: &Arc<VirtualHost>, timed_out: TimedOu
             u.queue.consumer_timeout_ms
         );
     }
-    let dead = requeue(deliveries);
+    // Not a failed delivery (RabbitMQ 4.3 does not count a consumer timeout).
+    let dead = requeue(deliveries, false);
     jobs::run(vhost, dead);
     for q in emptied {
         vhost.remove_queue(&q);

@@ -130,11 +130,12 @@ pub fn group_by_queue(taken: Vec<Unacked>) -> Vec<(Arc<Queue>, Vec<QueuedMessage
 }
 
 /// Requeues taken deliveries; returns the dead-letter jobs of those past their queue's
-/// `x-delivery-limit` (reason `delivery_limit`).
-pub fn requeue(taken: Vec<Unacked>) -> Vec<DeadLetterJob> {
+/// `x-delivery-limit` (reason `delivery_limit`). `failed`: as [`Queue::requeue`] takes it
+/// (a reject or a closed channel, not a nack or recover).
+pub fn requeue(taken: Vec<Unacked>, failed: bool) -> Vec<DeadLetterJob> {
     let mut dead = Vec::new();
     for (q, entries) in group_by_queue(taken) {
-        let over = q.requeue(entries);
+        let over = q.requeue(entries, failed);
         dead.extend(jobs(&q, over, "delivery_limit"));
     }
     dead

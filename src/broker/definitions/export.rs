@@ -110,7 +110,7 @@ pub fn queues(v: &VirtualHost) -> Vec<Value> {
                 "vhost": &*v.name,
                 "durable": q.durable,
                 "auto_delete": q.auto_delete,
-                "type": "classic",
+                "type": q.queue_type.as_str(),
                 "arguments": table_to_json(&q.arguments),
             })
         })

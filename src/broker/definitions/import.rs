@@ -17,9 +17,8 @@
 //! of exclusive queues but not the queues, and no internal exchange), topic permissions,
 //! runtime parameters (federation, shovel, ...) other than `vhost-limits`, global
 //! parameters other than `cluster_name` and RabbitMQ's internal ones, policy definition
-//! keys RelayMQ keeps but does not act on (`ha-mode`, ...), queue arguments RelayMQ does not
-//! implement (`x-single-active-consumer` true: the queue is imported without it), quorum
-//! queues (imported as classic queues) and streams (not imported, nor their bindings).
+//! keys RelayMQ keeps but does not act on (`ha-mode`, ...) and streams (not imported, nor
+//! their bindings); quorum queues are imported as quorum queues.
 //! Vhost metadata (description, tags, default queue type), vhost limits (the
 //! `vhost-limits` parameters, or a `vhosts` element's `limits`) and user limits (merged
 //! into the user's, as RabbitMQ's `put_user`) are imported. Unknown fields are ignored, as

@@ -24,7 +24,8 @@ use crate::broker::parameters::{
     PARAMETER_VALUE_BYTES_MAX, STORED_COMPONENTS,
 };
 use crate::broker::policy::{Policy, PolicyDef};
-use crate::broker::vhost::{check_queue_arguments, UNSUPPORTED_QUEUE_ARGUMENTS};
+use crate::broker::queue::queue_type::DeclaredProperties;
+use crate::broker::vhost::check_queue_arguments;
 use crate::broker::{ExchangeSpec, QueueSpec};
 use crate::error::BrokerError;
 use crate::types::FieldValue;
@@ -434,16 +435,13 @@ fn queues<'a>(
             skipped.insert(ObjectKind::Queue, vhost, name, RESERVED_QUEUE);
             continue;
         }
-        // A quorum queue is imported as a classic one: its type argument goes.
-        if kind != "classic" {
-            arguments.remove("x-queue-type");
-        }
         match kind.as_str() {
+            // An `x-queue-type: classic` argument is kept as given.
             "classic" => {}
-            "quorum" => summary.skip(format!(
-                "{}: queue type 'quorum' not honoured: imported as a durable classic queue",
-                e.label()
-            )),
+            // The type lives in the argument, as a declaration gives it.
+            "quorum" => {
+                arguments.insert("x-queue-type".into(), FieldValue::string("quorum"));
+            }
             "stream" => {
                 summary.skip(format!(
                     "{}: not imported (RelayMQ has no streams)",
@@ -454,30 +452,27 @@ fn queues<'a>(
             }
             other => return Err(e.error(format!("unknown queue type '{other}'"))),
         }
-        for arg in UNSUPPORTED_QUEUE_ARGUMENTS {
-            // `false` is what RelayMQ does anyway (RabbitMQ's default): kept.
-            if arguments
-                .get(arg)
-                .is_some_and(|v| !matches!(v, FieldValue::Bool(false)))
-            {
-                arguments.remove(arg);
-                summary.skip(format!(
-                    "{}: argument '{arg}' not honoured (not implemented by RelayMQ); the \
-                     queue is imported without it",
-                    e.label()
-                ));
-            }
-        }
-        check_queue_arguments(&arguments).map_err(|err| e.invalid(err))?;
+        let durable = e.bool_or("durable", true)?;
+        let auto_delete = e.bool_or("auto_delete", false)?;
+        let queue_type = check_queue_arguments(&arguments).map_err(|err| e.invalid(err))?;
+        let properties = DeclaredProperties {
+            durable,
+            exclusive: false,
+            auto_delete,
+            generated: false,
+        };
+        queue_type
+            .check_declaration(name, vhost, properties, &arguments)
+            .map_err(|err| e.invalid(err))?;
         out.push(QueueItem {
             at: e,
             vhost: vhost.to_string(),
             spec: QueueSpec {
                 name: name.to_string(),
                 passive: false,
-                durable: e.bool_or("durable", true)?,
+                durable,
                 exclusive: false,
-                auto_delete: e.bool_or("auto_delete", false)?,
+                auto_delete,
                 arguments,
             },
         });

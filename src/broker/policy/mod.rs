@@ -230,8 +230,9 @@ pub struct PolicySettings {
     pub dead_letter_exchange: Option<String>,
     /// `dead-letter-routing-key`.
     pub dead_letter_routing_key: Option<String>,
-    /// `delivery-limit` (0 … 4294967295).
-    pub delivery_limit: Option<u32>,
+    /// `delivery-limit`: any integer, as RabbitMQ's validator takes it (`rabbit_policies`);
+    /// a negative one is no limit.
+    pub delivery_limit: Option<i64>,
 }
 
 /// A validated, compiled policy.
@@ -314,8 +315,7 @@ impl PolicySettings {
                     )?))
                 }
                 "delivery-limit" => {
-                    s.delivery_limit =
-                        Some(integer(key, v, 0, i64::from(u32::MAX), "delivery limit")? as u32)
+                    s.delivery_limit = Some(integer(key, v, i64::MIN, i64::MAX, "delivery limit")?)
                 }
                 "overflow" => {
                     s.overflow = Some(match v.as_str() {

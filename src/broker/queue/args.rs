@@ -5,6 +5,7 @@
 //! Every parser returns `Ok(None)` when the argument is absent and a 406 naming the
 //! argument when it has the wrong type or is out of range (docs/lifecycle.md).
 
+use crate::broker::queue::queue_type::{quorum_delivery_limit, QueueType};
 use crate::error::BrokerError;
 use crate::limits::EXPIRY_MS_MAX;
 use crate::types::{BasicProperties, FieldTable};
@@ -44,6 +45,29 @@ impl LifecycleArgs {
                 .map(|n| n as u64),
             delivery_limit: delivery_limit.map(|n| n as u32),
         })
+    }
+}
+
+impl LifecycleArgs {
+    /// Reads every lifecycle argument of a queue of type `queue_type`: a quorum queue's
+    /// `x-delivery-limit` may be any integer (negative: unlimited) and defaults to
+    /// [`crate::broker::queue::queue_type::QUORUM_DELIVERY_LIMIT_DEFAULT`] (RabbitMQ 4.x).
+    ///
+    /// # Errors
+    /// As [`LifecycleArgs::from_arguments`].
+    pub fn for_type(
+        arguments: &FieldTable,
+        queue_type: QueueType,
+    ) -> Result<LifecycleArgs, BrokerError> {
+        if queue_type == QueueType::Classic {
+            return LifecycleArgs::from_arguments(arguments);
+        }
+        let limit = integer(arguments, "x-delivery-limit", i64::MIN, i64::MAX)?;
+        let mut rest = arguments.clone();
+        rest.remove("x-delivery-limit");
+        let mut lifecycle = LifecycleArgs::from_arguments(&rest)?;
+        lifecycle.delivery_limit = quorum_delivery_limit([limit]);
+        Ok(lifecycle)
     }
 }
 

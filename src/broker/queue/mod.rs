@@ -22,9 +22,11 @@
 
 pub mod args;
 pub(crate) mod chunked_deque;
+pub(crate) mod consumers;
 pub mod expiry;
 pub mod inspect;
 pub mod length_limit;
+pub mod queue_type;
 pub mod ready;
 pub mod settings;
 pub mod storage;
@@ -34,8 +36,10 @@ use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
 use crate::broker::message::Message;
 use crate::broker::queue::args::{effective_ttl_ms, LifecycleArgs};
+use crate::broker::queue::consumers::ConsumerSet;
 use crate::broker::queue::expiry::{now_ms, ExpiryIndex};
 use crate::broker::queue::length_limit::{LengthLimit, Overflow};
+use crate::broker::queue::queue_type::{QueueType, QUORUM_PRIORITY_DEFAULT, QUORUM_PRIORITY_MAX};
 use crate::broker::queue::ready::{Ready, ReadyList};
 use crate::broker::queue::settings::QueueSettings;
 use crate::broker::queue::storage::QueueStorage;
@@ -196,9 +200,8 @@ struct QueueState {
     /// not in the expiry index yet (a consumer ready now takes even a TTL-0 message), but
     /// a delivery of it must carry its deadline back if it is requeued.
     fresh: Option<(u64, u64)>,
-    consumers: Vec<Arc<Consumer>>,
-    /// Index of the consumer to offer the next message to first.
-    round_robin: usize,
+    /// Consumers, in the order messages are offered to them.
+    consumers: ConsumerSet,
     deleted: bool,
     /// A consumer was attached at some point (auto-delete fires only after one).
     had_consumers: bool,
@@ -220,6 +223,8 @@ pub struct Queue {
     pub owner: Option<u64>,
     /// Arguments as declared.
     pub arguments: FieldTable,
+    /// `classic` or `quorum` (its `x-queue-type` argument).
+    pub queue_type: QueueType,
     /// Id of the stored queue in `meta.db` (durable, non-exclusive queues of a broker with
     /// storage); also the name of its directory.
     pub storage_id: Option<String>,
@@ -294,9 +299,21 @@ impl Queue {
     ) -> Queue {
         // Validated at declare; a stored queue whose arguments no longer parse (an older
         // version's) recovers without them rather than not at all.
-        let lifecycle = LifecycleArgs::from_arguments(&arguments).unwrap_or_default();
+        let queue_type = QueueType::of(&arguments);
+        let lifecycle = LifecycleArgs::for_type(&arguments, queue_type).unwrap_or_default();
+        let ready = match queue_type {
+            QueueType::Classic => ReadyList::new(lifecycle.max_priority),
+            QueueType::Quorum => {
+                ReadyList::with_default_level(QUORUM_PRIORITY_MAX, QUORUM_PRIORITY_DEFAULT)
+            }
+        };
+        let single_active = matches!(
+            arguments.get("x-single-active-consumer"),
+            Some(FieldValue::Bool(true))
+        );
         let state = QueueState {
-            ready: ReadyList::new(lifecycle.max_priority),
+            ready,
+            consumers: ConsumerSet::new(single_active, queue_type == QueueType::Quorum),
             ..QueueState::default()
         };
         Queue {
@@ -305,6 +322,7 @@ impl Queue {
             exclusive,
             auto_delete,
             owner,
+            queue_type,
             storage_id: None,
             storage: None,
             memory_bytes_max: QUEUE_MEMORY_BYTES_DEFAULT,
@@ -404,7 +422,9 @@ impl Queue {
             };
         }
         let ttl = effective_ttl_ms(settings.lifecycle.message_ttl_ms, msg.properties());
-        let stored = self.storage_id.is_some() && msg.properties().is_persistent();
+        // A quorum queue stores every message, whatever its delivery mode (RabbitMQ).
+        let stored = self.storage_id.is_some()
+            && (msg.properties().is_persistent() || self.queue_type == QueueType::Quorum);
         let now = if ttl.is_some() || stored { now_ms() } else { 0 };
         let mut written = None;
         let mut record = None;
@@ -494,8 +514,11 @@ impl Queue {
             let (entry, level, deadline) = match m {
                 Recovered::Loaded(m) => {
                     let m = *m;
-                    let (record, redelivered, count) =
-                        (m.record, m.delivery_count > 0, m.delivery_count);
+                    let (record, redelivered, count) = (
+                        m.record,
+                        m.delivery_count > 0,
+                        self.recovered_count(m.delivery_count),
+                    );
                     let level = st.ready.level_of(m.properties.priority);
                     let deadline = effective_ttl_ms(queue_ttl_ms, &m.properties)
                         .map(|ttl| m.timestamp_ms.saturating_add(ttl));
@@ -519,7 +542,7 @@ impl Queue {
                     let entry = Ready::paged(
                         seq,
                         p.delivery_count > 0,
-                        p.delivery_count,
+                        self.recovered_count(p.delivery_count),
                         p.record,
                         usize::try_from(p.body_bytes).unwrap_or(usize::MAX),
                     );
@@ -574,10 +597,39 @@ impl Queue {
     /// delivery limit, a message delivered before carries `x-delivery-count` (the store
     /// keeps the count, not the header).
     fn with_count_header(&self, msg: Arc<Message>, count: u32) -> Arc<Message> {
-        if self.settings().lifecycle.delivery_limit.is_some() && count > 0 {
+        let counted = self.queue_type == QueueType::Quorum
+            || self.settings().lifecycle.delivery_limit.is_some();
+        if counted && count > 0 {
             with_delivery_count(&msg, count)
         } else {
             msg
+        }
+    }
+
+    /// The delivery count of a message recovered with `marks` delivered entries in its ack
+    /// log. A classic queue writes one per delivery awaiting an ack. A quorum queue writes
+    /// one at its first such delivery (so it comes back redelivered) and one per failed
+    /// delivery ([`Queue::requeue`] with `failed`): its count is the failed ones. A broker
+    /// restart is not a failed delivery.
+    fn recovered_count(&self, marks: u32) -> u32 {
+        match self.queue_type {
+            QueueType::Classic => marks,
+            QueueType::Quorum => marks.saturating_sub(1),
+        }
+    }
+
+    /// Whether a delivery of `entry` that awaits an ack writes a delivered entry: every one
+    /// in a classic queue, the first in a quorum queue ([`Queue::recovered_count`]).
+    fn marks_delivery(&self, entry: &QueuedMessage) -> bool {
+        self.queue_type == QueueType::Classic || !entry.redelivered
+    }
+
+    /// Counts a delivery: a classic queue counts every delivery, a quorum queue only the
+    /// failed ones (RabbitMQ 4.3 `rabbit_fifo`: `basic.reject` with requeue, a consumer's
+    /// channel or connection gone), counted when the message comes back.
+    fn count_delivery(&self, entry: &mut QueuedMessage) {
+        if self.queue_type == QueueType::Classic {
+            entry.delivery_count = entry.delivery_count.saturating_add(1);
         }
     }
 
@@ -735,46 +787,44 @@ impl Queue {
     }
 
     fn dispatch_locked(self: &Arc<Self>, st: &mut QueueState) {
-        let n = st.consumers.len();
-        if n == 0 || self.paused.load(Ordering::Relaxed) {
+        if st.consumers.is_empty() || self.paused.load(Ordering::Relaxed) {
             return;
         }
         while self.load_head(st) {
             let Some(mut front) = st.ready.front().and_then(Ready::to_delivery) else {
                 break;
             };
-            front.delivery_count = front.delivery_count.saturating_add(1);
+            self.count_delivery(&mut front);
+            let marks = self.marks_delivery(&front);
             front.deadline_ms = st.expiry.remove(front.seq).or(match st.fresh {
                 Some((seq, d)) if seq == front.seq => Some(d),
                 _ => None,
             });
             let mut taken = None;
-            for i in 0..n {
-                let idx = (st.round_robin + i) % n;
-                let consumer = &st.consumers[idx];
+            st.consumers.offer(|consumer| {
                 // A delivery awaiting its ack is stored before the channel writes it to the
                 // client: a crash right after the client has it brings it back redelivered.
                 let record = front.record;
                 let offered = consumer.channel.offer(consumer, self, &front, |tracked| {
-                    if tracked {
+                    if tracked && marks {
                         self.store_delivery(record);
                     }
                 });
                 if let Offer::Delivered { tracked } = offered {
-                    taken = Some((idx, tracked));
-                    break;
+                    taken = Some(tracked);
+                    return true;
                 }
-            }
+                false
+            });
             // Not taken: the head stays in memory, so the next dispatch does not read it
             // again (the budget is exceeded by at most this one message).
-            let Some((idx, tracked)) = taken else {
+            let Some(tracked) = taken else {
                 if let Some(d) = front.deadline_ms {
                     let level = st.ready.level_of_message(&front.msg);
                     st.expiry.insert(front.seq, level, d);
                 }
                 break;
             };
-            st.round_robin = (idx + 1) % n;
             Self::pop_head(st);
             st.stats.delivered += 1;
             st.stats.redelivered += u64::from(front.redelivered);
@@ -884,7 +934,12 @@ impl Queue {
     }
 
     /// Detaches the consumer with `tag` on channel (`connection_id`, `channel`).
-    pub fn remove_consumer(&self, tag: &str, connection_id: u64, channel: u16) -> ConsumerRemoved {
+    pub fn remove_consumer(
+        self: &Arc<Self>,
+        tag: &str,
+        connection_id: u64,
+        channel: u16,
+    ) -> ConsumerRemoved {
         self.remove_consumer_where(|c| {
             &*c.tag == tag
                 && c.channel.connection_id == connection_id
@@ -894,20 +949,24 @@ impl Queue {
 
     /// Detaches exactly `consumer` (not another one that reuses its tag on its channel);
     /// `NotFound` when it was already detached (cancelled by its client, queue deleted).
-    pub fn detach_consumer(&self, consumer: &Arc<Consumer>) -> ConsumerRemoved {
+    pub fn detach_consumer(self: &Arc<Self>, consumer: &Arc<Consumer>) -> ConsumerRemoved {
         self.remove_consumer_where(|c| Arc::ptr_eq(c, consumer))
     }
 
-    fn remove_consumer_where(&self, matches: impl Fn(&Arc<Consumer>) -> bool) -> ConsumerRemoved {
+    /// Removes consumers; with a single active consumer, the next one takes over at once
+    /// (and gets what is ready).
+    fn remove_consumer_where(
+        self: &Arc<Self>,
+        matches: impl Fn(&Arc<Consumer>) -> bool,
+    ) -> ConsumerRemoved {
         let mut st = self.lock();
-        let before = st.consumers.len();
-        st.consumers.retain(|c| !matches(c));
-        if st.consumers.len() == before {
+        if st.consumers.remove_where(matches) == 0 {
             return ConsumerRemoved::NotFound;
         }
         st.stats.consumers = st.consumers.len();
-        if st.round_robin >= st.consumers.len() {
-            st.round_robin = 0;
+        if st.consumers.is_single_active() && !st.consumers.is_empty() {
+            self.dispatch_locked(&mut st);
+            self.publish_deadline(&st);
         }
         if st.consumers.is_empty() {
             // Unused from now on: x-expires counts from here.
@@ -927,7 +986,17 @@ impl Queue {
     /// dead-letter exchange. Under a delivery limit a requeued message carries the
     /// `x-delivery-count` header (deliveries so far), as RabbitMQ's quorum queues do. A
     /// requeued message keeps its TTL deadline.
-    pub fn requeue(self: &Arc<Self>, mut entries: Vec<QueuedMessage>) -> Vec<Leaving> {
+    ///
+    /// `failed`: the deliveries failed (`basic.reject`, their channel or connection
+    /// closed) rather than were handed back unprocessed (`basic.nack`, `basic.recover`, a
+    /// consumer timeout). A quorum queue counts only failed deliveries, and its messages
+    /// carry `x-delivery-count` whenever it is above 0 (RabbitMQ 4.3); a classic queue
+    /// counts every delivery.
+    pub fn requeue(
+        self: &Arc<Self>,
+        mut entries: Vec<QueuedMessage>,
+        failed: bool,
+    ) -> Vec<Leaving> {
         // Newest first: requeued messages are usually older than every ready one, so each
         // goes in at the front of its level in O(1). Oldest first would insert each behind
         // the previous one, shifting them all: quadratic for a channel closing with
@@ -947,7 +1016,11 @@ impl Queue {
         }
         let mut stored = Vec::new();
         let settings = self.settings();
+        let quorum = self.queue_type == QueueType::Quorum;
         for mut entry in entries {
+            if quorum && failed {
+                entry.delivery_count = entry.delivery_count.saturating_add(1);
+            }
             if let Some(limit) = settings.lifecycle.delivery_limit {
                 if entry.delivery_count > limit {
                     st.stats.dropped += 1;
@@ -961,7 +1034,16 @@ impl Queue {
                     }
                     continue;
                 }
+                if !quorum {
+                    entry.msg = with_delivery_count(&entry.msg, entry.delivery_count);
+                }
+            }
+            if quorum && entry.delivery_count > 0 {
                 entry.msg = with_delivery_count(&entry.msg, entry.delivery_count);
+                if failed {
+                    // The failed delivery survives a restart.
+                    self.store_delivery(entry.record);
+                }
             }
             entry.redelivered = true;
             let level = st.ready.level_of_message(&entry.msg);
@@ -1047,14 +1129,14 @@ impl Queue {
         }
         let left = st.ready.len().checked_sub(1)?;
         let mut entry = st.ready.front().and_then(Ready::to_delivery)?;
-        entry.delivery_count = entry.delivery_count.saturating_add(1);
+        self.count_delivery(&mut entry);
         entry.deadline_ms = st.expiry.remove(entry.seq);
         // A delivery awaiting its ack is stored before `record` writes the get-ok: a crash
         // right after the client has it brings the message back redelivered. (Should the
         // channel be closing and the message stay, a later crash brings it back marked
         // redelivered: allowed, the flag means "may have been delivered before".) Without
         // an ack the record is settled only once the get-ok is written, below.
-        if tracked {
+        if tracked && self.marks_delivery(&entry) {
             self.store_delivery(entry.record);
         }
         let Some(tag) = record(&entry, left) else {
@@ -1109,7 +1191,7 @@ impl Queue {
         st.stats.ready_bytes = 0;
         st.stats.ready_memory_bytes = 0;
         st.stats.ready_paged = 0;
-        let consumers = std::mem::take(&mut st.consumers);
+        let consumers = st.consumers.take_all();
         for c in &consumers {
             c.cancelled.store(true, Ordering::Relaxed);
         }
@@ -1142,9 +1224,21 @@ impl Queue {
         }
     }
 
-    /// The attached consumers.
+    /// The active consumer of a queue with `x-single-active-consumer` (`None` for other
+    /// queues, or with no consumer yet).
+    pub fn single_active_consumer(&self) -> Option<Arc<Consumer>> {
+        self.lock().consumers.active().cloned()
+    }
+
+    /// Whether the queue has `x-single-active-consumer` set.
+    pub fn is_single_active(&self) -> bool {
+        self.lock().consumers.is_single_active()
+    }
+
+    /// The attached consumers, in the order messages are offered to them (highest
+    /// priority first).
     pub fn consumers(&self) -> Vec<Arc<Consumer>> {
-        self.lock().consumers.clone()
+        self.lock().consumers.iter().cloned().collect()
     }
 }
 
@@ -1393,7 +1487,7 @@ mod tests {
 
         // Requeue the first: it goes back to the head, and to the consumer at once.
         let first = channel.take(1, false).unwrap();
-        q.requeue(first.into_iter().map(|u| u.entry).collect());
+        q.requeue(first.into_iter().map(|u| u.entry).collect(), true);
         let s = check_accounting(&q);
         assert_eq!((s.ready, s.ready_paged, s.ready_memory_bytes), (3, 2, BODY));
 
@@ -1437,7 +1531,7 @@ mod tests {
             (s.ready, s.ready_paged, s.ready_memory_bytes, s.unacked),
             (1, 1, 0, 2)
         );
-        q.requeue(taken);
+        q.requeue(taken, true);
         let s = check_accounting(&q);
         assert_eq!(
             (s.ready, s.ready_paged, s.ready_memory_bytes, s.unacked),
@@ -1462,7 +1556,7 @@ mod tests {
         let sink = Arc::new(Recorder::default());
         let channel = consumer(&q, &sink, 1);
         let taken = channel.take(1, false).unwrap();
-        q.requeue(taken.into_iter().map(|u| u.entry).collect());
+        q.requeue(taken.into_iter().map(|u| u.entry).collect(), true);
         // Delivered again straight from memory: the same shared message.
         let again = channel.take(0, true).unwrap();
         assert!(Arc::ptr_eq(&again[0].entry.msg, &m));
@@ -1747,7 +1841,7 @@ mod tests {
         assert_eq!(valid(&q), 1);
         // Past the delivery limit on its way back: returned, still stored.
         let taken = q.get(|_, _| Some(1), true).unwrap().1;
-        let over = q.requeue(vec![taken]);
+        let over = q.requeue(vec![taken], true);
         assert_eq!(over.len(), 1);
         assert_eq!(valid(&q), 1);
         q.settle_records(over[0].record.as_slice());
@@ -1760,7 +1854,7 @@ mod tests {
         let q = stored_queue(&sim, 10);
         publish(&q, 0, false);
         let taken = q.get(|_, _| Some(1), true).unwrap().1;
-        q.requeue(vec![taken]);
+        q.requeue(vec![taken], true);
         assert_eq!(q.stats().redelivered, 0);
         let again = get(&q).unwrap();
         assert!(again.redelivered);

@@ -209,6 +209,8 @@ pub(crate) struct ReadyList {
     /// Words of `nonempty` in use (1 for up to 64 levels).
     words: usize,
     len: usize,
+    /// The level of a message without a `priority` property.
+    default_level: u8,
 }
 
 impl Default for ReadyList {
@@ -220,19 +222,27 @@ impl Default for ReadyList {
 impl ReadyList {
     /// An empty list with levels 0..=`max_priority` (one level when `None`).
     pub(crate) fn new(max_priority: Option<u8>) -> ReadyList {
-        let levels = usize::from(max_priority.unwrap_or(0)) + 1;
+        ReadyList::with_default_level(max_priority.unwrap_or(0), 0)
+    }
+
+    /// An empty list with levels 0..=`max_priority`, where a message without a priority
+    /// goes to `default_level` (a quorum queue's 32 levels, absent = 4: RabbitMQ 4.x).
+    pub(crate) fn with_default_level(max_priority: u8, default_level: u8) -> ReadyList {
+        let levels = usize::from(max_priority) + 1;
         ReadyList {
             levels: (0..levels).map(|_| ChunkedDeque::new()).collect(),
             nonempty: [0; LEVEL_WORDS],
             words: levels.div_ceil(64),
             len: 0,
+            default_level: default_level.min(max_priority),
         }
     }
 
-    /// The level of a message with `priority`: capped at the highest level; absent is 0.
+    /// The level of a message with `priority`: capped at the highest level; absent is the
+    /// default level (0 for a classic queue).
     pub(crate) fn level_of(&self, priority: Option<u8>) -> u8 {
         let top = self.levels.len() - 1;
-        usize::from(priority.unwrap_or(0)).min(top) as u8
+        usize::from(priority.unwrap_or(self.default_level)).min(top) as u8
     }
 
     /// The level of `msg`.
@@ -422,6 +432,7 @@ impl ReadyList {
             nonempty: [0; LEVEL_WORDS],
             words: self.words,
             len: 0,
+            default_level: self.default_level,
         };
         std::mem::replace(self, empty)
     }

@@ -24,9 +24,10 @@
 //! policy's, else the policy's.
 
 use crate::broker::dead_letter::DeadLetter;
-use crate::broker::policy::Policy;
+use crate::broker::policy::{Policy, PolicySettings};
 use crate::broker::queue::args::LifecycleArgs;
-use crate::broker::queue::length_limit::LengthLimit;
+use crate::broker::queue::length_limit::{LengthLimit, Overflow};
+use crate::broker::queue::queue_type::{quorum_delivery_limit, QueueType};
 use crate::types::{FieldTable, FieldValue};
 use std::sync::Arc;
 
@@ -53,6 +54,12 @@ fn smaller<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
+/// A policy's `delivery-limit` as a classic queue takes it: a negative one is no limit.
+fn classic_limit(s: &PolicySettings) -> Option<u32> {
+    s.delivery_limit
+        .and_then(|n| u32::try_from(n.max(0)).ok().filter(|_| n >= 0))
+}
+
 fn text_argument(arguments: &FieldTable, key: &str) -> Option<String> {
     arguments
         .get(key)
@@ -69,7 +76,8 @@ impl QueueSettings {
         policy: Option<Arc<Policy>>,
         operator_policy: Option<Arc<Policy>>,
     ) -> QueueSettings {
-        let mut lifecycle = LifecycleArgs::from_arguments(arguments).unwrap_or_default();
+        let queue_type = QueueType::of(arguments);
+        let mut lifecycle = LifecycleArgs::for_type(arguments, queue_type).unwrap_or_default();
         let mut length_limit = LengthLimit::from_arguments(arguments).unwrap_or_default();
         let mut exchange = text_argument(arguments, "x-dead-letter-exchange");
         let mut routing_key = text_argument(arguments, "x-dead-letter-routing-key");
@@ -77,7 +85,7 @@ impl QueueSettings {
             let s = &p.settings;
             lifecycle.message_ttl_ms = smaller(lifecycle.message_ttl_ms, s.message_ttl_ms);
             lifecycle.expires_ms = smaller(lifecycle.expires_ms, s.expires_ms);
-            lifecycle.delivery_limit = smaller(lifecycle.delivery_limit, s.delivery_limit);
+            lifecycle.delivery_limit = smaller(lifecycle.delivery_limit, classic_limit(s));
             length_limit.max_messages = smaller(length_limit.max_messages, s.max_length);
             length_limit.max_bytes = smaller(length_limit.max_bytes, s.max_length_bytes);
             if !arguments.contains_key("x-overflow") {
@@ -92,13 +100,31 @@ impl QueueSettings {
             let s = &op.settings;
             lifecycle.message_ttl_ms = smaller(lifecycle.message_ttl_ms, s.message_ttl_ms);
             lifecycle.expires_ms = smaller(lifecycle.expires_ms, s.expires_ms);
-            lifecycle.delivery_limit = smaller(lifecycle.delivery_limit, s.delivery_limit);
+            lifecycle.delivery_limit = smaller(lifecycle.delivery_limit, classic_limit(s));
             length_limit.max_messages = smaller(length_limit.max_messages, s.max_length);
             length_limit.max_bytes = smaller(length_limit.max_bytes, s.max_length_bytes);
             if !arguments.contains_key("x-overflow") {
                 if let Some(o) = s.overflow {
                     length_limit.overflow = o;
                 }
+            }
+        }
+        if queue_type == QueueType::Quorum {
+            // RabbitMQ's own rule for quorum queues: negatives mean unlimited, 20 when
+            // nothing sets it.
+            lifecycle.delivery_limit = quorum_delivery_limit([
+                arguments
+                    .get("x-delivery-limit")
+                    .and_then(FieldValue::as_i64),
+                policy.as_ref().and_then(|p| p.settings.delivery_limit),
+                operator_policy
+                    .as_ref()
+                    .and_then(|p| p.settings.delivery_limit),
+            ]);
+            // A quorum queue has no `reject-publish-dlx`: RabbitMQ logs and drops from the
+            // head instead.
+            if length_limit.overflow == Overflow::RejectPublishDlx {
+                length_limit.overflow = Overflow::DropHead;
             }
         }
         // A routing key without an exchange dead-letters nothing (RabbitMQ).
@@ -120,7 +146,6 @@ impl QueueSettings {
 mod tests {
     use super::*;
     use crate::broker::policy::PolicyDef;
-    use crate::broker::queue::length_limit::Overflow;
 
     fn policy(definition: serde_json::Value) -> Option<Arc<Policy>> {
         Some(Arc::new(

@@ -389,6 +389,21 @@ pub(super) fn consumer_details(
     )
 }
 
+/// RabbitMQ's consumer `activity_status`: `up`, or on a queue with a single active
+/// consumer `single_active` / `waiting`; `down` once cancelled by the server.
+fn activity_status(r: &ConsumerRow) -> &'static str {
+    let c = &r.consumer;
+    if c.is_cancelled() {
+        "down"
+    } else if c.is_waiting() {
+        "waiting"
+    } else if c.on_single_active_queue() {
+        "single_active"
+    } else {
+        "up"
+    }
+}
+
 fn render_consumer(node: &str, r: &ConsumerRow) -> Value {
     let c = &r.consumer;
     let conn = r
@@ -414,8 +429,9 @@ fn render_consumer(node: &str, r: &ConsumerRow) -> Value {
         "ack_required": !c.no_ack,
         "exclusive": c.exclusive,
         "prefetch_count": c.prefetch,
-        "active": !c.is_cancelled(),
-        "activity_status": if c.is_cancelled() { "down" } else { "up" },
+        "active": !c.is_cancelled() && !c.is_waiting(),
+        "activity_status": activity_status(r),
+        "priority": c.priority,
         "arguments": table_json(&c.arguments),
     })
 }

@@ -9,6 +9,7 @@ use super::stats;
 use super::stats::rate;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
 use crate::auth::permission::{refused, Access, Resource};
+use crate::broker::queue::queue_type::QueueType;
 use crate::broker::queue::Queue;
 use crate::broker::vhost::{QueueSpec, VirtualHost};
 use crate::broker::Broker;
@@ -101,7 +102,7 @@ pub(super) fn render(
     let mut row = json!({
         "name": &*q.name,
         "vhost": vhost,
-        "type": "classic",
+        "type": q.queue_type.as_str(),
         "durable": q.durable,
         "auto_delete": q.auto_delete,
         "exclusive": q.exclusive,
@@ -113,7 +114,7 @@ pub(super) fn render(
         "operator_policy": operator_policy,
         "effective_policy_definition": definition,
         "exclusive_consumer_tag": exclusive_tag,
-        "single_active_consumer_tag": null,
+        "single_active_consumer_tag": q.single_active_consumer().map(|c| c.tag.to_string()),
         "consumers": st.consumers,
         "consumer_capacity": utilisation,
         "consumer_utilisation": utilisation,
@@ -151,6 +152,14 @@ pub(super) fn render(
             "message_stats".into(),
             Value::Object(stats::message_stats(&counters, &r, &history, windows.0)),
         );
+        if q.queue_type == QueueType::Quorum {
+            // RabbitMQ's quorum-queue fields; one node holds every quorum queue's one member.
+            m.insert("leader".into(), json!(node));
+            m.insert("members".into(), json!([node]));
+            m.insert("online".into(), json!([node]));
+            let limit = settings.lifecycle.delivery_limit;
+            m.insert("delivery_limit".into(), json!(limit.map_or(-1, i64::from)));
+        }
         // RabbitMQ shows `idle_since` only on a queue that is idle.
         if let Some(ms) = rates.queue_idle_since(vhost, &q.name) {
             m.insert("idle_since".into(), stats::timestamp(ms));
@@ -181,6 +190,7 @@ fn cheap(item: &(Arc<str>, Arc<Queue>), field: &str) -> Option<Value> {
         "durable" => json!(q.durable),
         "auto_delete" => json!(q.auto_delete),
         "exclusive" => json!(q.exclusive),
+        "type" => json!(q.queue_type.as_str()),
         "messages" => json!(q.message_count()),
         "consumers" => json!(q.consumer_count()),
         "state" => json!(state(q)),

@@ -1,0 +1,462 @@
+//! Queue types (`x-queue-type`): `classic` (the default) and `quorum`, with the checks a
+//! declaration of each must pass, in RabbitMQ 4.x's words (`rabbit_amqqueue`
+//! `check_declare_arguments`, `rabbit_queue_type_util`, `rabbit_quorum_queue:capabilities`).
+//!
+//! A quorum queue on RelayMQ is a queue on one node with RabbitMQ's quorum-queue rules:
+//! always durable, never exclusive, auto-delete or server-named; every message stored
+//! whatever its delivery mode; a delivery limit of 20 unless set; RabbitMQ's poison-message
+//! counting (`x-delivery-count`); 32 message priorities. `stream` is recognised and refused
+//! (docs/lifecycle.md, "Quorum queues").
+
+use crate::error::{BrokerError, ReplyCode};
+use crate::types::{FieldTable, FieldValue};
+
+/// The delivery limit of a quorum queue declared without one (RabbitMQ 4.0+,
+/// `rabbit_quorum_queue` `?DEFAULT_DELIVERY_LIMIT`), in failed deliveries.
+pub const QUORUM_DELIVERY_LIMIT_DEFAULT: u32 = 20;
+
+/// Highest message priority of a quorum queue (RabbitMQ 4.x `rabbit_fifo` `?MAX_PRIORITY`:
+/// 32 levels, 0–31).
+pub const QUORUM_PRIORITY_MAX: u8 = 31;
+
+/// The priority of a message without a `priority` property in a quorum queue (RabbitMQ 4.x
+/// `rabbit_fifo` `?DEFAULT_PRIORITY`).
+pub const QUORUM_PRIORITY_DEFAULT: u8 = 4;
+
+/// A queue's type, read from its `x-queue-type` argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueType {
+    /// `classic` (or no `x-queue-type`).
+    #[default]
+    Classic,
+    /// `quorum`.
+    Quorum,
+}
+
+/// Queue arguments some RabbitMQ queue type gives a meaning (the union of every type's
+/// `queue_arguments` in RabbitMQ 4.x): a type refuses those of this list it does not take.
+const TYPED_ARGUMENTS: [&str; 28] = [
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-dead-letter-strategy",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-in-memory-length",
+    "x-max-in-memory-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-queue-master-locator",
+    "x-queue-leader-locator",
+    "x-quorum-initial-group-size",
+    "x-member-placement-tag",
+    "x-delivery-limit",
+    "x-consumer-timeout",
+    "x-consumer-disconnected-timeout",
+    "x-delayed-retry-type",
+    "x-delayed-retry-min",
+    "x-delayed-retry-max",
+    "x-max-age",
+    "x-stream-max-segment-size-bytes",
+    "x-initial-cluster-size",
+];
+
+/// What a classic queue takes of [`TYPED_ARGUMENTS`]: RabbitMQ's classic list, plus
+/// `x-delivery-limit` and `x-consumer-timeout`, which RelayMQ's classic queues honour too.
+const CLASSIC_ARGUMENTS: [&str; 16] = [
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-version",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-queue-master-locator",
+    "x-queue-leader-locator",
+    "x-delivery-limit",
+    "x-consumer-timeout",
+];
+
+/// What a quorum queue takes (`rabbit_quorum_queue:capabilities/0`).
+const QUORUM_ARGUMENTS: [&str; 21] = [
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-dead-letter-strategy",
+    "x-expires",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-in-memory-length",
+    "x-max-in-memory-bytes",
+    "x-overflow",
+    "x-single-active-consumer",
+    "x-queue-type",
+    "x-quorum-initial-group-size",
+    "x-member-placement-tag",
+    "x-delivery-limit",
+    "x-message-ttl",
+    "x-queue-leader-locator",
+    "x-consumer-disconnected-timeout",
+    "x-consumer-timeout",
+    "x-delayed-retry-type",
+    "x-delayed-retry-min",
+    "x-delayed-retry-max",
+];
+
+impl QueueType {
+    /// The type of a queue with `arguments` as stored (validated at declare: anything but
+    /// `quorum` is classic).
+    pub fn of(arguments: &FieldTable) -> QueueType {
+        match arguments.get("x-queue-type").and_then(FieldValue::as_str) {
+            Some("quorum") => QueueType::Quorum,
+            _ => QueueType::Classic,
+        }
+    }
+
+    /// The type named by a declaration's `x-queue-type`.
+    ///
+    /// # Errors
+    /// 406 PRECONDITION_FAILED `invalid arg 'x-queue-type': …` (the caller adds the queue):
+    /// for `stream`, which RelayMQ recognises but does not have; for an unknown name,
+    /// RabbitMQ's `"unsupported queue type 'foo'"`; for a value that is not a string,
+    /// `{unacceptable_type,T}`.
+    pub fn parse(arguments: &FieldTable) -> Result<QueueType, BrokerError> {
+        let Some(v) = arguments.get("x-queue-type") else {
+            return Ok(QueueType::Classic);
+        };
+        match v.as_str() {
+            Some("classic") => Ok(QueueType::Classic),
+            Some("quorum") => Ok(QueueType::Quorum),
+            Some("stream") => Err(BrokerError::precondition(
+                "invalid arg 'x-queue-type': \"stream queues are not supported by this \
+                 version of RelayMQ: declare a classic or quorum queue\"",
+            )),
+            Some(other) => Err(BrokerError::precondition(format!(
+                "invalid arg 'x-queue-type': \"unsupported queue type '{other}'\""
+            ))),
+            None => Err(BrokerError::precondition(format!(
+                "invalid arg 'x-queue-type': {{unacceptable_type,{}}}",
+                v.rabbitmq_type_name()
+            ))),
+        }
+    }
+
+    /// The type's name as declared and listed (`classic`, `quorum`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        }
+    }
+
+    /// RabbitMQ's module name for the type, as its error texts print it.
+    fn module(self) -> &'static str {
+        match self {
+            QueueType::Classic => "rabbit_classic_queue",
+            QueueType::Quorum => "rabbit_quorum_queue",
+        }
+    }
+
+    /// The arguments of [`TYPED_ARGUMENTS`] this type takes.
+    fn takes(self, argument: &str) -> bool {
+        match self {
+            QueueType::Classic => CLASSIC_ARGUMENTS.contains(&argument),
+            QueueType::Quorum => QUORUM_ARGUMENTS.contains(&argument),
+        }
+    }
+
+    /// Checks a declaration of a queue of this type named `name` in `vhost` (not
+    /// passive): its properties and its arguments' names. The values of the arguments a
+    /// type shares with others are checked elsewhere (`check_queue_arguments`).
+    ///
+    /// # Errors
+    /// 406 PRECONDITION_FAILED with RabbitMQ 4.x's texts, in its order: `Cannot declare a
+    /// server-named queue for type rabbit_quorum_queue` (`generated`); `invalid arg
+    /// 'x-max-priority' for queue 'q' in vhost '/' of queue type rabbit_quorum_queue` (an
+    /// argument of another type) and the values of the quorum-only arguments
+    /// (`x-dead-letter-strategy`, `x-quorum-initial-group-size`); `invalid property
+    /// 'auto-delete' for queue 'q' in vhost '/'`, then `'exclusive-owner'`, then
+    /// `'non-durable'` (`rabbit_queue_type_util`).
+    pub fn check_declaration(
+        self,
+        name: &str,
+        vhost: &str,
+        properties: DeclaredProperties,
+        arguments: &FieldTable,
+    ) -> Result<(), BrokerError> {
+        let queue = format!("queue '{name}' in vhost '{vhost}'");
+        if self == QueueType::Quorum && properties.generated {
+            return Err(BrokerError::precondition(format!(
+                "Cannot declare a server-named queue for type {}",
+                self.module()
+            )));
+        }
+        for key in arguments.keys() {
+            if TYPED_ARGUMENTS.contains(&key.as_str()) && !self.takes(key) {
+                return Err(BrokerError::precondition(format!(
+                    "invalid arg '{key}' for {queue} of queue type {}",
+                    self.module()
+                )));
+            }
+        }
+        if let Some(v) = arguments.get("x-dead-letter-strategy") {
+            match v.as_str() {
+                Some("at-most-once" | "at-least-once") => {}
+                Some(_) => {
+                    return Err(BrokerError::precondition(format!(
+                        "invalid arg 'x-dead-letter-strategy' for {queue}: invalid_dlx_strategy"
+                    )))
+                }
+                None => {
+                    return Err(BrokerError::precondition(format!(
+                        "invalid arg 'x-dead-letter-strategy' for {queue}: \
+                         {{unacceptable_type,{}}}",
+                        v.rabbitmq_type_name()
+                    )))
+                }
+            }
+        }
+        if let Some(v) = arguments.get("x-quorum-initial-group-size") {
+            let why = match v.as_i64() {
+                Some(n) if n > 0 => None,
+                Some(0) => Some("{value_zero,0}".to_string()),
+                Some(n) => Some(format!("{{value_negative,{n}}}")),
+                None => Some(format!("{{unacceptable_type,{}}}", v.rabbitmq_type_name())),
+            };
+            if let Some(why) = why {
+                return Err(BrokerError::precondition(format!(
+                    "invalid arg 'x-quorum-initial-group-size' for {queue}: {why}"
+                )));
+            }
+        }
+        if self == QueueType::Quorum {
+            for (refused, property) in [
+                (properties.auto_delete, "auto-delete"),
+                (properties.exclusive, "exclusive-owner"),
+                (!properties.durable, "non-durable"),
+            ] {
+                if refused {
+                    return Err(BrokerError::precondition(format!(
+                        "invalid property '{property}' for {queue}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The 540 NOT_IMPLEMENTED RabbitMQ gives a `basic.consume` on a quorum queue from a
+    /// channel with a global prefetch limit (`rabbit_quorum_queue:consume/3`).
+    pub fn global_qos_refused(name: &str, vhost: &str) -> BrokerError {
+        BrokerError::new(
+            ReplyCode::NotImplemented,
+            format!("queue '{name}' in vhost '{vhost}' does not support global qos"),
+        )
+    }
+
+    /// The 540 NOT_IMPLEMENTED RabbitMQ gives a `queue.delete` of a quorum queue with
+    /// `if-unused` or `if-empty` (`rabbit_quorum_queue:delete/4`).
+    pub fn conditional_delete_refused(name: &str, vhost: &str, if_unused: bool) -> BrokerError {
+        let flag = if if_unused { "if-unused" } else { "if-empty" };
+        BrokerError::new(
+            ReplyCode::NotImplemented,
+            format!(
+                "cannot delete queue '{name}' in vhost '{vhost}'. queue.delete operations with \
+                 {flag} flag set are not supported by quorum queues"
+            ),
+        )
+    }
+}
+
+/// The properties of a queue declaration a queue type checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclaredProperties {
+    /// `durable`.
+    pub durable: bool,
+    /// `exclusive`.
+    pub exclusive: bool,
+    /// `auto-delete`.
+    pub auto_delete: bool,
+    /// The name was empty: the server generates one.
+    pub generated: bool,
+}
+
+/// The effective delivery limit of a quorum queue from its argument and its policies'
+/// values (RabbitMQ 4.x `rabbit_quorum_queue:resolve_delivery_limit`: the smaller, unless
+/// one is negative, then the larger; none at all is [`QUORUM_DELIVERY_LIMIT_DEFAULT`]).
+/// `None`: unlimited (a negative result).
+pub fn quorum_delivery_limit(values: impl IntoIterator<Item = Option<i64>>) -> Option<u32> {
+    let mut limit: Option<i64> = None;
+    for v in values.into_iter().flatten() {
+        limit = Some(match limit {
+            None => v,
+            Some(l) if l < 0 || v < 0 => l.max(v),
+            Some(l) => l.min(v),
+        });
+    }
+    match limit {
+        None => Some(QUORUM_DELIVERY_LIMIT_DEFAULT),
+        Some(n) if n < 0 => None,
+        Some(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(pairs: &[(&str, FieldValue)]) -> FieldTable {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    const DURABLE: DeclaredProperties = DeclaredProperties {
+        durable: true,
+        exclusive: false,
+        auto_delete: false,
+        generated: false,
+    };
+
+    fn refusal(t: QueueType, p: DeclaredProperties, a: &[(&str, FieldValue)]) -> String {
+        let e = t.check_declaration("q", "/", p, &args(a)).unwrap_err();
+        assert_eq!(e.code, ReplyCode::PreconditionFailed);
+        e.text
+    }
+
+    #[test]
+    fn the_type_argument_is_parsed_with_rabbitmqs_texts() {
+        let q = args(&[("x-queue-type", FieldValue::string("quorum"))]);
+        assert_eq!(QueueType::parse(&q).unwrap(), QueueType::Quorum);
+        assert_eq!(QueueType::of(&q), QueueType::Quorum);
+        assert_eq!(
+            QueueType::parse(&FieldTable::new()).unwrap(),
+            QueueType::Classic
+        );
+        let stream = QueueType::parse(&args(&[("x-queue-type", FieldValue::string("stream"))]));
+        assert!(stream
+            .unwrap_err()
+            .text
+            .contains("stream queues are not supported"));
+        let other = QueueType::parse(&args(&[("x-queue-type", FieldValue::string("lazy"))]));
+        assert!(other
+            .unwrap_err()
+            .text
+            .contains("\"unsupported queue type 'lazy'\""));
+        let number = QueueType::parse(&args(&[("x-queue-type", FieldValue::I64(1))]));
+        assert!(number.unwrap_err().text.contains("{unacceptable_type,"));
+    }
+
+    #[test]
+    fn a_quorum_queue_is_durable_shared_and_named() {
+        let t = QueueType::Quorum;
+        let mut p = DURABLE;
+        assert!(t.check_declaration("q", "/", p, &FieldTable::new()).is_ok());
+        p.auto_delete = true;
+        p.exclusive = true;
+        assert_eq!(
+            refusal(t, p, &[]),
+            "invalid property 'auto-delete' for queue 'q' in vhost '/'"
+        );
+        p.auto_delete = false;
+        assert_eq!(
+            refusal(t, p, &[]),
+            "invalid property 'exclusive-owner' for queue 'q' in vhost '/'"
+        );
+        p.exclusive = false;
+        p.durable = false;
+        assert_eq!(
+            refusal(t, p, &[]),
+            "invalid property 'non-durable' for queue 'q' in vhost '/'"
+        );
+        let generated = DeclaredProperties {
+            generated: true,
+            ..DURABLE
+        };
+        assert_eq!(
+            refusal(t, generated, &[]),
+            "Cannot declare a server-named queue for type rabbit_quorum_queue"
+        );
+        // A classic queue may be all of these.
+        assert!(QueueType::Classic
+            .check_declaration("q", "/", generated, &FieldTable::new())
+            .is_ok());
+    }
+
+    #[test]
+    fn each_type_refuses_the_arguments_of_the_others() {
+        assert_eq!(
+            refusal(
+                QueueType::Quorum,
+                DURABLE,
+                &[("x-max-priority", FieldValue::I64(5))]
+            ),
+            "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type \
+             rabbit_quorum_queue"
+        );
+        assert!(refusal(
+            QueueType::Classic,
+            DURABLE,
+            &[(
+                "x-dead-letter-strategy",
+                FieldValue::string("at-least-once")
+            )]
+        )
+        .ends_with("of queue type rabbit_classic_queue"));
+        // Arguments no type knows are kept, as RabbitMQ keeps them.
+        assert!(QueueType::Quorum
+            .check_declaration(
+                "q",
+                "/",
+                DURABLE,
+                &args(&[("x-app-thing", FieldValue::I64(1))])
+            )
+            .is_ok());
+    }
+
+    #[test]
+    fn quorum_only_arguments_are_checked() {
+        let t = QueueType::Quorum;
+        assert!(refusal(
+            t,
+            DURABLE,
+            &[("x-dead-letter-strategy", FieldValue::string("sometimes"))]
+        )
+        .ends_with(": invalid_dlx_strategy"));
+        assert!(refusal(
+            t,
+            DURABLE,
+            &[("x-quorum-initial-group-size", FieldValue::I64(0))]
+        )
+        .ends_with(": {value_zero,0}"));
+        let ok = args(&[
+            (
+                "x-dead-letter-strategy",
+                FieldValue::string("at-least-once"),
+            ),
+            ("x-quorum-initial-group-size", FieldValue::I64(3)),
+            ("x-delivery-limit", FieldValue::I64(-1)),
+        ]);
+        assert!(t.check_declaration("q", "/", DURABLE, &ok).is_ok());
+    }
+
+    #[test]
+    fn the_delivery_limit_resolves_as_rabbitmqs() {
+        assert_eq!(quorum_delivery_limit([None, None]), Some(20));
+        assert_eq!(quorum_delivery_limit([Some(5), None]), Some(5));
+        assert_eq!(quorum_delivery_limit([Some(5), Some(3)]), Some(3));
+        assert_eq!(quorum_delivery_limit([Some(-1), None]), None);
+        assert_eq!(quorum_delivery_limit([Some(-1), Some(7)]), Some(7));
+        assert_eq!(quorum_delivery_limit([Some(0), None]), Some(0));
+    }
+}
