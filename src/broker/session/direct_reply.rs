@@ -385,6 +385,12 @@ mod tests {
         assert_eq!((live.message_count, live.consumer_count), (0, 1));
         let pseudo = declare(&mut responder, names::DIRECT_REPLY_QUEUE).unwrap();
         assert_eq!(pseudo.consumer_count, 1);
+        // Neither the pseudo-queue nor the name is a queue, nor is the consumer listed.
+        let vhost = Arc::clone(responder.vhost());
+        assert_eq!(vhost.queue_count(), 1, "only `requests`");
+        assert!(vhost.queue(&name).is_none() && vhost.queue(names::DIRECT_REPLY_QUEUE).is_none());
+        let consumers = crate::broker::listing::consumers(&vhost, responder.broker());
+        assert!(consumers.is_empty(), "{consumers:?}");
         // Each publish on the requester's channel carries the same name.
         publish(
             &mut requester,
