@@ -1,9 +1,9 @@
 //! The protocol-independent core, a module per concept: the broker node and its virtual
 //! hosts, `queue/`, `exchange/` (one file per exchange type, bindings, routing),
 //! `consumer`, `channel/` (acknowledgement state, confirms, consumer timeouts), `session`
-//! (one client connection), `message/`, `dead_letter/`, `policy/`, `definitions/`
-//! (RabbitMQ's definitions file), `access/` (logins, users, permissions), `limits`
-//! (RabbitMQ's vhost and user limits), the
+//! (one client connection), `direct_reply` (RabbitMQ's direct reply-to), `message/`,
+//! `dead_letter/`, `policy/`, `definitions/` (RabbitMQ's definitions file), `access/`
+//! (logins, users, permissions), `limits` (RabbitMQ's vhost and user limits), the
 //! housekeeping thread and message rates.
 //!
 //! Protocol adapters drive it through [`Session`] (one per client connection) and receive
@@ -14,6 +14,7 @@ pub mod channel;
 pub mod consumer;
 pub mod dead_letter;
 pub mod definitions;
+pub mod direct_reply;
 pub mod exchange;
 pub mod housekeeping;
 pub mod limits;

@@ -33,6 +33,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod direct_reply;
+
 /// A message handed out by `basic.get`.
 #[derive(Debug, Clone)]
 pub struct GetResult {
@@ -58,6 +60,8 @@ struct ChannelSession {
     confirm_pending: Option<u64>,
     /// Epoch that must be durable before `confirm_pending` may be acked (`--fsync always`).
     confirm_epoch: Option<u64>,
+    /// The channel's direct reply-to consumer and name (`direct_reply`).
+    direct_reply: Option<crate::broker::direct_reply::ReplyRegistration>,
 }
 
 /// The core state of one client connection.
@@ -234,6 +238,7 @@ impl Session {
                 publish_seq: 0,
                 confirm_pending: None,
                 confirm_epoch: None,
+                direct_reply: None,
             },
         );
         self.channel_count
@@ -372,15 +377,19 @@ impl Session {
         )
     }
 
-    /// AMQP `queue.declare`.
+    /// AMQP `queue.declare`. A name starting `amq.rabbitmq.reply-to` is answered as
+    /// RabbitMQ answers it, whatever the flags (`session/direct_reply.rs`).
     ///
     /// # Errors
-    /// As [`VirtualHost::declare_queue`].
+    /// As [`VirtualHost::declare_queue`]; 404 for a reply name no channel has.
     pub fn queue_declare(
         &mut self,
         ch: u16,
         spec: &QueueSpec,
     ) -> Result<QueueDeclared, BrokerError> {
+        if direct_reply::is_declared_as_reply(&spec.name) {
+            return self.declare_direct_reply(ch, &spec.name);
+        }
         self.channel(ch)?;
         self.check_vhost()?;
         if spec.passive {
@@ -404,7 +413,7 @@ impl Session {
     /// AMQP `queue.bind`.
     ///
     /// # Errors
-    /// As [`VirtualHost::bind`].
+    /// As [`VirtualHost::bind`]; 403 for a direct reply-to name as the queue.
     pub fn queue_bind(
         &mut self,
         ch: u16,
@@ -414,6 +423,7 @@ impl Session {
         args: &FieldTable,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        direct_reply::check_bindable(queue)?;
         self.permit(Access::Write, Resource::Queue, queue)?;
         self.permit(Access::Read, Resource::Exchange, exchange)?;
         self.vhost.bind(
@@ -428,7 +438,7 @@ impl Session {
     /// AMQP `queue.unbind`.
     ///
     /// # Errors
-    /// As [`VirtualHost::unbind`].
+    /// As [`VirtualHost::unbind`]; 403 for a direct reply-to name as the queue.
     pub fn queue_unbind(
         &mut self,
         ch: u16,
@@ -438,6 +448,7 @@ impl Session {
         args: &FieldTable,
     ) -> Result<(), BrokerError> {
         self.channel(ch)?;
+        direct_reply::check_bindable(queue)?;
         self.permit(Access::Write, Resource::Queue, queue)?;
         self.permit(Access::Read, Resource::Exchange, exchange)?;
         self.vhost.unbind(
@@ -495,6 +506,8 @@ impl Session {
 
     /// AMQP `basic.consume`. `reply` is called with the consumer tag once the consumer is
     /// accepted and before any delivery to it is pushed, so `consume-ok` precedes them.
+    /// On `amq.rabbitmq.reply-to` it makes the channel's direct reply consumer instead,
+    /// with the errors of `Session::consume_direct_reply` (`session/direct_reply.rs`).
     ///
     /// # Errors
     /// 404 absent queue; 405 exclusive queue of another connection; 403 queue in exclusive
@@ -516,6 +529,9 @@ impl Session {
         arguments: &FieldTable,
         reply: impl FnOnce(&str),
     ) -> Result<(), BrokerError> {
+        if queue == names::DIRECT_REPLY_QUEUE {
+            return self.consume_direct_reply(ch, consumer_tag, no_ack, arguments, reply);
+        }
         let q = {
             self.channel(ch)?;
             self.check_vhost()?;
@@ -579,6 +595,7 @@ impl Session {
     /// 504 for a channel that is not open.
     pub fn basic_cancel(&mut self, ch: u16, consumer_tag: &str) -> Result<(), BrokerError> {
         let cs = self.channel(ch)?;
+        direct_reply::cancelled(cs, consumer_tag);
         if let Some(c) = cs.consumers.remove(consumer_tag) {
             self.detach_consumer(&c);
         }
@@ -586,11 +603,15 @@ impl Session {
     }
 
     /// AMQP `basic.publish` of one message. In confirm mode the message gets the next
-    /// sequence number; its ack is sent by [`Session::flush_confirms`].
+    /// sequence number; its ack is sent by [`Session::flush_confirms`]. A `reply_to` of
+    /// `amq.rabbitmq.reply-to` is replaced by the channel's reply name, and a routing key
+    /// that is a live reply name (default exchange) delivers to its requester directly
+    /// (`session/direct_reply.rs`).
     ///
     /// # Errors
-    /// 406 body over the maximum, an invalid `expiration`, a `user_id` that is not the
-    /// authenticated user's, or a `CC`/`BCC` header that is not an array; 404 absent
+    /// 406 "fast reply consumer does not exist" for `reply_to: amq.rabbitmq.reply-to` on a
+    /// channel without a reply consumer; 406 body over the maximum, an invalid
+    /// `expiration`, a `user_id` that is not the authenticated user's, or a `CC`/`BCC` header that is not an array; 404 absent
     /// exchange; 403
     /// internal exchange; 504 for a channel that is not open. The message is then not published and not confirmed.
     pub fn basic_publish(
@@ -622,6 +643,7 @@ impl Session {
             }
         }
         let mut properties = properties;
+        self.rewrite_reply_to(ch, properties.as_deref_mut())?;
         // RabbitMQ's sender-selected distribution: CC and BCC add routing keys, BCC is
         // removed here, before the message is stored or delivered.
         let header_routes = match properties.as_deref_mut() {
@@ -690,6 +712,7 @@ impl Session {
                 }
             }
         }
+        routed += self.route_direct_replies(&ex, &msg);
         jobs::run(&self.vhost, dead);
         ex.counters.published(routed);
         let unroutable = routed == 0 && refused.is_none();

@@ -36,6 +36,28 @@ pub trait ClientSink: Send + Sync {
         message: &Message,
     );
 
+    /// Pushes one direct reply (a `basic.deliver` of a message published to the channel's
+    /// `amq.rabbitmq.reply-to.…` name, never redelivered, no ack awaited) unless the
+    /// connection's outbound backlog has no room for it; returns whether it was written.
+    /// A reply has no queue to wait in: one that finds no room is dropped by the caller.
+    ///
+    /// The default writes it unless [`ClientSink::is_saturated`]; the network adapters
+    /// write it while the backlog stays within their direct-reply share of the outbound
+    /// hard cap (`limits::DIRECT_REPLY_BACKLOG_DIVISOR`), checked and written as one step.
+    fn deliver_reply(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        message: &Message,
+    ) -> bool {
+        if self.is_saturated() {
+            return false;
+        }
+        self.deliver(channel, consumer_tag, delivery_tag, false, message);
+        true
+    }
+
     /// Tells the client the server cancelled a consumer of `channel` (RabbitMQ's consumer
     /// cancel notification), for `reason`. `channel` identifies the channel itself, not
     /// only its number: an adapter that tells the client later (AMQP 0-9-1, after the

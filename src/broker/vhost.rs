@@ -7,6 +7,7 @@
 
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
+use crate::broker::direct_reply::ReplyTargets;
 use crate::broker::exchange::{Binding, Destination, ExchangeKind};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::message::Message;
@@ -119,6 +120,8 @@ pub struct VirtualHost {
     /// Description, tags and default queue type (the management API's vhost metadata).
     /// Changed under `changes`; a leaf lock.
     pub(crate) metadata: RwLock<crate::broker::limits::VhostMetadata>,
+    /// Live direct reply-to names and their consumers (`crate::broker::direct_reply`).
+    direct_replies: Arc<ReplyTargets>,
 }
 
 /// Exchanges every vhost has that do not count against `exchanges_per_vhost_max`: the
@@ -421,7 +424,13 @@ impl VirtualHost {
             limits: Arc::new(LiveLimits::default()),
             own_limits: RwLock::default(),
             metadata: RwLock::default(),
+            direct_replies: Arc::default(),
         }
+    }
+
+    /// The vhost's live direct reply-to names (`amq.rabbitmq.reply-to.…`).
+    pub fn direct_replies(&self) -> &Arc<ReplyTargets> {
+        &self.direct_replies
     }
 
     /// Counts this vhost's message events also in the broker-wide `global` counters

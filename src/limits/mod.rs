@@ -70,6 +70,15 @@ pub const OUTBOUND_LOW_WATER_BYTES: usize = 256 * 1024;
 /// can push a buffer past it.
 pub const OUTBOUND_HARD_CAP_BYTES: usize = 64 * 1024 * 1024;
 
+/// Part of a connection's outbound hard cap that direct replies may fill, as a divisor
+/// (1/2): a reply that would take the backlog past `hard cap / 2` bytes is dropped rather
+/// than written, so replies other clients send can never get a requester disconnected,
+/// and the other half stays for the requester's own method replies, confirms and
+/// returns. The hard cap is at least four of the largest messages plus
+/// [`OUTBOUND_HIGH_WATER_BYTES`], so the largest reply always fits an idle connection
+/// (docs/amqp.md, "Direct reply-to").
+pub const DIRECT_REPLY_BACKLOG_DIVISOR: usize = 2;
+
 /// Capacity a buffer keeps after it drains; larger ones are released, in bytes. An idle
 /// connection costs about two of these plus its socket.
 pub const BUFFER_IDLE_BYTES: usize = 4 * 1024;

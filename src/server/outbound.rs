@@ -8,7 +8,7 @@
 //! (`--max-outbound-bytes`, [`crate::limits::Limits::outbound_hard_cap_bytes`]) is
 //! disconnected (docs/architecture.md §7).
 
-use crate::limits::BATCH_ITEMS_MAX;
+use crate::limits::{BATCH_ITEMS_MAX, DIRECT_REPLY_BACKLOG_DIVISOR};
 use crate::limits::{OUTBOUND_HIGH_WATER_BYTES, OUTBOUND_LOW_WATER_BYTES};
 use crate::native::frame::{write_method, FRAME_HEADER_BYTES};
 use crate::server::notifier::Notifier;
@@ -77,6 +77,18 @@ impl Outbound {
         });
     }
 
+    /// Appends the bytes of one direct reply produced by `encode` unless they would take
+    /// the backlog past the hard cap divided by [`DIRECT_REPLY_BACKLOG_DIVISOR`]; returns
+    /// whether they were appended. A refused reply is taken back whole, under the buffer's
+    /// lock (no partial frame is left), and does not mark the connection overflowed.
+    pub fn write_reply_with(&self, encode: impl FnOnce(&mut Vec<u8>)) -> bool {
+        let limit = self.hard_cap / DIRECT_REPLY_BACKLOG_DIVISOR;
+        self.append_within(Some(limit), |pending| {
+            pending.open_batch = None;
+            encode(&mut pending.bytes);
+        })
+    }
+
     /// Appends one item of a batch frame on `channel` (the native `basic.deliver`): joins
     /// the last frame of the buffer when it is an open batch of the same channel and the
     /// item still fits in `frame_max` bytes and in [`BATCH_ITEMS_MAX`] items, else starts a
@@ -130,9 +142,16 @@ impl Outbound {
     /// Runs `f` on the pending buffer under its lock, accounts the bytes it added, drops
     /// them when they take the backlog over the hard cap, and marks the connection.
     fn append(&self, f: impl FnOnce(&mut Pending)) {
+        self.append_within(None, f);
+    }
+
+    /// As [`Outbound::append`]; with a `limit` (bytes, below the hard cap), bytes that
+    /// would take the backlog past it are taken back and false returned, the connection
+    /// left as it was. Also false when the connection is closing or overflowed.
+    fn append_within(&self, limit: Option<usize>, f: impl FnOnce(&mut Pending)) -> bool {
         if self.overflowed.load(Ordering::Relaxed) || self.close_after_flush.load(Ordering::Relaxed)
         {
-            return;
+            return false;
         }
         {
             let mut pending = self.buf.lock().unwrap_or_else(|e| e.into_inner());
@@ -140,6 +159,11 @@ impl Outbound {
             f(&mut pending);
             let added = pending.bytes.len() - before;
             let queued = self.queued.fetch_add(added, Ordering::SeqCst) + added;
+            if limit.is_some_and(|limit| queued > limit) {
+                pending.bytes.truncate(before);
+                self.queued.fetch_sub(added, Ordering::AcqRel);
+                return false;
+            }
             if queued > self.hard_cap {
                 pending.bytes.truncate(before);
                 pending.open_batch = None;
@@ -148,10 +172,11 @@ impl Outbound {
                 drop(pending);
                 // Marked directly: `dirty` may stay set while a write is stuck.
                 self.notifier.mark(self.id);
-                return;
+                return false;
             }
         }
         self.mark();
+        true
     }
 
     fn mark(&self) {
@@ -291,6 +316,32 @@ mod tests {
         let mut bytes = Vec::new();
         out.take(&mut bytes);
         bytes
+    }
+
+    #[test]
+    fn a_direct_reply_past_half_the_hard_cap_is_refused_and_nothing_else_changes() {
+        let poll = mio::Poll::new().unwrap();
+        let waker = mio::Waker::new(poll.registry(), mio::Token(0)).unwrap();
+        let hard_cap = 4096;
+        let out = Outbound::new(1, Arc::new(Notifier::new(waker)), hard_cap);
+        let limit = hard_cap / DIRECT_REPLY_BACKLOG_DIVISOR;
+        assert!(out.write_reply_with(|b| b.extend_from_slice(&[1; 1000])));
+        assert!(out.write_reply_with(|b| b.extend_from_slice(&[2; 1000])));
+        assert!(
+            !out.write_reply_with(|b| b.extend_from_slice(&[3; 1000])),
+            "3000 bytes would pass the reply limit of {limit}"
+        );
+        assert_eq!(out.queued(), 2000, "the refused reply is taken back");
+        assert!(
+            !out.is_overflowed(),
+            "a refused reply does not close the connection"
+        );
+        // Other pushes still go up to the hard cap.
+        out.write_with(|b| b.extend_from_slice(&[4; 1000]));
+        assert_eq!(out.queued(), 3000);
+        let bytes = taken(&out);
+        assert_eq!(bytes.len(), 3000);
+        assert!(bytes[..1000].iter().all(|&b| b == 1) && bytes[2000..].iter().all(|&b| b == 4));
     }
 
     #[test]

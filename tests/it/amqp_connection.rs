@@ -68,6 +68,7 @@ fn start_advertises_rabbitmqs_capabilities_and_both_mechanisms() {
         "connection.blocked",
         "per_consumer_qos",
         "authentication_failure_close",
+        "direct_reply_to",
     ] {
         assert_eq!(caps.get(cap), Some(&FieldValue::Bool(true)), "{cap}");
     }

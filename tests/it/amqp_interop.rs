@@ -115,6 +115,11 @@ fn pika_consumer_cancelled_by_queue_deletion() {
 }
 
 #[test]
+fn pika_direct_reply_to_rpc_and_each_misuse() {
+    pika_scenario("direct_reply_to");
+}
+
+#[test]
 fn pika_heartbeats_keep_an_idle_connection_open() {
     pika_scenario("heartbeats");
 }
@@ -599,6 +604,260 @@ fn native_publish_is_consumed_over_amqp_with_properties_and_headers() {
     // All acked: nothing left.
     let (_, count) = queue_counts(&ch, "to_amqp");
     assert_eq!(count, 0);
+}
+
+// ---- cross-protocol direct reply-to ---------------------------------------------------
+
+/// RabbitMQ's direct reply-to pseudo-queue.
+const REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
+/// Properties of a request or reply: `reply_to` and `correlation_id`.
+fn rpc_properties(reply_to: Option<&str>, correlation_id: &str) -> BasicProperties {
+    BasicProperties {
+        reply_to: reply_to.map(String::from),
+        correlation_id: Some(correlation_id.into()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn direct_reply_to_a_native_requester_from_an_amqp_responder() {
+    let server = TestServer::start();
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "xp_requests");
+    let replies = ch
+        .basic_consume(
+            REPLY_TO,
+            ConsumeOptions {
+                consumer_tag: "native-replies".into(),
+                no_ack: true,
+                ..Default::default()
+            },
+        )
+        .expect("consume the pseudo-queue without declaring it");
+    let request = rpc_properties(Some(REPLY_TO), "n-1");
+    ch.basic_publish("", "xp_requests", false, &request, b"question")
+        .unwrap();
+    round_trip(&conn);
+
+    let mut amqp = AmqpRaw::connect(server.handle.amqp_addr().unwrap());
+    amqp.send(
+        1,
+        &AmqpMethod::BasicGet {
+            queue: "xp_requests".into(),
+            no_ack: true,
+        },
+    );
+    amqp.expect(1, |m| matches!(m, AmqpMethod::BasicGetOk { .. }));
+    let (got, body) = amqp.recv_content(1);
+    assert_eq!(body, b"question");
+    let name = got.reply_to.expect("the request's reply_to");
+    assert!(name.starts_with("amq.rabbitmq.reply-to."), "{name}");
+    // A passive declare from AMQP finds the native requester.
+    amqp.send(
+        1,
+        &AmqpMethod::QueueDeclare {
+            queue: name.clone(),
+            passive: true,
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    amqp.expect(1, |m| {
+        matches!(
+            m,
+            AmqpMethod::QueueDeclareOk {
+                message_count: 0,
+                consumer_count: 1,
+                ..
+            }
+        )
+    });
+    // A mandatory reply in confirm mode: acked with no return before the ack.
+    amqp.send(1, &AmqpMethod::ConfirmSelect { nowait: false });
+    amqp.expect(1, |m| matches!(m, AmqpMethod::ConfirmSelectOk {}));
+    amqp.publish(1, "", &name, &rpc_properties(None, "n-1"), b"answer");
+    amqp.expect(1, |m| {
+        matches!(
+            m,
+            AmqpMethod::BasicAck {
+                delivery_tag: 1,
+                ..
+            }
+        )
+    });
+
+    let d = next_delivery(&replies);
+    assert_eq!(d.consumer_tag, "native-replies");
+    assert_eq!(
+        (d.exchange.as_str(), d.routing_key.as_str()),
+        ("", name.as_str())
+    );
+    assert_eq!(d.body, b"answer");
+    assert_eq!(d.properties.correlation_id.as_deref(), Some("n-1"));
+    assert!(!d.redelivered);
+
+    // The requester cancels: the next mandatory reply is returned, then confirmed.
+    replies.cancel().unwrap();
+    amqp.publish(1, "", &name, &rpc_properties(None, "n-1"), b"too late");
+    match amqp.recv_method(1) {
+        AmqpMethod::BasicReturn {
+            reply_code: 312,
+            routing_key,
+            ..
+        } => assert_eq!(routing_key, name),
+        other => panic!("expected basic.return, got {other:?}"),
+    }
+    let (_, body) = amqp.recv_content(1);
+    assert_eq!(body, b"too late");
+    amqp.expect(1, |m| {
+        matches!(
+            m,
+            AmqpMethod::BasicAck {
+                delivery_tag: 2,
+                ..
+            }
+        )
+    });
+}
+
+#[test]
+fn direct_reply_to_an_amqp_requester_from_a_native_responder() {
+    let server = TestServer::start();
+    let conn = native(&server);
+    let ch = conn.open_channel().unwrap();
+    declare(&ch, "xp_requests");
+
+    let mut amqp = AmqpRaw::connect(server.handle.amqp_addr().unwrap());
+    amqp.send(
+        1,
+        &AmqpMethod::BasicConsume {
+            queue: REPLY_TO.into(),
+            consumer_tag: "amqp-replies".into(),
+            no_local: false,
+            no_ack: true,
+            exclusive: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    amqp.expect(
+        1,
+        |m| matches!(m, AmqpMethod::BasicConsumeOk { consumer_tag } if consumer_tag == "amqp-replies"),
+    );
+    amqp.publish(
+        1,
+        "",
+        "xp_requests",
+        &rpc_properties(Some(REPLY_TO), "a-1"),
+        b"q",
+    );
+    // A synchronous method after the publish: the request is routed once it answers.
+    amqp.send(
+        1,
+        &AmqpMethod::QueueDeclare {
+            queue: "xp_requests".into(),
+            passive: true,
+            durable: false,
+            exclusive: false,
+            auto_delete: false,
+            no_wait: false,
+            arguments: FieldTable::new(),
+        },
+    );
+    amqp.expect(1, |m| {
+        matches!(
+            m,
+            AmqpMethod::QueueDeclareOk {
+                message_count: 1,
+                ..
+            }
+        )
+    });
+
+    let request = ch
+        .basic_get("xp_requests", true)
+        .unwrap()
+        .expect("the AMQP request");
+    let name = request.properties.reply_to.expect("reply_to");
+    assert!(name.starts_with("amq.rabbitmq.reply-to."), "{name}");
+    assert_eq!(queue_counts(&ch, &name), (1, 0), "the live name declares");
+    ch.confirm_select().unwrap();
+    ch.basic_publish("", &name, true, &rpc_properties(None, "a-1"), b"42")
+        .unwrap();
+    assert!(
+        ch.wait_for_confirms(WAIT).unwrap(),
+        "the reply is confirmed"
+    );
+    assert!(
+        ch.returns().try_recv().is_err(),
+        "a delivered reply is not returned"
+    );
+
+    match amqp.recv_method(1) {
+        AmqpMethod::BasicDeliver {
+            consumer_tag,
+            delivery_tag: 1,
+            redelivered: false,
+            exchange,
+            routing_key,
+        } => {
+            assert_eq!(consumer_tag, "amqp-replies");
+            assert_eq!(
+                (exchange.as_str(), routing_key.as_str()),
+                ("", name.as_str())
+            );
+        }
+        other => panic!("expected basic.deliver, got {other:?}"),
+    }
+    let (props, body) = amqp.recv_content(1);
+    assert_eq!(body, b"42");
+    assert_eq!(props.correlation_id.as_deref(), Some("a-1"));
+
+    // The AMQP requester's channel closes: a mandatory reply comes back to the native
+    // responder (before its confirm), one without the flag is dropped and confirmed.
+    amqp.send(
+        1,
+        &AmqpMethod::ChannelClose {
+            reply_code: 200,
+            reply_text: "bye".into(),
+            class_id: 0,
+            method_id: 0,
+        },
+    );
+    amqp.expect(1, |m| matches!(m, AmqpMethod::ChannelCloseOk {}));
+    ch.basic_publish("", &name, true, &rpc_properties(None, "a-1"), b"gone")
+        .unwrap();
+    ch.basic_publish("", &name, false, &rpc_properties(None, "a-1"), b"dropped")
+        .unwrap();
+    assert!(ch.wait_for_confirms(WAIT).unwrap(), "both confirmed");
+    let returned = ch
+        .returns()
+        .try_recv()
+        .expect("the mandatory reply returned");
+    assert_eq!(
+        (returned.reply_code, returned.body.as_slice()),
+        (312, &b"gone"[..])
+    );
+    assert_eq!(returned.routing_key, name);
+    assert!(
+        ch.returns().try_recv().is_err(),
+        "the other is dropped, not returned"
+    );
+    let err = ch
+        .queue_declare(
+            &name,
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+        )
+        .expect_err("the name is gone with its channel");
+    assert_eq!(err.reply_code(), Some(404), "{err}");
 }
 
 fn round_trip(conn: &Connection) {

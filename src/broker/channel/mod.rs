@@ -17,6 +17,7 @@ pub mod timeout;
 pub mod unacked;
 
 use crate::broker::consumer::Consumer;
+use crate::broker::message::Message;
 use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::{Queue, QueuedMessage};
 use crate::broker::sink::ClientSink;
@@ -76,6 +77,18 @@ pub enum Offer {
     /// The consumer cannot take more now (prefetch reached or outbound saturated).
     Full,
     /// The channel is closed.
+    Closed,
+}
+
+/// Outcome of pushing a direct reply to a channel ([`Channel::deliver_reply`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyOffer {
+    /// Written to the client.
+    Delivered,
+    /// The connection's outbound backlog had no room for it ([`ClientSink::deliver_reply`]):
+    /// dropped, no delivery tag used.
+    Full,
+    /// The channel is closed or the consumer cancelled: nobody to deliver to.
     Closed,
 }
 
@@ -371,6 +384,34 @@ impl Channel {
         Offer::Delivered {
             tracked: !consumer.no_ack,
         }
+    }
+
+    /// Pushes a direct reply to `consumer` (the channel's `amq.rabbitmq.reply-to`
+    /// consumer, no-ack): under the channel lock, so its delivery tag is the next one and
+    /// is written in order with the queues' deliveries. The tag is used only when the sink
+    /// wrote the reply. Counted as a no-ack delivery (`deliver_no_ack`).
+    pub fn deliver_reply(&self, consumer: &Consumer, msg: &Message) -> ReplyOffer {
+        let mut st = self.lock();
+        if st.closed || consumer.is_cancelled() {
+            return ReplyOffer::Closed;
+        }
+        let tag = st.next_tag;
+        if !self
+            .sink
+            .deliver_reply(self.number, &consumer.tag, tag, msg)
+        {
+            return ReplyOffer::Full;
+        }
+        st.next_tag += 1;
+        st.sent.deliver_no_ack += 1;
+        ReplyOffer::Delivered
+    }
+
+    /// Marks `consumer` cancelled under the channel lock: once this returns, no delivery to
+    /// it is being written and none will be.
+    pub fn stop_consumer(&self, consumer: &Consumer) {
+        let _state = self.lock();
+        consumer.cancelled.store(true, Ordering::Relaxed);
     }
 
     /// Assigns a delivery tag to a message taken with `basic.get`, recording it as unacked

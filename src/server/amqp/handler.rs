@@ -250,6 +250,7 @@ impl AmqpHandler {
             "connection.blocked",
             "per_consumer_qos",
             "authentication_failure_close",
+            "direct_reply_to",
         ] {
             capabilities.insert(cap.into(), FieldValue::Bool(true));
         }

@@ -48,18 +48,28 @@ impl AmqpSink {
         message: &Message,
         write_head: impl FnOnce(&mut Vec<u8>),
     ) {
-        let frame_max = self.frame_max;
-        self.outbound.write_with(|buf| {
-            write_head(buf);
-            write_content(
-                buf,
-                channel,
-                BASIC_CLASS_ID,
-                message.properties(),
-                &message.body,
-                frame_max,
-            );
-        });
+        self.outbound
+            .write_with(|buf| self.encode_content(buf, channel, message, write_head));
+    }
+
+    /// Encodes the method frame written by `write_head`, then the message's content
+    /// header and body frames, into `buf`.
+    fn encode_content(
+        &self,
+        buf: &mut Vec<u8>,
+        channel: u16,
+        message: &Message,
+        write_head: impl FnOnce(&mut Vec<u8>),
+    ) {
+        write_head(buf);
+        write_content(
+            buf,
+            channel,
+            BASIC_CLASS_ID,
+            message.properties(),
+            &message.body,
+            self.frame_max,
+        );
     }
 }
 
@@ -83,6 +93,28 @@ impl ClientSink for AmqpSink {
                 message.routing_key(),
             );
         });
+    }
+
+    fn deliver_reply(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        message: &Message,
+    ) -> bool {
+        self.outbound.write_reply_with(|buf| {
+            self.encode_content(buf, channel, message, |buf| {
+                write_basic_deliver(
+                    buf,
+                    channel,
+                    consumer_tag,
+                    delivery_tag,
+                    false,
+                    message.exchange(),
+                    message.routing_key(),
+                );
+            });
+        })
     }
 
     fn cancel(&self, channel: &Arc<Channel>, consumer_tag: &str, reason: CancelReason) {

@@ -10,6 +10,7 @@ use crate::native::Method;
 use crate::server::conn::{self, Conn};
 use crate::server::event::ConnEvent;
 use crate::server::outbound::Outbound;
+use crate::types::codec::put_u32;
 use std::sync::{Arc, Weak};
 
 /// The head of a `basic.deliver` payload: method id 0x0056 and request id 0 (see
@@ -65,6 +66,33 @@ impl ClientSink for NativeSink {
                     &message.body,
                 );
             });
+    }
+
+    fn deliver_reply(
+        &self,
+        channel: u16,
+        consumer_tag: &str,
+        delivery_tag: u64,
+        message: &Message,
+    ) -> bool {
+        // A batch of one, in a frame of its own: a refused reply is taken back whole.
+        let frame_max = self.frame_max;
+        self.outbound.write_reply_with(|buf| {
+            write_method(buf, channel, frame_max, |b| {
+                b.extend_from_slice(&DELIVER_HEAD);
+                put_u32(b, 1);
+                encode_delivery(
+                    b,
+                    consumer_tag,
+                    delivery_tag,
+                    false,
+                    message.exchange(),
+                    message.routing_key(),
+                    message.properties(),
+                    &message.body,
+                );
+            });
+        })
     }
 
     fn cancel(&self, channel: &Arc<Channel>, consumer_tag: &str, _reason: CancelReason) {
