@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 pub struct ExchangeSpec {
     /// Exchange name.
     pub name: String,
-    /// Type name: direct, fanout, topic or headers.
+    /// Type name: direct, fanout, topic, headers or x-consistent-hash.
     pub kind: String,
     /// Only check existence.
     pub passive: bool,
