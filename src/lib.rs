@@ -1,9 +1,9 @@
 //! RelayMQ: a single-node message broker in the RabbitMQ family.
 //!
-//! Producers publish to exchanges (direct, fanout, topic, headers); bindings route messages
-//! into queues; the broker pushes them to consumers, who ack, nack or reject them, with the
-//! semantics of AMQP 0-9-1. The server is synchronous: one mio I/O thread and a fixed pool
-//! of worker threads, no async runtime.
+//! Producers publish to exchanges (direct, fanout, topic, headers, x-consistent-hash);
+//! bindings route messages into queues; the broker pushes them to consumers, who ack, nack
+//! or reject them, with the semantics of AMQP 0-9-1. The server is synchronous: one mio
+//! I/O thread and a fixed pool of worker threads, no async runtime.
 //!
 //! # Layout
 //!

@@ -8,7 +8,7 @@
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
 use crate::broker::direct_reply::ReplyTargets;
-use crate::broker::exchange::{Binding, Destination, ExchangeKind};
+use crate::broker::exchange::{Binding, Destination, ExchangeKind, HashSource};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
 use crate::broker::message::Message;
 use crate::broker::names;
@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 pub struct ExchangeSpec {
     /// Exchange name.
     pub name: String,
-    /// Type name: direct, fanout, topic or headers.
+    /// Type name: direct, fanout, topic, headers or x-consistent-hash.
     pub kind: String,
     /// Only check existence.
     pub passive: bool,
@@ -355,12 +355,13 @@ pub(crate) fn exchange_limit_reached(name: &str, vhost: &str, max: usize) -> Bro
 
 /// The checks of `exchange.declare` in `vhost` that do not depend on what exists: the name
 /// (not the default exchange, at most `name_bytes_max` bytes: `--max-name-bytes`), the
-/// type, an `alternate-exchange` argument that is a string (RabbitMQ's checks). Returns
-/// the type.
+/// type, an `alternate-exchange` argument that is a string (RabbitMQ's checks), and for
+/// an `x-consistent-hash` exchange its `hash-header` / `hash-property` (RabbitMQ's plugin,
+/// [`HashSource::from_arguments`]). Returns the type.
 ///
 /// # Errors
-/// 403 for the default exchange; 406 for a name too long or a bad `alternate-exchange`;
-/// 503 COMMAND_INVALID for an unknown type.
+/// 403 for the default exchange; 406 for a name too long, a bad `alternate-exchange` or
+/// bad consistent-hash arguments; 503 COMMAND_INVALID for an unknown type.
 pub(crate) fn check_exchange_spec(
     spec: &ExchangeSpec,
     vhost: &str,
@@ -380,6 +381,9 @@ pub(crate) fn check_exchange_spec(
                 ae.to_json()
             )));
         }
+    }
+    if kind == ExchangeKind::ConsistentHash {
+        HashSource::from_arguments(&spec.arguments, name, vhost)?;
     }
     Ok(kind)
 }
@@ -1250,8 +1254,9 @@ impl VirtualHost {
     }
 
     /// As [`VirtualHost::route`], also telling whether the result depends on the exchange
-    /// and routing key alone (no headers exchange on the way, no `CC`/`BCC` header), so it
-    /// may be cached (`topology::RouteCache`).
+    /// and routing key alone (no headers exchange on the way, nor a consistent-hash one
+    /// hashing a header or property, no `CC`/`BCC` header), so it may be cached
+    /// (`topology::RouteCache`).
     pub fn route_keyed(&self, exchange: &Exchange, msg: &Message) -> (Vec<Arc<Queue>>, bool) {
         let mut names: Vec<Arc<str>> = Vec::new();
         let keyed_message = msg.header_routes().is_none();
@@ -1267,9 +1272,9 @@ impl VirtualHost {
             }
             return (queues, keyed_message);
         }
-        let mut keyed = keyed_message && exchange.kind != ExchangeKind::Headers;
         let mut dests = Vec::new();
-        route_all_keys(exchange, msg, &mut dests);
+        let on_key_alone = route_all_keys(exchange, msg, &mut dests);
+        let mut keyed = keyed_message && on_key_alone;
         // An exchange whose bindings match nothing hands the message to its alternate
         // exchange (RabbitMQ's `alternate-exchange` argument).
         if dests.is_empty() {
@@ -1291,9 +1296,8 @@ impl VirtualHost {
                         continue;
                     }
                     if let Some(next) = self.exchange(&x) {
-                        keyed &= next.kind != ExchangeKind::Headers;
                         let before = dests.len();
-                        route_all_keys(&next, msg, &mut dests);
+                        keyed &= route_all_keys(&next, msg, &mut dests);
                         if dests.len() == before {
                             if let Some(ae) = next.alternate_exchange() {
                                 dests.push(Destination::Exchange(Arc::from(ae)));
@@ -1348,19 +1352,18 @@ impl VirtualHost {
 }
 
 /// Appends what `exchange`'s bindings match for every routing key of `msg` (once for a
-/// fanout or headers exchange, which ignore routing keys).
-fn route_all_keys(exchange: &Exchange, msg: &Message, out: &mut Vec<Destination>) {
+/// fanout, headers or consistent-hash exchange: `Router::routes_once`); returns whether
+/// that depends on the routing key alone (`Router::routes_on_key_alone`).
+fn route_all_keys(exchange: &Exchange, msg: &Message, out: &mut Vec<Destination>) -> bool {
     let router = exchange.router();
-    match exchange.kind {
-        ExchangeKind::Fanout | ExchangeKind::Headers => {
-            router.route(msg.routing_key(), msg.headers(), out)
-        }
-        ExchangeKind::Direct | ExchangeKind::Topic => {
-            for key in msg.routing_keys() {
-                router.route(key, msg.headers(), out);
-            }
+    if router.routes_once() {
+        router.route(msg.routing_key(), msg.properties(), out);
+    } else {
+        for key in msg.routing_keys() {
+            router.route(key, msg.properties(), out);
         }
     }
+    router.routes_on_key_alone()
 }
 
 /// Tells each consumer's client that the server cancelled it, for `reason`.

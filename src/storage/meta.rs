@@ -358,7 +358,7 @@ pub struct ExchangeDef {
     pub vhost: String,
     /// Its name.
     pub name: String,
-    /// Type name: direct, fanout, topic or headers.
+    /// Type name: direct, fanout, topic, headers or x-consistent-hash.
     pub kind: String,
     /// Deleted when its last binding goes.
     pub auto_delete: bool,

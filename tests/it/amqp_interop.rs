@@ -1,6 +1,6 @@
 //! Interop tests of the AMQP 0-9-1 listener with clients nobody here wrote (issue 5):
-//! Python pika running the six RabbitMQ tutorials, publisher confirms and a consumer
-//! cancelled by queue deletion (`tests/interop/*.py`); Debian's amqp-tools; and messages
+//! Python pika running the six RabbitMQ tutorials, publisher confirms, a consumer
+//! cancelled by queue deletion and the consistent-hash exchange (`tests/interop/*.py`); Debian's amqp-tools; and messages
 //! crossing between AMQP 0-9-1 and the native protocol with every property and a headers
 //! table intact, both with pika and with a small raw client on the project's own codec.
 //!
@@ -122,6 +122,11 @@ fn pika_direct_reply_to_rpc_and_each_misuse() {
 #[test]
 fn pika_heartbeats_keep_an_idle_connection_open() {
     pika_scenario("heartbeats");
+}
+
+#[test]
+fn pika_consistent_hash_exchange_spreads_by_weight_and_refuses_bad_weights() {
+    pika_scenario("consistent_hash");
 }
 
 // ---- amqp-tools ------------------------------------------------------------------------

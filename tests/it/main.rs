@@ -22,6 +22,7 @@ mod check;
 mod cli_parity;
 mod compaction;
 mod config;
+mod consistent_hash_exchanges;
 mod consumer_timeout;
 mod consuming;
 mod dead_letter;

@@ -1,6 +1,7 @@
 //! An exchange: its declaration and its bindings, indexed by its router.
 
 mod bindings;
+mod consistent_hash;
 mod direct;
 mod fanout;
 pub mod header_routes;
@@ -75,7 +76,8 @@ impl ExchangeCounters {
 }
 
 impl Exchange {
-    /// A new exchange with no bindings.
+    /// A new exchange with no bindings; its router is built for `kind` and `arguments`
+    /// ([`Router::with_arguments`]: what a consistent-hash exchange hashes).
     pub fn new(
         name: Arc<str>,
         kind: ExchangeKind,
@@ -84,6 +86,7 @@ impl Exchange {
         internal: bool,
         arguments: FieldTable,
     ) -> Exchange {
+        let router = RwLock::new(Router::with_arguments(kind, &arguments));
         Exchange {
             name,
             kind,
@@ -92,7 +95,7 @@ impl Exchange {
             internal,
             arguments,
             counters: ExchangeCounters::default(),
-            router: RwLock::new(Router::new(kind)),
+            router,
         }
     }
 

@@ -2,16 +2,23 @@
 //!
 //! An exchange's bindings live in a [`Router`] indexed for the exchange's type
 //! (AMQP 0-9-1 §3.1.3): [`DirectRouter`] (exact key, hash lookup), [`FanoutRouter`]
-//! (every binding), [`TopicRouter`] (a trie of words with `*` and `#` wildcards) and
-//! [`HeadersRouter`] (matching the message's headers table). Routers know nothing of
+//! (every binding), [`TopicRouter`] (a trie of words with `*` and `#` wildcards),
+//! [`HeadersRouter`] (matching the message's headers table) and [`ConsistentHashRouter`]
+//! (RabbitMQ's `x-consistent-hash`: one destination picked on a weighted hash ring). Routers
+//! know nothing of
 //! queues or exchanges beyond their names: the broker core resolves [`Destination`]s,
 //! follows exchange-to-exchange bindings and removes duplicates.
 
 use super::bindings::IndexedBindings;
 use crate::error::{BrokerError, ReplyCode};
 use crate::types::field_table::FieldTable;
+use crate::types::BasicProperties;
 use std::sync::Arc;
 
+pub use super::consistent_hash::{
+    binding_weight, ConsistentHashRouter, HashProperty, HashSource, BINDING_WEIGHT_MAX,
+    HASH_HEADER_ARGUMENT, HASH_PROPERTIES, HASH_PROPERTY_ARGUMENT,
+};
 pub use super::direct::DirectRouter;
 pub use super::fanout::FanoutRouter;
 pub use super::headers::HeadersRouter;
@@ -49,7 +56,8 @@ pub struct Binding {
 /// Exchange types.
 ///
 /// The four standard types of AMQP 0-9-1 §3.1.3 (the specification requires direct and
-/// fanout, recommends topic and headers; RabbitMQ provides all four).
+/// fanout, recommends topic and headers; RabbitMQ provides all four), and RabbitMQ's
+/// plugin type `x-consistent-hash` (`rabbitmq_consistent_hash_exchange`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExchangeKind {
     /// `direct`: the binding key equals the routing key (AMQP 0-9-1 §3.1.3.1).
@@ -62,6 +70,10 @@ pub enum ExchangeKind {
     /// `headers`: the binding arguments are matched against the message headers
     /// (AMQP 0-9-1 §3.1.3.4).
     Headers,
+    /// `x-consistent-hash`: one destination, picked by hashing the routing key (or a
+    /// header, or a property) on a ring where each binding's key is its weight (RabbitMQ's
+    /// plugin `rabbitmq_consistent_hash_exchange`).
+    ConsistentHash,
 }
 
 impl ExchangeKind {
@@ -71,14 +83,15 @@ impl ExchangeKind {
     ///
     /// # Errors
     /// 503 COMMAND_INVALID with RabbitMQ's text `invalid exchange type 'foo'` for any
-    /// name other than `direct`, `fanout`, `topic` and `headers` (RabbitMQ:
-    /// `rabbit_exchange:check_type`).
+    /// name other than `direct`, `fanout`, `topic`, `headers` and `x-consistent-hash`
+    /// (RabbitMQ: `rabbit_exchange:check_type`).
     pub fn parse(s: &str) -> Result<ExchangeKind, BrokerError> {
         match s {
             "direct" => Ok(ExchangeKind::Direct),
             "fanout" => Ok(ExchangeKind::Fanout),
             "topic" => Ok(ExchangeKind::Topic),
             "headers" => Ok(ExchangeKind::Headers),
+            "x-consistent-hash" => Ok(ExchangeKind::ConsistentHash),
             other => Err(BrokerError::new(
                 ReplyCode::CommandInvalid,
                 format!("invalid exchange type '{other}'"),
@@ -86,7 +99,8 @@ impl ExchangeKind {
         }
     }
 
-    /// The type's name as declared and listed (`direct`, `fanout`, `topic`, `headers`).
+    /// The type's name as declared and listed (`direct`, `fanout`, `topic`, `headers`,
+    /// `x-consistent-hash`).
     ///
     /// The inverse of [`ExchangeKind::parse`] (AMQP 0-9-1 §3.1.3).
     pub fn as_str(self) -> &'static str {
@@ -95,6 +109,7 @@ impl ExchangeKind {
             ExchangeKind::Fanout => "fanout",
             ExchangeKind::Topic => "topic",
             ExchangeKind::Headers => "headers",
+            ExchangeKind::ConsistentHash => "x-consistent-hash",
         }
     }
 }
@@ -113,6 +128,8 @@ pub enum Router {
     Topic(TopicRouter),
     /// A headers exchange's bindings.
     Headers(HeadersRouter),
+    /// A consistent-hash exchange's bindings and ring.
+    ConsistentHash(ConsistentHashRouter),
 }
 
 macro_rules! dispatch {
@@ -122,20 +139,35 @@ macro_rules! dispatch {
             Router::Fanout($r) => $e,
             Router::Topic($r) => $e,
             Router::Headers($r) => $e,
+            Router::ConsistentHash($r) => $e,
         }
     };
 }
 
 impl Router {
-    /// An empty router for an exchange of `kind`.
+    /// An empty router for an exchange of `kind` declared without arguments.
     ///
     /// A newly declared exchange has no bindings (AMQP 0-9-1 §3.1.3).
     pub fn new(kind: ExchangeKind) -> Router {
+        Router::with_arguments(kind, &FieldTable::new())
+    }
+
+    /// An empty router for an exchange of `kind` declared with `arguments`: a
+    /// consistent-hash exchange hashes what its `hash-header` / `hash-property` names
+    /// ([`HashSource::from_arguments`]); other types ignore them here.
+    ///
+    /// Arguments were checked when the exchange was declared; ones that do not pass (only
+    /// a store edited by hand can hold them) fall back to hashing the routing key.
+    pub fn with_arguments(kind: ExchangeKind, arguments: &FieldTable) -> Router {
         match kind {
             ExchangeKind::Direct => Router::Direct(DirectRouter::new()),
             ExchangeKind::Fanout => Router::Fanout(FanoutRouter::new()),
             ExchangeKind::Topic => Router::Topic(TopicRouter::new()),
             ExchangeKind::Headers => Router::Headers(HeadersRouter::new()),
+            ExchangeKind::ConsistentHash => {
+                let source = HashSource::from_arguments(arguments, "", "").unwrap_or_default();
+                Router::ConsistentHash(ConsistentHashRouter::new(source))
+            }
         }
     }
 
@@ -148,6 +180,7 @@ impl Router {
             Router::Fanout(_) => ExchangeKind::Fanout,
             Router::Topic(_) => ExchangeKind::Topic,
             Router::Headers(_) => ExchangeKind::Headers,
+            Router::ConsistentHash(_) => ExchangeKind::ConsistentHash,
         }
     }
 
@@ -155,16 +188,18 @@ impl Router {
     ///
     /// Direct, fanout and topic exchanges accept any key (name lengths and UTF-8 are
     /// checked elsewhere). Headers exchanges check `x-match` (RabbitMQ:
-    /// `rabbit_exchange_type_headers:validate_binding`).
+    /// `rabbit_exchange_type_headers:validate_binding`); consistent-hash exchanges check
+    /// the key is a weight (RabbitMQ's plugin, `validate_binding/2`).
     ///
     /// # Errors
     /// 406 PRECONDITION_FAILED, in RabbitMQ's wording, when a headers binding's
     /// `x-match` is present but is not the string `all`, `any`, `all-with-x` or
-    /// `any-with-x`.
+    /// `any-with-x`, or when a consistent-hash binding's key is not an integer from 1 to
+    /// [`BINDING_WEIGHT_MAX`] ([`binding_weight`]).
     pub fn validate(&self, binding_key: &str, arguments: &FieldTable) -> Result<(), BrokerError> {
-        let _ = binding_key;
         match self {
             Router::Headers(_) => HeadersRouter::validate(arguments),
+            Router::ConsistentHash(_) => ConsistentHashRouter::validate(binding_key),
             Router::Direct(_) | Router::Fanout(_) | Router::Topic(_) => Ok(()),
         }
     }
@@ -197,19 +232,45 @@ impl Router {
     /// Appends every destination the message reaches.
     ///
     /// May append duplicates (the caller dedupes: AMQP 0-9-1 §3.1.3 delivers one copy
-    /// per queue). `headers` is the message's headers table, if any; only headers
-    /// exchanges read it, and only headers and fanout exchanges ignore `routing_key`.
+    /// per queue). `properties` are the message's; headers exchanges read its headers,
+    /// consistent-hash exchanges the header or property they hash, if any. Headers and
+    /// fanout exchanges ignore `routing_key`, and so does a consistent-hash exchange that
+    /// hashes a header or property.
     pub fn route(
         &self,
         routing_key: &str,
-        headers: Option<&FieldTable>,
+        properties: &BasicProperties,
         out: &mut Vec<Destination>,
     ) {
         match self {
             Router::Direct(r) => r.route(routing_key, out),
             Router::Fanout(r) => r.route(out),
             Router::Topic(r) => r.route(routing_key, out),
-            Router::Headers(r) => r.route(headers, out),
+            Router::Headers(r) => r.route(properties.headers.as_ref(), out),
+            Router::ConsistentHash(r) => r.route(routing_key, properties, out),
+        }
+    }
+
+    /// Whether what [`Router::route`] appends depends on the routing key and the bindings
+    /// alone, so a route may be cached per exchange and routing key
+    /// (`topology::RouteCache`): not for a headers exchange, nor for a consistent-hash
+    /// exchange hashing a header or property.
+    pub fn routes_on_key_alone(&self) -> bool {
+        match self {
+            Router::Headers(_) => false,
+            Router::ConsistentHash(r) => *r.source() == HashSource::RoutingKey,
+            Router::Direct(_) | Router::Fanout(_) | Router::Topic(_) => true,
+        }
+    }
+
+    /// Whether the exchange routes each message once, with the routing key it was
+    /// published with, rather than once per routing key (its own and its `CC`/`BCC`
+    /// keys): fanout and headers exchanges ignore keys, and RabbitMQ's consistent-hash
+    /// plugin hashes only the first routing key.
+    pub fn routes_once(&self) -> bool {
+        match self {
+            Router::Fanout(_) | Router::Headers(_) | Router::ConsistentHash(_) => true,
+            Router::Direct(_) | Router::Topic(_) => false,
         }
     }
 
@@ -270,14 +331,20 @@ mod tests {
         }
     }
 
+    const KINDS: [ExchangeKind; 5] = [
+        ExchangeKind::Direct,
+        ExchangeKind::Fanout,
+        ExchangeKind::Topic,
+        ExchangeKind::Headers,
+        ExchangeKind::ConsistentHash,
+    ];
+
+    /// A binding key every kind accepts (a consistent-hash weight).
+    const KEY: &str = "1";
+
     #[test]
     fn kinds_parse_and_print() {
-        for kind in [
-            ExchangeKind::Direct,
-            ExchangeKind::Fanout,
-            ExchangeKind::Topic,
-            ExchangeKind::Headers,
-        ] {
+        for kind in KINDS {
             assert_eq!(ExchangeKind::parse(kind.as_str()).unwrap(), kind);
             assert_eq!(Router::new(kind).kind(), kind);
         }
@@ -285,50 +352,65 @@ mod tests {
         assert_eq!(err.code, ReplyCode::CommandInvalid);
         assert_eq!(err.text, "invalid exchange type 'foo'");
         assert!(ExchangeKind::parse("Direct").is_err());
+        assert!(ExchangeKind::parse("consistent-hash").is_err());
         assert!(ExchangeKind::parse("").is_err());
     }
 
     #[test]
     fn dispatch_covers_every_kind() {
-        for kind in [
-            ExchangeKind::Direct,
-            ExchangeKind::Fanout,
-            ExchangeKind::Topic,
-            ExchangeKind::Headers,
-        ] {
+        for kind in KINDS {
             let mut r = Router::new(kind);
             assert!(r.is_empty());
-            assert!(r.validate("k", &FieldTable::new()).is_ok());
-            assert!(r.add(binding(q("a"), "k")));
-            assert!(!r.add(binding(q("a"), "k")));
-            assert!(r.add(binding(Destination::Exchange(Arc::from("x")), "k")));
+            assert!(r.validate(KEY, &FieldTable::new()).is_ok());
+            assert!(r.add(binding(q("a"), KEY)));
+            assert!(!r.add(binding(q("a"), KEY)));
+            assert!(r.add(binding(Destination::Exchange(Arc::from("x")), KEY)));
             assert_eq!(r.len(), 2);
             assert_eq!(r.bindings().len(), 2);
             let mut out = Vec::new();
-            r.route("k", None, &mut out);
+            r.route(KEY, &BasicProperties::default(), &mut out);
             out.sort();
-            assert_eq!(
-                out,
-                vec![q("a"), Destination::Exchange(Arc::from("x"))],
-                "{kind:?}"
-            );
+            let both = vec![q("a"), Destination::Exchange(Arc::from("x"))];
+            if kind == ExchangeKind::ConsistentHash {
+                // One destination of the two, whichever the hash picks.
+                assert_eq!(out.len(), 1);
+                assert!(both.contains(&out[0]));
+            } else {
+                assert_eq!(out, both, "{kind:?}");
+            }
             assert!(r.has_destination(&q("a")));
             assert!(!r.has_destination(&Destination::Exchange(Arc::from("a"))));
-            assert!(r.remove(&binding(q("a"), "k")));
-            assert!(!r.remove(&binding(q("a"), "k")));
+            assert!(r.remove(&binding(q("a"), KEY)));
+            assert!(!r.remove(&binding(q("a"), KEY)));
             assert_eq!(
                 r.remove_destination(&Destination::Exchange(Arc::from("x"))),
                 1
             );
             assert!(r.is_empty());
             let mut out = Vec::new();
-            r.route("k", None, &mut out);
+            r.route(KEY, &BasicProperties::default(), &mut out);
             assert!(out.is_empty());
         }
     }
 
     #[test]
-    fn validate_dispatches_to_headers_only() {
+    fn only_key_routed_exchanges_may_be_cached_per_key() {
+        let header: FieldTable = [(HASH_HEADER_ARGUMENT.to_string(), FieldValue::string("h"))]
+            .into_iter()
+            .collect();
+        assert!(Router::new(ExchangeKind::Direct).routes_on_key_alone());
+        assert!(Router::new(ExchangeKind::Topic).routes_on_key_alone());
+        assert!(Router::new(ExchangeKind::Fanout).routes_on_key_alone());
+        assert!(!Router::new(ExchangeKind::Headers).routes_on_key_alone());
+        assert!(Router::new(ExchangeKind::ConsistentHash).routes_on_key_alone());
+        let r = Router::with_arguments(ExchangeKind::ConsistentHash, &header);
+        assert!(!r.routes_on_key_alone());
+        assert!(r.routes_once());
+        assert!(!Router::new(ExchangeKind::Topic).routes_once());
+    }
+
+    #[test]
+    fn validate_dispatches_to_headers_and_consistent_hash_only() {
         let mut args = FieldTable::new();
         args.insert("x-match".into(), FieldValue::string("some"));
         for kind in [
@@ -340,6 +422,10 @@ mod tests {
         }
         let err = Router::new(ExchangeKind::Headers)
             .validate("", &args)
+            .unwrap_err();
+        assert_eq!(err.code, ReplyCode::PreconditionFailed);
+        let err = Router::new(ExchangeKind::ConsistentHash)
+            .validate("#.a", &FieldTable::new())
             .unwrap_err();
         assert_eq!(err.code, ReplyCode::PreconditionFailed);
     }

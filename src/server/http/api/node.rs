@@ -32,13 +32,16 @@ pub fn node_name() -> String {
     format!("rabbit@{host}")
 }
 
-/// The exchange types with RabbitMQ's descriptions, sorted by name.
+/// The exchange types with RabbitMQ's descriptions, sorted by name: the four standard ones
+/// and `x-consistent-hash` as RabbitMQ lists it with `rabbitmq_consistent_hash_exchange`
+/// enabled (the plugin's `description/0`).
 fn exchange_types() -> Value {
     json!([
         {"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
         {"name": "fanout", "description": "AMQP fanout exchange, as per the AMQP specification", "enabled": true},
         {"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
         {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
+        {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
     ])
 }
 

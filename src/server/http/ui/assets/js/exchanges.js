@@ -103,12 +103,12 @@
         <form id="add-exchange" class="stack">
           <label>Virtual host <select name="vhost">${await vhostOptions(vhost || '/')}</select></label>
           <label>Name <input name="name" required></label>
-          <label>Type <select name="type"><option>direct</option><option>fanout</option><option>headers</option><option>topic</option></select></label>
+          <label>Type <select name="type"><option>direct</option><option>fanout</option><option>headers</option><option>topic</option><option>x-consistent-hash</option></select></label>
           <label>Durability <select name="durable"><option value="true">Durable</option><option value="false">Transient</option></select></label>
           <label>Auto delete <select name="auto_delete"><option value="false">No</option><option value="true">Yes</option></select></label>
           <label>Internal <select name="internal"><option value="false">No</option><option value="true">Yes</option></select></label>
           <fieldset><legend>Arguments</legend>${R.argsEditor('add-exchange-args')}
-            <p class="hint">Add <button type="button" class="link" data-arg="alternate-exchange">Alternate exchange</button></p></fieldset>
+            <p class="hint">Add <button type="button" class="link" data-arg="alternate-exchange">Alternate exchange</button> | x-consistent-hash: <button type="button" class="link" data-arg="hash-header">Hash header</button> <button type="button" class="link" data-arg="hash-property">Hash property</button></p></fieldset>
           <button type="submit">Add exchange</button></form></section>`);
       const list = R.pagedList($('#list'), {
         id: 'exchanges', path: () => R.listPath('exchanges'),
