@@ -322,7 +322,9 @@ fn decode_value(r: &mut Reader<'_>, depth: usize) -> Result<FieldValue, DecodeEr
         b'u' => FieldValue::U16(r.u16("u16 field")?),
         b'I' => FieldValue::I32(r.u32("i32 field")? as i32),
         b'i' => FieldValue::U32(r.u32("u32 field")?),
-        b'l' => FieldValue::I64(r.u64("i64 field")? as i64),
+        // RabbitMQ reads `L` as a signed 64-bit long too (`rabbit_binary_parser`), and
+        // py-amqp (Celery, kombu) writes large integers with it.
+        b'l' | b'L' => FieldValue::I64(r.u64("i64 field")? as i64),
         b'f' => FieldValue::F32(f32::from_bits(r.u32("f32 field")?)),
         b'd' => FieldValue::F64(f64::from_bits(r.u64("f64 field")?)),
         b'D' => FieldValue::Decimal(r.u8("decimal scale")?, r.u32("decimal value")?),
@@ -388,6 +390,15 @@ mod tests {
         let mut r = Reader::new(&out);
         assert_eq!(decode_table(&mut r).unwrap(), t);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn an_upper_case_l_is_a_signed_long_as_rabbitmq_reads_it() {
+        let mut raw = vec![0, 0, 0, 11, 1, b'k', b'L'];
+        raw.extend_from_slice(&(-5i64).to_be_bytes());
+        let mut r = Reader::new(&raw);
+        let t = decode_table_at(&mut r, 0).unwrap();
+        assert_eq!(t.get("k"), Some(&FieldValue::I64(-5)));
     }
 
     #[test]

@@ -53,6 +53,42 @@ fn pika_single_active_consumer_and_consumer_priorities() {
     pika_scenario("single_active_consumer");
 }
 
+/// Celery 5.7 with `task_default_queue_type = "quorum"` runs a task, a countdown and a
+/// retry with a countdown through RelayMQ, with its native delayed delivery (quorum
+/// queues with TTL and at-least-once dead-lettering through topic exchanges).
+#[test]
+fn celery_runs_tasks_on_quorum_queues_with_native_delayed_delivery() {
+    if !clients::python_module_available("quorum_queues celery", "celery") {
+        return;
+    }
+    let server = TestServer::with_api();
+    let port = server.handle.amqp_addr().expect("AMQP listener").port();
+    let work = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/celery_quorum.py");
+    let out = run_bounded_for(
+        CHILD_TIMEOUT,
+        Command::new("python3")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .arg("-u")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(work.path()),
+    );
+    let log = std::fs::read_to_string(work.path().join("worker.log")).unwrap_or_default();
+    assert!(
+        out.success,
+        "celery scenario failed: {out}\nworker log:\n{log}"
+    );
+    print!("{}", out.stdout);
+    // What the worker declared: its task queue and the delayed-delivery levels are quorum
+    // queues.
+    let api = server.api();
+    for queue in ["celery", "celery_delayed_0", "celery_delayed_27"] {
+        let q = api.get_ok(&format!("/queues/%2F/{queue}"));
+        assert_eq!(q["type"], "quorum", "{queue}: {q}");
+    }
+}
+
 fn quorum(ch: &Channel, name: &str, extra: &[(&str, FieldValue)]) {
     let mut arguments = FieldTable::new();
     arguments.insert("x-queue-type".into(), FieldValue::string("quorum"));
