@@ -903,15 +903,20 @@ impl Session {
         } else {
             for (q, entries) in group_by_queue(taken) {
                 if q.dead_letter().is_some() {
-                    // In the target before it leaves the source (at-least-once).
-                    // `settle` below settles the records, after this.
+                    // In the target before it leaves the source (at-least-once): the
+                    // jobs settle the records once the dead letters are durable.
                     let msgs = entries
                         .iter()
-                        .map(|e| Leaving::unstored(Arc::clone(&e.msg)))
+                        .map(|e| Leaving {
+                            msg: Arc::clone(&e.msg),
+                            record: e.record,
+                        })
                         .collect();
+                    q.settle_dead_lettered(&entries);
                     jobs::run(&self.vhost, jobs(&q, msgs, "rejected"));
+                } else {
+                    q.settle(&entries, false);
                 }
-                q.settle(&entries, false);
             }
         }
         self.dispatch_channel(ch);

@@ -14,6 +14,7 @@ mod crash;
 mod crash_many_queues;
 mod open_files;
 mod persistent_throughput;
+mod quorum_dead_letter_crash;
 mod replay_crash;
 mod shell_scripts;
 mod store_power_loss;

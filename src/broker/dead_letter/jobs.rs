@@ -32,12 +32,13 @@ pub fn run(vhost: &VirtualHost, jobs_in: Vec<DeadLetterJob>) {
     let mut no_exchange: HashMap<(Arc<str>, String), usize> = HashMap::new();
     let mut cut = 0usize;
     while let Some(job) = work.pop_front() {
+        let mut durable_at = None;
         if job.depth > DEAD_LETTER_DEPTH_MAX {
             cut += 1;
         } else {
-            route(vhost, &job, &mut work, &mut no_exchange);
+            durable_at = route(vhost, &job, &mut work, &mut no_exchange);
         }
-        job.settle();
+        job.settle(durable_at);
     }
     for ((queue, exchange), n) in no_exchange {
         log::warn!(
@@ -56,22 +57,23 @@ pub fn run(vhost: &VirtualHost, jobs_in: Vec<DeadLetterJob>) {
 }
 
 /// Enqueues one dead letter in the queues its dead-letter exchange routes it to; adds the
-/// jobs that causes (targets over their length limit) to `work`, one link deeper.
+/// jobs that causes (targets over their length limit) to `work`, one link deeper. Returns
+/// the flusher epoch that makes the stored copies durable (`--fsync always`), which the
+/// source's settlement waits for.
 fn route(
     vhost: &VirtualHost,
     job: &DeadLetterJob,
     work: &mut VecDeque<DeadLetterJob>,
     no_exchange: &mut HashMap<(Arc<str>, String), usize>,
-) {
-    let Some(to) = job.source.dead_letter() else {
-        return;
-    };
+) -> Option<u64> {
+    let to = job.source.dead_letter()?;
     let Some(exchange) = vhost.exchange(&to.exchange) else {
         *no_exchange
             .entry((Arc::clone(&job.source.name), to.exchange.clone()))
             .or_default() += 1;
-        return;
+        return None;
     };
+    let mut durable_at: Option<u64> = None;
     // Counted once it is republished, whether or not a queue takes it (RabbitMQ's
     // `messages_dead_lettered_<reason>_total`).
     vhost.counters().dead_lettered(job.reason);
@@ -96,8 +98,11 @@ fn route(
         };
         match target.enqueue(Arc::clone(&dead)) {
             Enqueued::Accepted {
-                dropped, expired, ..
+                sync,
+                dropped,
+                expired,
             } => {
+                durable_at = durable_at.max(sync);
                 work.extend(knock_on(jobs(&target, dropped, "maxlen")));
                 work.extend(knock_on(jobs(&target, expired, "expired")));
             }
@@ -115,6 +120,7 @@ fn route(
             Enqueued::Gone => {}
         }
     }
+    durable_at
 }
 
 /// Groups taken deliveries by the queue they came from, keeping their order.
@@ -161,9 +167,11 @@ pub struct DeadLetterJob {
 }
 
 impl DeadLetterJob {
-    /// The message has left its source for good: settle its record there.
-    fn settle(&self) {
-        self.source.settle_records(self.record.as_slice());
+    /// The message has left its source for good: settle its record there once its dead
+    /// letters are durable (flusher epoch `durable_at`).
+    fn settle(&self, durable_at: Option<u64>) {
+        self.source
+            .settle_records_after(self.record.into_iter().collect(), durable_at);
     }
 }
 

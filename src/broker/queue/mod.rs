@@ -45,6 +45,7 @@ use crate::broker::queue::settings::QueueSettings;
 use crate::broker::queue::storage::QueueStorage;
 use crate::error::BrokerError;
 use crate::limits::{CONSUMER_TIMEOUT_MS_DEFAULT, QUEUE_MEMORY_BYTES_DEFAULT};
+use crate::storage::flusher::SyncWaiter;
 use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::{FieldTable, FieldValue};
@@ -274,6 +275,42 @@ fn with_delivery_count(msg: &Arc<Message>, count: u32) -> Arc<Message> {
         properties.into_boxed(),
         msg.body.clone(),
     ))
+}
+
+/// Settlements waiting for the writes of their dead letters ([`Queue::settle_records_after`]);
+/// called on the flusher thread.
+struct SettleAfter {
+    queue: Arc<Queue>,
+    records: Mutex<Vec<RecordRef>>,
+    epoch: u64,
+}
+
+impl SyncWaiter for SettleAfter {
+    fn synced(&self, synced: u64) -> bool {
+        if synced < self.epoch {
+            return true;
+        }
+        let records = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(storage) = &self.queue.storage {
+            for record in records {
+                storage.settle_soon(&self.queue.name, record);
+            }
+        }
+        false
+    }
+
+    fn failed(&self, epoch: u64) -> bool {
+        if epoch < self.epoch {
+            return true;
+        }
+        log::warn!(
+            "queue '{}': {} dead-lettered message(s) kept in the queue's store: the write \
+             to their target failed",
+            self.queue.name,
+            self.records.lock().unwrap_or_else(|e| e.into_inner()).len()
+        );
+        false
+    }
 }
 
 /// What removing a consumer left behind.
@@ -770,6 +807,25 @@ impl Queue {
         out
     }
 
+    /// Settles stored records of messages that left the queue (dead-lettered) once
+    /// flusher epoch `after` is durable: the epoch of the writes that put their dead
+    /// letters in their targets, so a crash never finds a message settled here and not
+    /// yet written there (at-least-once). A failed round leaves them unsettled: the
+    /// message comes back at the next start (a duplicate, never a loss). `None`: at once.
+    pub fn settle_records_after(self: &Arc<Self>, records: Vec<RecordRef>, after: Option<u64>) {
+        match (&self.storage, after) {
+            (Some(storage), Some(epoch)) if !records.is_empty() => storage.when_durable(
+                epoch,
+                Arc::new(SettleAfter {
+                    queue: Arc::clone(self),
+                    records: Mutex::new(records),
+                    epoch,
+                }),
+            ),
+            _ => self.settle_records(&records),
+        }
+    }
+
     /// Settles stored records of messages that left the queue (dead-lettered).
     pub fn settle_records(&self, records: &[RecordRef]) {
         if let Some(storage) = &self.storage {
@@ -1076,6 +1132,16 @@ impl Queue {
         // Dead-lettered in the order they were published.
         over_limit.reverse();
         over_limit
+    }
+
+    /// Records that delivered messages were rejected to be dead-lettered: counted as
+    /// settled, their stored records left to the dead-letter jobs, which settle them once
+    /// the dead letters are durable in their targets ([`Queue::settle_records_after`]).
+    pub fn settle_dead_lettered(&self, entries: &[QueuedMessage]) {
+        let n = entries.len();
+        let mut st = self.lock();
+        debug_assert!(st.stats.unacked >= n, "a delivery is settled once");
+        st.stats.unacked = st.stats.unacked.saturating_sub(n);
     }
 
     /// Records that delivered messages were acked (or dropped by nack/reject): their

@@ -14,7 +14,7 @@ use crate::broker::message::Message;
 use crate::error::{BrokerError, ReplyCode};
 use crate::storage::compactor::Compactor;
 use crate::storage::durability::Durability;
-use crate::storage::flusher::{Flusher, FsyncMode, SyncSource};
+use crate::storage::flusher::{Flusher, FsyncMode, SyncSource, SyncWaiter};
 use crate::storage::meta::new_queue_id;
 use crate::storage::{MessageData, QueueStore, RecordRef, StorageError, StorageFile, StoreStats};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -218,6 +218,12 @@ impl QueueStorage {
         self.flusher.submit(&self.source, true)
     }
 
+    /// Tells `waiter` once flusher epoch `epoch` is durable (or failed): for work that
+    /// must wait for writes to other stores ([`crate::broker::dead_letter::jobs`]).
+    pub fn when_durable(&self, epoch: u64, waiter: Arc<dyn SyncWaiter>) {
+        self.flusher.wait(epoch, waiter);
+    }
+
     /// Records a delivery (persists the redelivered flag and the delivery count).
     pub fn mark_delivered(&self, queue: &str, record: RecordRef) {
         let mut store = self.lock();
@@ -229,12 +235,27 @@ impl QueueStorage {
 
     /// Records that a message left the queue for good (ack, reject, drop, purge).
     pub fn settle(&self, queue: &str, record: RecordRef) {
+        self.settle_with(queue, record, false);
+    }
+
+    /// As [`QueueStorage::settle`], written at the flusher's next round rather than within
+    /// its lazy delay: a dead-lettered message's settlement, so a crash soon after finds
+    /// few duplicates.
+    pub fn settle_soon(&self, queue: &str, record: RecordRef) {
+        self.settle_with(queue, record, true);
+    }
+
+    fn settle_with(&self, queue: &str, record: RecordRef, soon: bool) {
         let mut store = self.lock();
         if let Err(e) = store.settle(record) {
             log::error!("queue '{queue}': cannot record a settlement: {e}");
             return;
         }
-        self.written_lazily(&mut store);
+        if soon && self.flusher.mode() != FsyncMode::Never {
+            self.flusher.submit(&self.source, true);
+        } else {
+            self.written_lazily(&mut store);
+        }
         let n = self.settled.fetch_add(1, Ordering::Relaxed) + 1;
         if n.is_multiple_of(COMPACTION_CHECK_SETTLES) && store.needs_compaction() {
             if let Some(c) = &self.compactor {
