@@ -2,7 +2,8 @@
 //! gzip, the security headers, the 500 KB budget), the API's CSRF rules, and the UI
 //! driven in a real browser (headless Chromium through Selenium, `tests/ui/browser.py`)
 //! against the real server binary: log in, live rates, create, bind, publish, get,
-//! peek, replay, purge, delete, escaping, tags, a cross-site form post.
+//! peek, replay, purge, delete, a quorum queue with a single active consumer, escaping,
+//! tags, a cross-site form post.
 
 use crate::common;
 use common::clients::{self, run_bounded_for};

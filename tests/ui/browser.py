@@ -137,8 +137,10 @@ class Ui:
     def shot(self, name, show=None):
         # `show`: the part of the page to scroll into view first.
         if show:
+            # Below the sticky message under the header, not under it.
             self.d.execute_script(
-                "const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView({block: 'start'})", show)
+                "const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView({block: 'start'});"
+                "window.scrollBy(0, -document.querySelector('#flash').offsetHeight)", show)
         self.d.save_screenshot(os.path.join(self.shots, name + ".png"))
         self.d.execute_script("window.scrollTo(0, 0)")
 
@@ -146,6 +148,14 @@ class Ui:
         for e in self.d.get_log("browser"):
             if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]:
                 self.errors.append(f"{page}: {e['message']}")
+
+    def rows(self, css):
+        """The rows of the table at `css`, each a dict from column heading to cell text."""
+        return self.d.execute_script(
+            "const t = document.querySelector(arguments[0]); if (!t) return [];"
+            "const heads = [...t.querySelectorAll('thead th')].map(h => h.innerText.replace(/[▲▼]/g, '').trim());"
+            "return [...t.querySelectorAll('tbody tr')].map(tr => Object.fromEntries("
+            "  [...tr.cells].map((c, i) => [heads[i], c.innerText.trim()])));", css)
 
     def flash(self, contains):
         self.wait(lambda: contains in self.text("#flash"), f"the message '{contains}' (shown: '{self.text('#flash')}')")
@@ -282,8 +292,9 @@ def run(args):
         check(broker.queue("ui.orders") is not None, "the queue exists after the UI added it")
         ui.fill("#list", "filter", "ui.orders")
         ui.wait(lambda: "ui.orders" in ui.text("#list tbody"), "the new queue in the filtered list")
-        ui.shot("queues")
         ui.collect_console("queues")
+
+        quorum(ui, broker)
 
         step("bind it to amq.direct from its page")
         ui.go("queues/%2F/ui.orders")
@@ -466,6 +477,8 @@ def run(args):
         conn.close()
         ui.go("exchanges")
         ui.wait(lambda: "amq.topic" in ui.text("#list tbody"), "the exchanges")
+        types = [o.get_attribute("value") for o in Select(ui.el("#add-exchange [name=type]")).options]
+        check("x-consistent-hash" in types, f"the exchange types offered: {types}")
         ui.shot("exchanges")
         for page, marker in (("users", "#users table"), ("vhosts", "#vhosts table"),
                              ("policies", "#policies table"), ("limits", "#vl table")):
@@ -530,6 +543,70 @@ def run(args):
             bench.kill()
             bench.wait()
         ui.quit()
+
+
+def quorum(ui, broker):
+    """A quorum queue with single active consumer added from the Queues page's form (a
+    refused argument's reason shown first), listed with its type and features, and its
+    page with one active and one waiting consumer."""
+    step("add a quorum queue from the Queues page")
+    ui.go("queues")
+    form = "#add-queue"
+    ui.fill(form, "type", "quorum")
+    durable = ui.el(form).find_element(By.NAME, "durable")
+    check(durable.get_attribute("value") == "true" and not durable.is_enabled(), "a quorum queue is forced durable")
+    offered = ui.text("#add-queue-shortcuts")
+    check(all(a in offered for a in ("Single active consumer", "Delivery limit", "Initial cluster size",
+                                     "Dead letter strategy")) and "Maximum priority" not in offered,
+          f"the quorum arguments offered: {offered}")
+    ui.fill(form, "name", "ui.quorum")
+    row = ui.el("#add-queue-args .arg-row")
+    row.find_element(By.NAME, "arg-name").send_keys("x-max-priority")
+    row.find_element(By.NAME, "arg-value").send_keys("5")
+    Select(row.find_element(By.NAME, "arg-type")).select_by_value("number")
+    ui.submit(form)
+    ui.flash("invalid arg 'x-max-priority' for queue 'ui.quorum' in vhost '/' of queue type rabbit_quorum_queue")
+    check(broker.queue("ui.quorum") is None, "no queue after the refusal")
+    row.find_element(By.CSS_SELECTOR, "[data-remove-arg]").click()
+    ui.el("[data-arg='x-single-active-consumer']").click()
+    ui.el("[data-arg='x-delivery-limit']").click()
+    ui.d.find_elements(By.CSS_SELECTOR, "#add-queue-args .arg-row")[-1].find_element(By.NAME, "arg-value").send_keys("5")
+    ui.shot("queues-add-quorum", "#add-queue")
+    ui.submit(form)
+    ui.flash("Queue ui.quorum added.")
+    q = broker.queue("ui.quorum") or {}
+    check(q.get("type") == "quorum" and q.get("durable") is True and q.get("arguments") == {
+        "x-queue-type": "quorum", "x-single-active-consumer": True, "x-delivery-limit": 5},
+        f"a durable quorum queue with the form's arguments: {q}")
+
+    step("the Queues list shows each queue's type and features")
+    ui.fill("#list", "filter", "ui.")
+
+    def listed():
+        return {r.get("Name"): r for r in ui.rows("#list table")}
+    ui.wait(lambda: {"ui.orders", "ui.quorum"} <= set(listed()) and all("ui." in n for n in listed()),
+            "both queues in the filtered list")
+    rows = listed()
+    check(rows["ui.quorum"].get("Type") == "quorum", f"the Type column of ui.quorum: {rows['ui.quorum']}")
+    check(rows["ui.orders"].get("Type") == "classic", f"the Type column of ui.orders: {rows['ui.orders']}")
+    check(rows["ui.quorum"].get("Features", "").split() == ["D", "DlL", "SAC"],
+          f"ui.quorum's features as RabbitMQ abbreviates them: {rows['ui.quorum']}")
+    ui.shot("queues")
+
+    step("a single-active-consumer queue's page: one consumer active, one waiting")
+    conn, ch = broker.channel("ui.sac")
+    ch.basic_consume("ui.quorum", lambda *a: None, consumer_tag="ui.first", arguments={"x-priority": 5})
+    ch.basic_consume("ui.quorum", lambda *a: None, consumer_tag="ui.second", arguments={"x-priority": 1})
+    ui.go("queues/%2F/ui.quorum")
+    ui.wait(lambda: ui.text("#q-sac") == "ui.first", "the single active consumer's tag")
+    check(ui.text("#q-type") == "quorum" and ui.text("#q-delivery-limit") == "5", "the type and delivery limit")
+    ui.wait(lambda: len(ui.rows("#q-consumers table")) == 2, "two consumers")
+    got = {r["Consumer tag"]: (r["Priority"], r["Active"], r["Activity status"]) for r in ui.rows("#q-consumers table")}
+    check(got == {"ui.first": ("5", "●", "single active"), "ui.second": ("1", "○", "waiting")},
+          f"one active and one waiting consumer: {got}")
+    ui.shot("queue-sac", "#main section")
+    conn.close()
+    ui.collect_console("quorum")
 
 
 def csrf(ui, broker, http_port):

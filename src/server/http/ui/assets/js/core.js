@@ -232,8 +232,9 @@ const R = (() => {
     if (!$('.arg-row', editor)) addArgRow(editor);
   }
   /**
-   * Makes the buttons `[data-arg]` (with `data-type`) inside `root` add that argument to
-   * `editor`, in place of an empty first row (the "Add …" shortcuts of RabbitMQ's forms).
+   * Makes the buttons `[data-arg]` (with `data-type`, `data-value`) inside `root` add
+   * that argument to `editor`, in place of an empty first row (the "Add …" shortcuts of
+   * RabbitMQ's forms).
    */
   function wireArgShortcuts(root, editor) {
     root.addEventListener('click', (ev) => {
@@ -241,7 +242,7 @@ const R = (() => {
       if (!a || !root.contains(a)) return;
       const first = $('.arg-row [name=arg-name]', editor);
       if (first && first.value === '') first.closest('.arg-row').remove();
-      addArgRow(editor, a.getAttribute('data-arg'), '', a.getAttribute('data-type') || 'string');
+      addArgRow(editor, a.getAttribute('data-arg'), a.getAttribute('data-value') || '', a.getAttribute('data-type') || 'string');
     });
   }
 

@@ -6,18 +6,24 @@
 (() => {
   const { html, set, $, get, api, seg, num, rate, link, attempt, onSubmit } = R;
 
-  // The lifecycle arguments RabbitMQ's add-queue form offers, with their types.
+  // The arguments RabbitMQ's add-queue form offers, with their types; the fourth field
+  // names the one queue type an argument is for (the other refuses it).
   const QUEUE_ARGS = [
     ['x-expires', 'Auto expire', 'number'], ['x-message-ttl', 'Message TTL', 'number'],
-    ['x-overflow', 'Overflow behaviour', 'string'], ['x-dead-letter-exchange', 'Dead letter exchange', 'string'],
-    ['x-dead-letter-routing-key', 'Dead letter routing key', 'string'], ['x-max-length', 'Max length', 'number'],
-    ['x-max-length-bytes', 'Max length bytes', 'number'], ['x-max-priority', 'Maximum priority', 'number'],
-    ['x-delivery-limit', 'Delivery limit', 'number'], ['x-consumer-timeout', 'Consumer timeout', 'number'],
+    ['x-overflow', 'Overflow behaviour', 'string'], ['x-single-active-consumer', 'Single active consumer', 'boolean'],
+    ['x-dead-letter-exchange', 'Dead letter exchange', 'string'], ['x-dead-letter-routing-key', 'Dead letter routing key', 'string'],
+    ['x-max-length', 'Max length', 'number'], ['x-max-length-bytes', 'Max length bytes', 'number'],
+    ['x-max-priority', 'Maximum priority', 'number', 'classic'], ['x-delivery-limit', 'Delivery limit', 'number'],
+    ['x-consumer-timeout', 'Consumer timeout', 'number'], ['x-quorum-initial-group-size', 'Initial cluster size', 'number', 'quorum'],
+    ['x-dead-letter-strategy', 'Dead letter strategy', 'string', 'quorum'],
   ];
+  const shortcuts = (type) => QUEUE_ARGS.filter((a) => !a[3] || a[3] === (type === 'quorum' ? 'quorum' : 'classic'))
+    .map(([k, label, t]) => html`<button type="button" class="link" data-arg="${k}" data-type="${t}" ${t === 'boolean' ? html`data-value="true"` : ''}>${label}</button> `);
+  // RabbitMQ's abbreviations, in its order (its KNOWN_ARGS; CT is RelayMQ's).
   const FEATURE_ABBR = {
     'x-message-ttl': 'TTL', 'x-expires': 'Exp', 'x-max-length': 'Lim', 'x-max-length-bytes': 'Lim B',
-    'x-dead-letter-exchange': 'DLX', 'x-dead-letter-routing-key': 'DLK', 'x-max-priority': 'Pri',
-    'x-overflow': 'Ovfl', 'x-delivery-limit': 'DL', 'x-consumer-timeout': 'CT',
+    'x-delivery-limit': 'DlL', 'x-overflow': 'Ovfl', 'x-dead-letter-exchange': 'DLX', 'x-dead-letter-routing-key': 'DLK',
+    'x-max-priority': 'Pri', 'x-single-active-consumer': 'SAC', 'x-consumer-timeout': 'CT',
   };
 
   function features(q) {
@@ -25,9 +31,13 @@
     if (q.durable) f.push(html`<abbr title="durable: true">D</abbr>`);
     if (q.auto_delete) f.push(html`<abbr title="auto-delete: true">AD</abbr>`);
     if (q.exclusive) f.push(html`<abbr title="exclusive: true">Excl</abbr>`);
-    for (const [k, v] of Object.entries(q.arguments || {})) {
-      f.push(html`<abbr title="${k}: ${JSON.stringify(v)}">${FEATURE_ABBR[k] || k}</abbr>`);
-    }
+    const args = q.arguments || {};
+    const abbr = (k, label) => html`<abbr title="${k}: ${JSON.stringify(args[k])}">${label}</abbr>`;
+    // As RabbitMQ: no false SAC, and the other arguments as one "Args"; the Type column
+    // shows x-queue-type.
+    for (const [k, label] of Object.entries(FEATURE_ABBR)) if (k in args && !(k === 'x-single-active-consumer' && args[k] === false)) f.push(abbr(k, label));
+    const other = Object.keys(args).filter((k) => !(k in FEATURE_ABBR) && k !== 'x-queue-type');
+    if (other.length) f.push(html`<abbr title="${other.map((k) => `${k}: ${JSON.stringify(args[k])}`).join(', ')}">Args</abbr>`);
     if (q.policy) f.push(html`<span class="policy" title="policy">${q.policy}</span>`);
     return f.map((x) => html`${x} `);
   }
@@ -56,12 +66,12 @@
         <section><h2>Add a new queue</h2>
         <form id="add-queue" class="stack">
           <label>Virtual host <select name="vhost">${await R.vhostOptions(vhost || '/')}</select></label>
-          <label>Type <select name="type"><option value="classic">Classic</option></select></label>
+          <label>Type <select name="type"><option value="">Default for virtual host</option><option value="classic">Classic</option><option value="quorum">Quorum</option></select></label>
           <label>Name <input name="name" required></label>
           <label>Durability <select name="durable"><option value="true">Durable</option><option value="false">Transient</option></select></label>
           <label>Auto delete <select name="auto_delete"><option value="false">No</option><option value="true">Yes</option></select></label>
           <fieldset><legend>Arguments</legend>${R.argsEditor('add-queue-args')}
-            <p class="hint">Add ${QUEUE_ARGS.map(([k, label, t]) => html`<button type="button" class="link" data-arg="${k}" data-type="${t}">${label}</button> `)}</p></fieldset>
+            <p class="hint">Add <span id="add-queue-shortcuts">${shortcuts('')}</span></p></fieldset>
           <button type="submit">Add queue</button></form></section>`);
       const list = R.pagedList($('#list'), {
         id: 'queues',
@@ -70,10 +80,23 @@
       });
       const editor = $('#add-queue-args');
       R.wireArgs(editor);
-      R.wireArgShortcuts($('#add-queue'), editor);
-      onSubmit($('#add-queue'), async (v, form) => {
+      const add = $('#add-queue');
+      R.wireArgShortcuts(add, editor);
+      // A quorum queue is durable and not auto-delete (RabbitMQ's form sets both), and
+      // takes its own arguments.
+      add.elements.type.addEventListener('change', () => {
+        const quorum = add.elements.type.value === 'quorum';
+        for (const [field, value] of [['durable', 'true'], ['auto_delete', 'false']]) {
+          if (quorum) add.elements[field].value = value;
+          add.elements[field].disabled = quorum;
+        }
+        set($('#add-queue-shortcuts'), shortcuts(add.elements.type.value));
+      });
+      onSubmit(add, async (v, form) => {
         let args;
         try { args = R.readArgs(editor); } catch (e) { R.failed(e); return; }
+        // As RabbitMQ's form: a chosen type is sent as x-queue-type.
+        if (v.type) args['x-queue-type'] = v.type;
         const body = { durable: v.durable === 'true', auto_delete: v.auto_delete === 'true', arguments: args };
         const ok = await attempt(() => api('PUT', `queues/${seg(v.vhost)}/${seg(v.name)}`, body).then(() => true), `Queue ${v.name} added.`);
         if (ok) { form.elements.name.value = ''; R.clearArgs(editor); list.refresh(); }
@@ -155,8 +178,12 @@
       const q = await get(base + '?' + R.HISTORY);
       set($('#q-charts'), html`${R.lengthsChart(q)}${R.ratesChart(stats(q), [['Publish', 'publish'], ['Deliver / get', 'deliver_get'], ['Redelivered', 'redeliver'], ['Ack', 'ack']], {})}`);
       set($('#q-details'), html`<dl class="facts">
-        <dt>Type</dt><dd>${q.type}</dd><dt>Features</dt><dd>${features(q)}</dd>
+        <dt>Type</dt><dd id="q-type">${q.type}</dd><dt>Features</dt><dd>${features(q)}</dd>
         <dt>Policy</dt><dd>${q.policy || ''}</dd><dt>State</dt><dd><span class="state ${q.state}" id="q-state">${q.state}</span></dd>
+        ${q.type === 'quorum' ? html`<dt>Leader</dt><dd>${q.leader}</dd><dt>Online</dt><dd>${(q.online || []).join(', ')}</dd>
+          <dt>Members</dt><dd>${(q.members || []).join(', ')}</dd>
+          <dt>Delivery limit</dt><dd id="q-delivery-limit">${q.delivery_limit < 0 ? 'unlimited' : num(q.delivery_limit)}</dd>` : ''}
+        ${(q.arguments || {})['x-single-active-consumer'] === true ? html`<dt>Single active consumer</dt><dd id="q-sac">${q.single_active_consumer_tag === null ? html`<em>none</em>` : q.single_active_consumer_tag}</dd>` : ''}
         <dt>Consumers</dt><dd>${num(q.consumers)}</dd><dt>Consumer utilisation</dt><dd>${q.consumer_utilisation === undefined || q.consumer_utilisation === null ? '' : Math.round(q.consumer_utilisation * 100) + '%'}</dd>
         <dt>Messages</dt><dd>${num(q.messages)} total · ${num(q.messages_ready)} ready · ${num(q.messages_unacknowledged)} unacked</dd>
         <dt>Message body bytes</dt><dd>${R.bytes(q.message_bytes)}</dd><dt>Memory</dt><dd>${R.bytes(q.memory)}</dd></dl>`);
@@ -168,7 +195,9 @@
         { label: 'Ack required', cell: (c) => (c.ack_required ? '●' : '○') },
         { label: 'Exclusive', cell: (c) => (c.exclusive ? '●' : '○') },
         { label: 'Prefetch count', num: true, cell: (c) => num(c.prefetch_count) },
+        { label: 'Priority', num: true, cell: (c) => num(c.priority) },
         { label: 'Active', cell: (c) => (c.active === false ? '○' : '●') },
+        { label: 'Activity status', cell: (c) => (c.activity_status || '').replace('_', ' ') },
         { label: 'Arguments', cell: (c) => (Object.keys(c.arguments || {}).length ? JSON.stringify(c.arguments) : '') },
       ], q.consumer_details || [], null, 'No consumers.'));
       const bindings = await get(base + '/bindings');
