@@ -555,3 +555,30 @@ pub fn raw_channel_with_queue(raw: &mut Raw, ch: u16, queue: &str) {
     );
     assert!(matches!(m, Method::QueueDeclareOk { .. }), "{m:?}");
 }
+
+/// A native connection to `server` whose every call may take up to `timeout` (crash tests,
+/// where a call can meet a server under load).
+pub fn connect_process(server: &ServerProcess, timeout: Duration) -> relaymq::client::Connection {
+    relaymq::client::Connection::connect_with(relaymq::client::ConnectOptions {
+        timeout,
+        ..relaymq::client::ConnectOptions::new(server.addr_string())
+    })
+    .expect("connect")
+}
+
+/// Takes every message of `queue` (no-ack gets), counting each (text) body in `seen`;
+/// returns how many it took.
+pub fn drain_counting(
+    ch: &relaymq::client::Channel,
+    queue: &str,
+    seen: &mut std::collections::HashMap<String, usize>,
+) -> usize {
+    let mut taken = 0;
+    while let Some(m) = ch.basic_get(queue, true).unwrap() {
+        *seen
+            .entry(String::from_utf8(m.body).expect("text body"))
+            .or_default() += 1;
+        taken += 1;
+    }
+    taken
+}

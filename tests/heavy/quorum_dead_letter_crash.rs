@@ -12,7 +12,7 @@
 use crate::common;
 
 use common::ServerProcess;
-use relaymq::client::{Channel, ConnectOptions, Connection, PublishMessage, QueueDeclareOptions};
+use relaymq::client::{Channel, Connection, PublishMessage, QueueDeclareOptions};
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -41,11 +41,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const SERVER_FLAGS: [&str; 4] = ["--fsync", "always", "--log-level", "error"];
 
 fn connect(server: &ServerProcess) -> Connection {
-    Connection::connect_with(ConnectOptions {
-        timeout: CALL_TIMEOUT,
-        ..ConnectOptions::new(server.addr_string())
-    })
-    .expect("connect")
+    common::connect_process(server, CALL_TIMEOUT)
 }
 
 fn declare(ch: &Channel) {
@@ -84,18 +80,6 @@ fn next(seed: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// Takes every message of `queue` (no-ack gets) and counts each body in `seen`.
-fn drain(ch: &Channel, queue: &str, seen: &mut HashMap<String, usize>) -> usize {
-    let mut taken = 0;
-    while let Some(m) = ch.basic_get(queue, true).unwrap() {
-        *seen
-            .entry(String::from_utf8(m.body).expect("text body"))
-            .or_default() += 1;
-        taken += 1;
-    }
-    taken
 }
 
 #[test]
@@ -176,8 +160,8 @@ fn at_least_once_dead_lettering_between_quorum_queues_survives_20_kills() {
     let conn = connect(&server);
     let ch = conn.open_channel().unwrap();
     let mut seen = HashMap::new();
-    let in_work = drain(&ch, "work", &mut seen);
-    let in_parked = drain(&ch, "parked", &mut seen);
+    let in_work = common::drain_counting(&ch, "work", &mut seen);
+    let in_parked = common::drain_counting(&ch, "parked", &mut seen);
     let missing: Vec<&String> = confirmed
         .iter()
         .filter(|b| !seen.contains_key(*b))

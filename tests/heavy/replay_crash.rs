@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::ServerProcess;
-use relaymq::client::{Channel, ConnectOptions, Connection, PublishMessage, QueueDeclareOptions};
+use relaymq::client::{Channel, Connection, PublishMessage, QueueDeclareOptions};
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -36,11 +36,7 @@ const WAIT: Duration = Duration::from_secs(120);
 const SERVER_FLAGS: [&str; 4] = ["--fsync", "always", "--log-level", "error"];
 
 fn connect(server: &ServerProcess) -> Connection {
-    Connection::connect_with(ConnectOptions {
-        timeout: CALL_TIMEOUT,
-        ..ConnectOptions::new(server.addr_string())
-    })
-    .expect("connect")
+    common::connect_process(server, CALL_TIMEOUT)
 }
 
 /// Messages in `queue` (a passive declare).
@@ -104,18 +100,6 @@ fn fill(ch: &Channel, n: usize) {
     assert_eq!(count(ch, "origin"), 0);
 }
 
-/// Takes every message of `queue` (no-ack gets) and counts each body in `seen`.
-fn drain(ch: &Channel, queue: &str, seen: &mut HashMap<String, usize>) -> usize {
-    let mut taken = 0;
-    while let Some(m) = ch.basic_get(queue, true).unwrap() {
-        *seen
-            .entry(String::from_utf8(m.body).expect("text body"))
-            .or_default() += 1;
-        taken += 1;
-    }
-    taken
-}
-
 #[test]
 fn a_replay_killed_mid_way_loses_nothing_and_duplicates_at_most_one() {
     let n: usize = std::env::var("RELAYMQ_REPLAY_CRASH_MESSAGES")
@@ -163,8 +147,8 @@ fn a_replay_killed_mid_way_loses_nothing_and_duplicates_at_most_one() {
     let conn = connect(&server);
     let ch = conn.open_channel().unwrap();
     let mut seen = HashMap::new();
-    let in_origin = drain(&ch, "origin", &mut seen);
-    let in_dlq = drain(&ch, "dlq", &mut seen);
+    let in_origin = common::drain_counting(&ch, "origin", &mut seen);
+    let in_dlq = common::drain_counting(&ch, "dlq", &mut seen);
     assert!(
         in_origin >= kill_at as usize && in_dlq > 0,
         "killed mid-way: {in_origin} in origin, {in_dlq} in dlq"
