@@ -543,17 +543,8 @@ impl Session {
         let (name_max, consumers_max) =
             (limits.name_bytes_max(), limits.consumers_per_channel_max());
         crate::broker::vhost::check_name_bytes("consumer tag", consumer_tag, name_max)?;
-        consumer_priority(arguments).map_err(|mut e| {
-            e.text = e.text.replacen(
-                "'x-priority'",
-                &format!(
-                    "'x-priority' for queue '{}' in vhost '{vhost_name}'",
-                    q.name
-                ),
-                1,
-            );
-            e
-        })?;
+        consumer_priority(arguments)
+            .map_err(|e| crate::broker::vhost::naming_the_queue(e, &q.name, &vhost_name))?;
         let cs = self.channel(ch)?;
         if q.queue_type == QueueType::Quorum && cs.shared.info().channel_prefetch > 0 {
             return Err(QueueType::global_qos_refused(&q.name, &vhost_name));

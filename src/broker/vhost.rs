@@ -273,6 +273,21 @@ pub(crate) fn check_queue_arguments(arguments: &FieldTable) -> Result<QueueType,
     Ok(queue_type)
 }
 
+/// An argument's 406 `invalid arg 'x-…': …` as RabbitMQ words it, naming the queue and
+/// vhost: `invalid arg 'x-…' for queue 'q' in vhost '/': …` (other texts unchanged).
+pub(crate) fn naming_the_queue(mut e: BrokerError, queue: &str, vhost: &str) -> BrokerError {
+    if let Some(rest) = e.text.strip_prefix("invalid arg '") {
+        if let Some(end) = rest.find('\'') {
+            let (arg, tail) = rest.split_at(end);
+            e.text = format!(
+                "invalid arg '{arg}' for queue '{queue}' in vhost '{vhost}'{}",
+                &tail[1..]
+            );
+        }
+    }
+    e
+}
+
 /// Whether declaring `spec` would find `existing` equivalent, with the text
 /// `exchange.declare` would give (definitions import checks before applying anything).
 ///
@@ -938,22 +953,8 @@ impl VirtualHost {
             .map_err(BrokerError::precondition)?;
         let with_default = self.with_default_queue_type(spec);
         let spec = with_default.as_ref().unwrap_or(spec);
-        let queue_type = check_queue_arguments(&spec.arguments).map_err(|mut e| {
-            // RabbitMQ names the queue and vhost: "invalid arg 'x-…' for queue 'q' in
-            // vhost '/': …".
-            if let Some(rest) = e.text.strip_prefix("invalid arg '") {
-                if let Some(end) = rest.find('\'') {
-                    let (arg, tail) = rest.split_at(end);
-                    e.text = format!(
-                        "invalid arg '{arg}' for queue '{}' in vhost '{}'{}",
-                        spec.name,
-                        self.name,
-                        &tail[1..]
-                    );
-                }
-            }
-            e
-        })?;
+        let queue_type = check_queue_arguments(&spec.arguments)
+            .map_err(|e| naming_the_queue(e, &spec.name, &self.name))?;
         let properties = DeclaredProperties {
             durable: spec.durable,
             exclusive: spec.exclusive,

@@ -582,3 +582,16 @@ pub fn drain_counting(
     }
     taken
 }
+
+/// A seed for a randomised test: the environment variable `var` when it holds a number
+/// (to repeat a run), else the clock's nanoseconds.
+pub fn seed_from_env(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        })
+}

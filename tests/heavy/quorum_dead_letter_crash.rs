@@ -84,14 +84,7 @@ fn next(seed: &mut u64) -> u64 {
 
 #[test]
 fn at_least_once_dead_lettering_between_quorum_queues_survives_20_kills() {
-    let mut seed: u64 = std::env::var("RELAYMQ_QUORUM_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
+    let mut seed = common::seed_from_env("RELAYMQ_QUORUM_CRASH_SEED");
     eprintln!("RELAYMQ_QUORUM_CRASH_SEED={seed}");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

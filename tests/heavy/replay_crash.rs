@@ -125,14 +125,7 @@ fn a_replay_killed_mid_way_loses_nothing_and_duplicates_at_most_one() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("relaymq-cli runs");
-    let seed: u64 = std::env::var("RELAYMQ_REPLAY_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
+    let seed = common::seed_from_env("RELAYMQ_REPLAY_CRASH_SEED");
     let kill_at = MOVED_BEFORE_KILL.0 + (seed % u64::from(MOVED_BEFORE_KILL.1)) as u32;
     eprintln!("RELAYMQ_REPLAY_CRASH_SEED={seed}: kill once {kill_at} messages moved");
     let probe = conn.open_channel().unwrap();

@@ -366,6 +366,30 @@ impl AmqpRaw {
         m
     }
 
+    /// A passive `queue.declare` of `queue` on `channel`; its message and consumer counts.
+    fn declare_passive(&mut self, channel: u16, queue: &str) -> (u32, u32) {
+        self.send(
+            channel,
+            &AmqpMethod::QueueDeclare {
+                queue: queue.to_string(),
+                passive: true,
+                durable: false,
+                exclusive: false,
+                auto_delete: false,
+                no_wait: false,
+                arguments: FieldTable::new(),
+            },
+        );
+        match self.expect(channel, |m| matches!(m, AmqpMethod::QueueDeclareOk { .. })) {
+            AmqpMethod::QueueDeclareOk {
+                message_count,
+                consumer_count,
+                ..
+            } => (message_count, consumer_count),
+            _ => unreachable!("checked by expect"),
+        }
+    }
+
     /// The content that follows a `basic.deliver` or `basic.get-ok` on `channel`.
     fn recv_content(&mut self, channel: u16) -> (BasicProperties, Vec<u8>) {
         let (t, ch, payload) = self.recv_frame();
@@ -660,28 +684,7 @@ fn direct_reply_to_a_native_requester_from_an_amqp_responder() {
     let name = got.reply_to.expect("the request's reply_to");
     assert!(name.starts_with("amq.rabbitmq.reply-to."), "{name}");
     // A passive declare from AMQP finds the native requester.
-    amqp.send(
-        1,
-        &AmqpMethod::QueueDeclare {
-            queue: name.clone(),
-            passive: true,
-            durable: false,
-            exclusive: false,
-            auto_delete: false,
-            no_wait: false,
-            arguments: FieldTable::new(),
-        },
-    );
-    amqp.expect(1, |m| {
-        matches!(
-            m,
-            AmqpMethod::QueueDeclareOk {
-                message_count: 0,
-                consumer_count: 1,
-                ..
-            }
-        )
-    });
+    assert_eq!(amqp.declare_passive(1, &name), (0, 1));
     // A mandatory reply in confirm mode: acked with no return before the ack.
     amqp.send(1, &AmqpMethod::ConfirmSelect { nowait: false });
     amqp.expect(1, |m| matches!(m, AmqpMethod::ConfirmSelectOk {}));
@@ -762,27 +765,7 @@ fn direct_reply_to_an_amqp_requester_from_a_native_responder() {
         b"q",
     );
     // A synchronous method after the publish: the request is routed once it answers.
-    amqp.send(
-        1,
-        &AmqpMethod::QueueDeclare {
-            queue: "xp_requests".into(),
-            passive: true,
-            durable: false,
-            exclusive: false,
-            auto_delete: false,
-            no_wait: false,
-            arguments: FieldTable::new(),
-        },
-    );
-    amqp.expect(1, |m| {
-        matches!(
-            m,
-            AmqpMethod::QueueDeclareOk {
-                message_count: 1,
-                ..
-            }
-        )
-    });
+    assert_eq!(amqp.declare_passive(1, "xp_requests").0, 1);
 
     let request = ch
         .basic_get("xp_requests", true)

@@ -515,20 +515,9 @@ pub fn jump_consistent_hash(mut key: u64, buckets: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::exchange::routing::test_support::{binding, q};
     use crate::error::ReplyCode;
     use std::sync::Arc;
-
-    fn q(name: &str) -> Destination {
-        Destination::Queue(Arc::from(name))
-    }
-
-    fn binding(dest: Destination, key: &str) -> Binding {
-        Binding {
-            destination: dest,
-            binding_key: key.to_string(),
-            arguments: FieldTable::new(),
-        }
-    }
 
     fn no_properties() -> BasicProperties {
         BasicProperties::default()

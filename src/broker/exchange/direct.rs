@@ -96,12 +96,8 @@ impl IndexedBindings for DirectRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::exchange::routing::test_support::q;
     use crate::types::field_table::{FieldTable, FieldValue};
-    use std::sync::Arc;
-
-    fn q(name: &str) -> Destination {
-        Destination::Queue(Arc::from(name))
-    }
 
     fn binding(queue: &str, key: &str) -> Binding {
         Binding {

@@ -59,20 +59,8 @@ impl IndexedBindings for FanoutRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::field_table::FieldTable;
+    use crate::broker::exchange::routing::test_support::{binding, q};
     use std::sync::Arc;
-
-    fn q(name: &str) -> Destination {
-        Destination::Queue(Arc::from(name))
-    }
-
-    fn binding(dest: Destination, key: &str) -> Binding {
-        Binding {
-            destination: dest,
-            binding_key: key.to_string(),
-            arguments: FieldTable::new(),
-        }
-    }
 
     fn route(r: &FanoutRouter) -> Vec<Destination> {
         let mut out = Vec::new();

@@ -248,12 +248,8 @@ impl IndexedBindings for HeadersRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::exchange::routing::test_support::q;
     use crate::error::ReplyCode;
-    use std::sync::Arc;
-
-    fn q(name: &str) -> Destination {
-        Destination::Queue(Arc::from(name))
-    }
 
     fn table(entries: &[(&str, FieldValue)]) -> FieldTable {
         entries

@@ -314,22 +314,33 @@ impl Router {
     }
 }
 
+/// Shorthands for the exchange types' unit tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::types::field_table::FieldValue;
+pub(crate) mod test_support {
+    use super::{Binding, Destination};
+    use crate::types::FieldTable;
+    use std::sync::Arc;
 
-    fn q(name: &str) -> Destination {
+    /// A queue destination named `name`.
+    pub(crate) fn q(name: &str) -> Destination {
         Destination::Queue(Arc::from(name))
     }
 
-    fn binding(dest: Destination, key: &str) -> Binding {
+    /// A binding to `dest` with `key` and no arguments.
+    pub(crate) fn binding(dest: Destination, key: &str) -> Binding {
         Binding {
             destination: dest,
             binding_key: key.to_string(),
             arguments: FieldTable::new(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::exchange::routing::test_support::{binding, q};
+    use crate::types::field_table::FieldValue;
 
     const KINDS: [ExchangeKind; 5] = [
         ExchangeKind::Direct,

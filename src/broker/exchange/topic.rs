@@ -203,13 +203,10 @@ impl IndexedBindings for TopicRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::exchange::routing::test_support::q;
     use crate::types::field_table::{FieldTable, FieldValue};
     use std::collections::BTreeSet;
     use std::sync::Arc;
-
-    fn q(name: &str) -> Destination {
-        Destination::Queue(Arc::from(name))
-    }
 
     fn binding(queue: &str, key: &str) -> Binding {
         Binding {

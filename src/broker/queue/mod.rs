@@ -313,6 +313,14 @@ impl SyncWaiter for SettleAfter {
     }
 }
 
+/// Whether queue `arguments` ask for a single active consumer.
+fn single_active(arguments: &FieldTable) -> bool {
+    matches!(
+        arguments.get("x-single-active-consumer"),
+        Some(FieldValue::Bool(true))
+    )
+}
+
 /// What removing a consumer left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsumerRemoved {
@@ -344,13 +352,9 @@ impl Queue {
                 ReadyList::with_default_level(QUORUM_PRIORITY_MAX, QUORUM_PRIORITY_DEFAULT)
             }
         };
-        let single_active = matches!(
-            arguments.get("x-single-active-consumer"),
-            Some(FieldValue::Bool(true))
-        );
         let state = QueueState {
             ready,
-            consumers: ConsumerSet::new(single_active, queue_type == QueueType::Quorum),
+            consumers: ConsumerSet::new(single_active(&arguments), queue_type == QueueType::Quorum),
             ..QueueState::default()
         };
         Queue {
@@ -1138,28 +1142,27 @@ impl Queue {
     /// settled, their stored records left to the dead-letter jobs, which settle them once
     /// the dead letters are durable in their targets ([`Queue::settle_records_after`]).
     pub fn settle_dead_lettered(&self, entries: &[QueuedMessage]) {
-        let n = entries.len();
+        self.count_settled(entries.len(), false);
+    }
+
+    /// Counts `n` deliveries as no longer unacked (`acked`: by `basic.ack`).
+    fn count_settled(&self, n: usize, acked: bool) {
         let mut st = self.lock();
-        debug_assert!(st.stats.unacked >= n, "a delivery is settled once");
+        debug_assert!(
+            st.stats.unacked >= n,
+            "a delivery is settled once: {n} settled, {} unacked",
+            st.stats.unacked
+        );
         st.stats.unacked = st.stats.unacked.saturating_sub(n);
+        if acked {
+            st.stats.acked += n as u64;
+        }
     }
 
     /// Records that delivered messages were acked (or dropped by nack/reject): their
     /// stored records are settled.
     pub fn settle(&self, entries: &[QueuedMessage], acked: bool) {
-        let n = entries.len();
-        {
-            let mut st = self.lock();
-            debug_assert!(
-                st.stats.unacked >= n,
-                "a delivery is settled once: {n} settled, {} unacked",
-                st.stats.unacked
-            );
-            st.stats.unacked = st.stats.unacked.saturating_sub(n);
-            if acked {
-                st.stats.acked += n as u64;
-            }
-        }
+        self.count_settled(entries.len(), acked);
         if let Some(storage) = &self.storage {
             for record in entries.iter().filter_map(|e| e.record) {
                 storage.settle(&self.name, record);
@@ -1298,7 +1301,7 @@ impl Queue {
 
     /// Whether the queue has `x-single-active-consumer` set.
     pub fn is_single_active(&self) -> bool {
-        self.lock().consumers.is_single_active()
+        single_active(&self.arguments)
     }
 
     /// The attached consumers, in the order messages are offered to them (highest

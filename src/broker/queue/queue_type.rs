@@ -33,40 +33,16 @@ pub enum QueueType {
     Quorum,
 }
 
-/// Queue arguments some RabbitMQ queue type gives a meaning (the union of every type's
-/// `queue_arguments` in RabbitMQ 4.x): a type refuses those of this list it does not take.
-const TYPED_ARGUMENTS: [&str; 28] = [
-    "x-expires",
-    "x-message-ttl",
-    "x-dead-letter-exchange",
-    "x-dead-letter-routing-key",
-    "x-dead-letter-strategy",
-    "x-max-length",
-    "x-max-length-bytes",
-    "x-max-in-memory-length",
-    "x-max-in-memory-bytes",
-    "x-max-priority",
-    "x-overflow",
-    "x-queue-mode",
-    "x-queue-version",
-    "x-single-active-consumer",
-    "x-queue-type",
-    "x-queue-master-locator",
-    "x-queue-leader-locator",
-    "x-quorum-initial-group-size",
-    "x-member-placement-tag",
-    "x-delivery-limit",
-    "x-consumer-timeout",
-    "x-consumer-disconnected-timeout",
-    "x-delayed-retry-type",
-    "x-delayed-retry-min",
-    "x-delayed-retry-max",
+/// The arguments only RabbitMQ's streams take (`rabbit_stream_queue:capabilities/0`):
+/// with the classic and quorum lists, every argument some queue type gives a meaning. A
+/// type refuses those of the others it does not take.
+const STREAM_ONLY_ARGUMENTS: [&str; 3] = [
     "x-max-age",
     "x-stream-max-segment-size-bytes",
     "x-initial-cluster-size",
 ];
 
-/// What a classic queue takes of [`TYPED_ARGUMENTS`]: RabbitMQ's classic list, plus
+/// What a classic queue takes: RabbitMQ's classic list, plus
 /// `x-delivery-limit` and `x-consumer-timeout`, which RelayMQ's classic queues honour too.
 const CLASSIC_ARGUMENTS: [&str; 16] = [
     "x-expires",
@@ -166,7 +142,14 @@ impl QueueType {
         }
     }
 
-    /// The arguments of [`TYPED_ARGUMENTS`] this type takes.
+    /// Whether some queue type gives `argument` a meaning.
+    fn is_typed(argument: &str) -> bool {
+        CLASSIC_ARGUMENTS.contains(&argument)
+            || QUORUM_ARGUMENTS.contains(&argument)
+            || STREAM_ONLY_ARGUMENTS.contains(&argument)
+    }
+
+    /// Whether this type takes `argument`.
     fn takes(self, argument: &str) -> bool {
         match self {
             QueueType::Classic => CLASSIC_ARGUMENTS.contains(&argument),
@@ -201,7 +184,7 @@ impl QueueType {
             )));
         }
         for key in arguments.keys() {
-            if TYPED_ARGUMENTS.contains(&key.as_str()) && !self.takes(key) {
+            if Self::is_typed(key) && !self.takes(key) {
                 return Err(BrokerError::precondition(format!(
                     "invalid arg '{key}' for {queue} of queue type {}",
                     self.module()

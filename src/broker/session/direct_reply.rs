@@ -324,6 +324,26 @@ mod tests {
         s.queue_declare(1, &spec)
     }
 
+    /// Publishes a request with `reply_to: amq.rabbitmq.reply-to` from `requester` through
+    /// queue `requests` and returns the `reply_to` the responder gets with it.
+    fn request(requester: &mut Session, responder: &mut Session) -> Option<String> {
+        publish(
+            requester,
+            "requests",
+            false,
+            Some(names::DIRECT_REPLY_QUEUE),
+            b"q",
+        )
+        .unwrap();
+        let mut reply_to = None;
+        responder
+            .basic_get(1, "requests", true, |g| {
+                reply_to = g.message.properties().reply_to.clone()
+            })
+            .unwrap();
+        reply_to
+    }
+
     /// A requester consuming on the pseudo-queue, a request published through queue
     /// `requests`, and the reply name it carried.
     fn rpc_setup() -> (
@@ -343,21 +363,8 @@ mod tests {
         };
         responder.queue_declare(1, &spec).unwrap();
         assert_eq!(consume(&mut requester, "replies", true).unwrap(), "replies");
-        publish(
-            &mut requester,
-            "requests",
-            false,
-            Some(names::DIRECT_REPLY_QUEUE),
-            b"q",
-        )
-        .unwrap();
-        let mut reply_to = None;
-        responder
-            .basic_get(1, "requests", true, |g| {
-                reply_to = g.message.properties().reply_to.clone()
-            })
-            .unwrap();
-        let name = reply_to.expect("the request carries a reply name");
+        let name =
+            request(&mut requester, &mut responder).expect("the request carries a reply name");
         (broker, requester, rsink, responder, ssink, name)
     }
 
@@ -392,20 +399,7 @@ mod tests {
         let consumers = crate::broker::listing::consumers(&vhost, responder.broker());
         assert!(consumers.is_empty(), "{consumers:?}");
         // Each publish on the requester's channel carries the same name.
-        publish(
-            &mut requester,
-            "requests",
-            false,
-            Some(names::DIRECT_REPLY_QUEUE),
-            b"",
-        )
-        .unwrap();
-        let mut again = None;
-        responder
-            .basic_get(1, "requests", true, |g| {
-                again = g.message.properties().reply_to.clone()
-            })
-            .unwrap();
+        let again = request(&mut requester, &mut responder);
         assert_eq!(again.as_deref(), Some(name.as_str()));
     }
 
@@ -474,21 +468,7 @@ mod tests {
         );
         // After a cancel the channel may consume again, under a new name.
         consume(&mut requester, "replies", true).unwrap();
-        publish(
-            &mut requester,
-            "requests",
-            false,
-            Some(names::DIRECT_REPLY_QUEUE),
-            b"",
-        )
-        .unwrap();
-        let mut renewed = None;
-        responder
-            .basic_get(1, "requests", true, |g| {
-                renewed = g.message.properties().reply_to.clone()
-            })
-            .unwrap();
-        let renewed = renewed.unwrap();
+        let renewed = request(&mut requester, &mut responder).unwrap();
         assert_ne!(renewed, name);
         // Closing the channel (or the connection) ends the name too.
         requester.close_channel(1);
