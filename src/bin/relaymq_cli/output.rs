@@ -95,6 +95,7 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
     ];
     const QUEUES: &[Column] = &[
         col("name"),
+        col("type"),
         col("durable"),
         col("messages_ready"),
         col("messages_unacknowledged"),
@@ -342,12 +343,14 @@ mod tests {
         let rows = vec![
             row(&[
                 ("name", FieldValue::string("orders")),
+                ("type", FieldValue::string("quorum")),
                 ("durable", FieldValue::Bool(true)),
                 ("messages_ready", FieldValue::I64(12)),
                 ("consumers", FieldValue::U32(1)),
             ]),
             row(&[
                 ("name", FieldValue::string("q")),
+                ("type", FieldValue::string("classic")),
                 ("durable", FieldValue::Bool(false)),
                 ("messages_ready", FieldValue::I64(0)),
                 ("messages_unacknowledged", FieldValue::I64(3)),
@@ -357,9 +360,9 @@ mod tests {
         let text = format_table(columns(ListKind::Queues), &rows);
         assert_eq!(
             text,
-            "name    durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes  publish_rate  deliver_get_rate  ack_rate\n\
-             orders  true     12                                       1\n\
-             q       false    0               3                        0\n"
+            "name    type     durable  messages_ready  messages_unacknowledged  consumers  messages_persistent  disk_bytes  publish_rate  deliver_get_rate  ack_rate\n\
+             orders  quorum   true     12                                       1\n\
+             q       classic  false    0               3                        0\n"
         );
         assert_eq!(
             format_table(columns(ListKind::Vhosts), &[]),
