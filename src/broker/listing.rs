@@ -87,7 +87,8 @@ pub fn vhosts(broker: &Broker) -> Vec<FieldTable> {
 }
 
 /// One row per exchange, sorted by name: `name`, `vhost`, `type`, `durable`,
-/// `auto_delete`, `internal`, `arguments`, `bindings`.
+/// `auto_delete`, `internal`, `arguments`, `bindings`, `messages_delayed` (messages an
+/// `x-delayed-message` exchange holds; void for other types).
 pub fn exchanges(vh: &VirtualHost) -> Vec<FieldTable> {
     let mut all = vh.all_exchanges();
     all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -102,14 +103,19 @@ pub fn exchanges(vh: &VirtualHost) -> Vec<FieldTable> {
                 ("internal", FieldValue::Bool(e.internal)),
                 ("arguments", FieldValue::Table(e.arguments.clone())),
                 ("bindings", n(e.router().len())),
+                (
+                    "messages_delayed",
+                    e.delayed().map_or(FieldValue::Void, |d| n(d.waiting())),
+                ),
             ])
         })
         .collect()
 }
 
 /// One row per queue, sorted by name: `name`, `vhost`, `durable`, `auto_delete`,
-/// `exclusive`, `arguments`, `messages_ready`, `messages_unacknowledged`, `messages`,
-/// `message_bytes_ready`, `consumers`, totals `publish`, `deliver_get`, `ack`,
+/// `exclusive`, `arguments`, `messages_ready`, `messages_unacknowledged`, `messages`
+/// (ready, unacked and waiting for a delayed retry), `messages_delayed` (waiting for a
+/// quorum queue's delayed retry), `message_bytes_ready`, `consumers`, totals `publish`, `deliver_get`, `ack`,
 /// `redeliver`, and for stored queues `messages_persistent` (records not yet settled),
 /// `disk_bytes` (the queue's files) and `storage_failed` (out of service); `policy` (the
 /// name of the policy that applies, void when none) and `effective_policy_definition` (its
@@ -153,7 +159,8 @@ pub fn queues_with_rates(vh: &VirtualHost, rates: &crate::broker::rates::Rates) 
                 ("arguments", FieldValue::Table(q.arguments.clone())),
                 ("messages_ready", n(st.ready)),
                 ("messages_unacknowledged", n(st.unacked)),
-                ("messages", n(st.ready + st.unacked)),
+                ("messages", n(st.ready + st.unacked + st.delayed)),
+                ("messages_delayed", n(st.delayed)),
                 ("message_bytes_ready", n(st.ready_bytes)),
                 ("consumers", n(st.consumers)),
                 (

@@ -1,7 +1,8 @@
 //! The protocol-independent core, a module per concept: the broker node and its virtual
 //! hosts, `queue/`, `exchange/` (one file per exchange type, bindings, routing),
 //! `consumer`, `channel/` (acknowledgement state, confirms, consumer timeouts), `session`
-//! (one client connection), `direct_reply` (RabbitMQ's direct reply-to), `message/`,
+//! (one client connection), `direct_reply` (RabbitMQ's direct reply-to), `delayed/`
+//! (delayed delivery and its timer), `message/`,
 //! `dead_letter/`, `policy/`, `definitions/` (RabbitMQ's definitions file), `access/`
 //! (logins, users, permissions), `limits` (RabbitMQ's vhost and user limits), the
 //! housekeeping thread and message rates.
@@ -14,6 +15,7 @@ pub mod channel;
 pub mod consumer;
 pub mod dead_letter;
 pub mod definitions;
+pub mod delayed;
 pub mod direct_reply;
 pub mod exchange;
 pub mod housekeeping;

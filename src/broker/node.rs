@@ -4,6 +4,7 @@
 use crate::alarm::{AlarmConfig, ResourceAlarms};
 use crate::auth::{LoginThrottle, UserRegistry};
 use crate::broker::channel::timeout::ChannelRegistry;
+use crate::broker::delayed::schedule::DelaySchedule;
 use crate::broker::exchange::Exchange;
 use crate::broker::exchange::{Destination, ExchangeKind};
 use crate::broker::policy::{Policy, PolicyDef};
@@ -231,6 +232,9 @@ pub struct Broker {
     /// Global runtime parameters (`cluster_name`, ...) by name
     /// (`crate::broker::parameters`); a leaf lock, held across their store.
     pub(crate) global_parameters: Mutex<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// Due times of delayed messages and delayed retries, shared with every vhost (the
+    /// `relaymq-delay` thread runs it: [`crate::broker::delayed::schedule::DelayTimer`]).
+    delay_schedule: Arc<DelaySchedule>,
 }
 
 impl Broker {
@@ -241,6 +245,7 @@ impl Broker {
             limits.set_sockets_budget(b.sockets);
         }
         let counters = Arc::new(EventCounters::default());
+        let delay_schedule = Arc::new(DelaySchedule::new());
         let mut vhosts = HashMap::new();
         vhosts.insert(
             DEFAULT_VHOST.to_string(),
@@ -249,7 +254,8 @@ impl Broker {
                     .with_queue_memory_bytes(config.queue_memory_bytes)
                     .with_consumer_timeout_ms(config.consumer_timeout_ms)
                     .with_limits(Arc::clone(&limits))
-                    .with_counters(Arc::clone(&counters)),
+                    .with_counters(Arc::clone(&counters))
+                    .with_delay_schedule(Arc::clone(&delay_schedule)),
             ),
         );
         Broker {
@@ -273,8 +279,15 @@ impl Broker {
             recovered: RecoveredMessages::default(),
             sockets_open: AtomicUsize::new(0),
             global_parameters: Mutex::default(),
+            delay_schedule,
             config,
         }
+    }
+
+    /// The schedule of delayed messages and delayed retries (run by the `relaymq-delay`
+    /// thread).
+    pub fn delay_schedule(&self) -> &Arc<DelaySchedule> {
+        &self.delay_schedule
     }
 
     /// The persistent messages recovery restored and how many queues held them.
@@ -305,6 +318,7 @@ impl Broker {
             limits.set_sockets_budget(b.sockets);
         }
         let counters = Arc::new(EventCounters::default());
+        let delay_schedule = Arc::new(DelaySchedule::new());
         let mut recovered = RecoveredMessages::default();
         let mut vhosts = HashMap::new();
         for name in &definitions.vhosts {
@@ -315,7 +329,8 @@ impl Broker {
                         .with_queue_memory_bytes(config.queue_memory_bytes)
                         .with_consumer_timeout_ms(config.consumer_timeout_ms)
                         .with_limits(Arc::clone(&limits))
-                        .with_counters(Arc::clone(&counters)),
+                        .with_counters(Arc::clone(&counters))
+                        .with_delay_schedule(Arc::clone(&delay_schedule)),
                 ),
             );
         }
@@ -356,13 +371,16 @@ impl Broker {
                 continue;
             };
             match ExchangeKind::parse(&e.kind) {
-                Ok(kind) => vh.insert_exchange(Exchange::new(
-                    Arc::from(e.name.as_str()),
-                    kind,
-                    true,
-                    e.auto_delete,
-                    e.internal,
-                    e.arguments,
+                Ok(kind) => vh.insert_exchange(vh.with_delayed_store_or_memory(
+                    Exchange::new(
+                        Arc::from(e.name.as_str()),
+                        kind,
+                        true,
+                        e.auto_delete,
+                        e.internal,
+                        e.arguments,
+                    ),
+                    false,
                 )),
                 Err(err) => log::error!(
                     "exchange '{}' in vhost '{}' not recovered: {}",
@@ -451,6 +469,7 @@ impl Broker {
             recovered,
             sockets_open: AtomicUsize::new(0),
             global_parameters: Mutex::new(global_parameters),
+            delay_schedule,
             config,
         }
     }
@@ -463,6 +482,11 @@ impl Broker {
             for q in vh.all_queues() {
                 if let Some(storage) = &q.storage {
                     storage.write_stat(&q.name);
+                }
+            }
+            for e in vh.all_exchanges() {
+                if let Some(delayed) = e.delayed() {
+                    delayed.write_stat();
                 }
             }
         }
@@ -540,6 +564,7 @@ impl Broker {
             .with_consumer_timeout_ms(self.config.consumer_timeout_ms)
             .with_limits(Arc::clone(&self.limits))
             .with_counters(Arc::clone(&self.counters))
+            .with_delay_schedule(Arc::clone(&self.delay_schedule))
     }
 
     /// The vhost map, locked for a change (vhost creation and deletion, a definitions

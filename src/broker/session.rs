@@ -14,12 +14,14 @@ use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::broker::channel::{Channel, ChannelCounters};
 use crate::broker::consumer::{consumer_priority, Consumer};
 use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue, DeadLetterJob};
+use crate::broker::delayed::delay_of;
 use crate::broker::exchange::header_routes::HeaderRoutes;
 use crate::broker::exchange::Destination;
 use crate::broker::message::body::MessageBody;
 use crate::broker::message::{Message, RouteNames};
 use crate::broker::names;
 use crate::broker::node::Broker;
+use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::queue_type::QueueType;
 use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
@@ -679,6 +681,23 @@ impl Session {
         let mut sync: Option<u64> = None;
         let mut refused: Option<String> = None;
         let mut dead: Vec<DeadLetterJob> = Vec::new();
+        // A delayed-message exchange holds a message with a positive `x-delay` instead of
+        // routing it now (`broker/delayed`).
+        let held = ex
+            .delayed()
+            .and_then(|d| delay_of(msg.properties()).map(|delay| d.hold(&msg, delay, now_ms())));
+        let is_held = held.is_some();
+        let queues: &[Arc<Queue>] = match held {
+            None => &queues,
+            Some(Ok(s)) => {
+                sync = s;
+                &[]
+            }
+            Some(Err(text)) => {
+                refused = Some(text);
+                &[]
+            }
+        };
         for q in queues.iter() {
             match q.enqueue(Arc::clone(&msg)) {
                 Enqueued::Accepted {
@@ -703,10 +722,14 @@ impl Session {
                 }
             }
         }
-        routed += self.route_direct_replies(&ex, &msg);
+        if !is_held {
+            routed += self.route_direct_replies(&ex, &msg);
+        }
         jobs::run(&self.vhost, dead);
         ex.counters.published(routed);
-        let unroutable = routed == 0 && refused.is_none();
+        // A held message is routed later: unroutable now only for a mandatory publish,
+        // which the plugin returns at once (it cannot know the queues of the due time).
+        let unroutable = routed == 0 && refused.is_none() && (!is_held || mandatory);
         if unroutable {
             self.vhost.count_unroutable(mandatory);
             if mandatory {

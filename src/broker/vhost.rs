@@ -7,6 +7,8 @@
 
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
+use crate::broker::delayed::schedule::DelaySchedule;
+use crate::broker::delayed::DelayedMessages;
 use crate::broker::direct_reply::ReplyTargets;
 use crate::broker::exchange::{Binding, Destination, ExchangeKind, HashSource};
 use crate::broker::exchange::{Exchange, STANDARD_EXCHANGES};
@@ -122,6 +124,9 @@ pub struct VirtualHost {
     pub(crate) metadata: RwLock<crate::broker::limits::VhostMetadata>,
     /// Live direct reply-to names and their consumers (`crate::broker::direct_reply`).
     direct_replies: Arc<ReplyTargets>,
+    /// The broker's timer for delayed delivery (its delayed-message exchanges register
+    /// their due times there).
+    delay_schedule: Arc<DelaySchedule>,
 }
 
 /// Exchanges every vhost has that do not count against `exchanges_per_vhost_max`: the
@@ -372,7 +377,9 @@ pub(crate) fn exchange_limit_reached(name: &str, vhost: &str, max: usize) -> Bro
 /// (not the default exchange, at most `name_bytes_max` bytes: `--max-name-bytes`), the
 /// type, an `alternate-exchange` argument that is a string (RabbitMQ's checks), and for
 /// an `x-consistent-hash` exchange its `hash-header` / `hash-property` (RabbitMQ's plugin,
-/// [`HashSource::from_arguments`]). Returns the type.
+/// [`HashSource::from_arguments`]), for an `x-delayed-message` exchange its
+/// `x-delayed-type` ([`ExchangeKind::delayed_type`], then that type's checks). Returns the
+/// type.
 ///
 /// # Errors
 /// 403 for the default exchange; 406 for a name too long, a bad `alternate-exchange` or
@@ -397,7 +404,12 @@ pub(crate) fn check_exchange_spec(
             )));
         }
     }
-    if kind == ExchangeKind::ConsistentHash {
+    let routes_as = if kind == ExchangeKind::DelayedMessage {
+        ExchangeKind::delayed_type(&spec.arguments)?
+    } else {
+        kind
+    };
+    if routes_as == ExchangeKind::ConsistentHash {
         HashSource::from_arguments(&spec.arguments, name, vhost)?;
     }
     Ok(kind)
@@ -444,6 +456,7 @@ impl VirtualHost {
             own_limits: RwLock::default(),
             metadata: RwLock::default(),
             direct_replies: Arc::default(),
+            delay_schedule: Arc::default(),
         }
     }
 
@@ -481,6 +494,64 @@ impl VirtualHost {
     pub fn with_consumer_timeout_ms(mut self, ms: u64) -> VirtualHost {
         self.consumer_timeout_ms = ms;
         self
+    }
+
+    /// Shares the broker's delay timer (default: a schedule of its own, which nothing runs
+    /// unless a test calls [`DelaySchedule::run_due`]).
+    pub fn with_delay_schedule(mut self, schedule: Arc<DelaySchedule>) -> VirtualHost {
+        self.delay_schedule = schedule;
+        self
+    }
+
+    /// The delay timer's schedule this vhost's delayed messages and retries use.
+    pub fn delay_schedule(&self) -> &Arc<DelaySchedule> {
+        &self.delay_schedule
+    }
+
+    /// Gives a new `x-delayed-message` exchange `e` the store of its delayed messages
+    /// ([`DelayedMessages::open`]; `fresh`: a new declaration, not a recovery); other
+    /// exchanges come back as they are. Without a data directory the messages are held in
+    /// memory.
+    ///
+    /// # Errors
+    /// 541 INTERNAL_ERROR when the store cannot be opened.
+    pub(crate) fn with_delayed_store(
+        &self,
+        e: Exchange,
+        fresh: bool,
+    ) -> Result<Exchange, BrokerError> {
+        if e.kind != ExchangeKind::DelayedMessage || e.delayed().is_some() {
+            return Ok(e);
+        }
+        let schedule = Arc::clone(&self.delay_schedule);
+        let delayed = match &self.durability {
+            Some(d) => DelayedMessages::open(d, &self.name, &e.name, e.durable, fresh, schedule)?,
+            None => DelayedMessages::in_memory(&self.name, &e.name, schedule),
+        };
+        Ok(e.with_delayed(delayed))
+    }
+
+    /// As [`VirtualHost::with_delayed_store`] for an import or a recovery, where no client
+    /// waits for an error: a store that cannot be opened is logged and the exchange holds
+    /// its delayed messages in memory.
+    pub(crate) fn with_delayed_store_or_memory(&self, e: Exchange, fresh: bool) -> Exchange {
+        if e.kind != ExchangeKind::DelayedMessage || e.delayed().is_some() {
+            return e;
+        }
+        let schedule = Arc::clone(&self.delay_schedule);
+        let delayed = match &self.durability {
+            Some(d) => DelayedMessages::open(d, &self.name, &e.name, e.durable, fresh, schedule)
+                .unwrap_or_else(|err| {
+                    log::error!("{}; its delayed messages are held in memory", err.text);
+                    DelayedMessages::in_memory(
+                        &self.name,
+                        &e.name,
+                        Arc::clone(&self.delay_schedule),
+                    )
+                }),
+            None => DelayedMessages::in_memory(&self.name, &e.name, schedule),
+        };
+        e.with_delayed(delayed)
     }
 
     fn exchanges(&self) -> RwLockReadGuard<'_, HashMap<Arc<str>, Arc<Exchange>>> {
@@ -696,8 +767,21 @@ impl VirtualHost {
             );
         }
         self.check_exchange_limit(name)?;
+        // The delayed messages' store first (files before `meta.db`, as a queue's): a
+        // crash before the commit leaves an orphan directory the next start removes.
+        let exchange = self.with_delayed_store(
+            Exchange::new(
+                Arc::from(name),
+                kind,
+                spec.durable,
+                spec.auto_delete,
+                spec.internal,
+                spec.arguments.clone(),
+            ),
+            true,
+        )?;
         if spec.durable {
-            self.persist("exchange", |m| {
+            let stored = self.persist("exchange", |m| {
                 m.put_exchange(&ExchangeDef {
                     vhost: self.name.to_string(),
                     name: name.to_string(),
@@ -706,16 +790,15 @@ impl VirtualHost {
                     internal: spec.internal,
                     arguments: spec.arguments.clone(),
                 })
-            })?;
+            });
+            if let Err(e) = stored {
+                if let Some(d) = exchange.delayed() {
+                    d.destroy();
+                }
+                return Err(e);
+            }
         }
-        self.insert_exchange(Exchange::new(
-            Arc::from(name),
-            kind,
-            spec.durable,
-            spec.auto_delete,
-            spec.internal,
-            spec.arguments.clone(),
-        ));
+        self.insert_exchange(exchange);
         Ok(())
     }
 
@@ -770,6 +853,9 @@ impl VirtualHost {
                 }
                 _ => return Ok(()),
             }
+        }
+        if let Some(d) = e.delayed() {
+            d.destroy();
         }
         self.remove_destination(&Destination::Exchange(Arc::clone(&e.name)));
         Ok(())
@@ -1125,7 +1211,8 @@ impl VirtualHost {
     }
 
     /// Adds a queue to the map (declare, import and recovery).
-    pub(crate) fn insert_queue(&self, q: Queue) {
+    pub(crate) fn insert_queue(&self, mut q: Queue) {
+        q.delay_schedule = Some(Arc::clone(&self.delay_schedule));
         self.queues_mut().insert(Arc::clone(&q.name), Arc::new(q));
     }
 
@@ -1242,7 +1329,11 @@ impl VirtualHost {
         for q in self.all_queues() {
             let _ = self.remove_queue_locked(&q, false);
         }
-        self.exchanges_mut().clear();
+        for e in self.exchanges_mut().drain() {
+            if let Some(d) = e.1.delayed() {
+                d.destroy();
+            }
+        }
     }
 
     /// The queues a message published to `exchange` reaches, following exchange-to-exchange

@@ -34,6 +34,7 @@ pub mod worker;
 pub use config::ServerConfig;
 
 use crate::alarm::monitor::AlarmMonitor;
+use crate::broker::delayed::schedule::DelayTimer;
 use crate::broker::housekeeping::Housekeeper;
 use crate::broker::Broker;
 use crate::limits::FdBudget;
@@ -61,6 +62,8 @@ pub struct ServerHandle {
     io_thread: Option<JoinHandle<io::Result<()>>>,
     workers: Vec<JoinHandle<()>>,
     housekeeper: Housekeeper,
+    /// Routes delayed messages and releases delayed retries at their due times.
+    delay_timer: DelayTimer,
     alarm_monitor: AlarmMonitor,
     /// The Prometheus endpoint, when `metrics_listen` is on.
     metrics: Option<http::listener::MetricsServer>,
@@ -153,6 +156,7 @@ impl ServerHandle {
             let _ = w.join();
         }
         self.housekeeper.stop();
+        self.delay_timer.stop();
         self.alarm_monitor.stop();
         if let Some(m) = &mut self.metrics {
             m.stop();
@@ -282,6 +286,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         .map_err(|e| io::Error::other(format!("cannot load users: {}", e.text)))?;
     broker.start_login_checker()?;
     let housekeeper = Housekeeper::start(Arc::clone(&broker))?;
+    let delay_timer = DelayTimer::start(Arc::clone(&broker))?;
     let poll = mio::Poll::new()?;
     let waker = mio::Waker::new(poll.registry(), WAKER)?;
     let notifier = Arc::new(Notifier::new(waker));
@@ -428,6 +433,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         io_thread: Some(io_thread),
         workers,
         housekeeper,
+        delay_timer,
         alarm_monitor,
         metrics,
         http_api,

@@ -59,7 +59,16 @@ impl Durability {
         backend
             .create_dir_all(&queues_dir)
             .map_err(|e| StorageError::io(&queues_dir, e))?;
-        let known: HashSet<String> = meta.queue_ids()?.into_iter().collect();
+        let mut known: HashSet<String> = meta.queue_ids()?.into_iter().collect();
+        // A durable delayed-message exchange's store (`broker/delayed`); a transient
+        // one's is left to this removal.
+        known.extend(
+            definitions
+                .exchanges
+                .iter()
+                .filter(|e| e.kind == "x-delayed-message")
+                .map(|e| super::meta::delayed_store_id(&e.vhost, &e.name)),
+        );
         remove_orphans(backend.as_ref(), &queues_dir, &known)?;
         let flusher = Flusher::start(fsync, backend.file_budget().map(|b| &**b))
             .map_err(|e| StorageError::io(data_dir, e))?;

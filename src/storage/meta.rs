@@ -924,6 +924,24 @@ pub fn new_queue_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// The store id of durable `x-delayed-message` exchange `exchange` of `vhost`: 32
+/// lowercase hex chars (the first 16 bytes of SHA-256 over a fixed prefix, the vhost and
+/// the name, NUL-separated), the same at every start, so the exchange's delayed messages
+/// are found again without a `meta.db` column. The hash only names a directory; any name
+/// stays inside the data directory.
+pub fn delayed_store_id(vhost: &str, exchange: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"relaymq delayed exchange\0");
+    h.update(vhost.as_bytes());
+    h.update(b"\0");
+    h.update(exchange.as_bytes());
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Whether `id` has the form of [`new_queue_id`]'s ids (32 lowercase hex chars), so it is
 /// safe as a directory name.
 pub fn is_valid_queue_id(id: &str) -> bool {

@@ -45,7 +45,8 @@ pub use check::{check_dir, CheckReport};
 pub use error::StorageError;
 pub use file_budget::{FileBudget, FileBudgetStats};
 pub use handle_cache::HandleCache;
-pub use queue_store::QueueStore;
+pub use meta::{delayed_store_id, new_queue_id};
+pub use queue_store::{QueueStore, Recovered};
 #[cfg(any(test, feature = "test-support"))]
 pub use sim_backend::SimBackend;
 pub use types::{

@@ -318,7 +318,7 @@ pub(super) fn apply_to_vhost(
             .collect(),
     );
     for x in changes.exchanges.iter().filter(|x| x.vhost == name) {
-        vh.insert_exchange(exchange_of(x));
+        vh.insert_exchange(vh.with_delayed_store_or_memory(exchange_of(x), true));
     }
     for q in changes.queues.iter().filter(|q| q.vhost == name) {
         let stored = stores.take(q);

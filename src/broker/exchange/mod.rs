@@ -11,6 +11,7 @@ mod topic;
 
 pub use routing::*;
 
+use crate::broker::delayed::DelayedMessages;
 use crate::types::FieldTable;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -42,6 +43,8 @@ pub struct Exchange {
     /// Messages in and out, for the management API.
     pub counters: ExchangeCounters,
     router: RwLock<Router>,
+    /// An `x-delayed-message` exchange's held messages.
+    delayed: Option<Arc<DelayedMessages>>,
 }
 
 /// An exchange's message counts (RabbitMQ's exchange `message_stats`): one relaxed add
@@ -60,6 +63,15 @@ impl ExchangeCounters {
     pub fn published(&self, queues: u64) {
         use std::sync::atomic::Ordering::Relaxed;
         self.publish_in.fetch_add(1, Relaxed);
+        if queues > 0 {
+            self.publish_out.fetch_add(queues, Relaxed);
+        }
+    }
+
+    /// Messages routed after their delay (by a delayed-message exchange), reaching
+    /// `queues` queues: `publish_out` only (their `publish_in` was counted at publish).
+    pub fn routed_later(&self, queues: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
         if queues > 0 {
             self.publish_out.fetch_add(queues, Relaxed);
         }
@@ -96,7 +108,20 @@ impl Exchange {
             arguments,
             counters: ExchangeCounters::default(),
             router,
+            delayed: None,
         }
+    }
+
+    /// The exchange holding its delayed messages in `delayed` (an `x-delayed-message`
+    /// exchange).
+    pub fn with_delayed(mut self, delayed: Arc<DelayedMessages>) -> Exchange {
+        self.delayed = Some(delayed);
+        self
+    }
+
+    /// An `x-delayed-message` exchange's held messages (`None` for other types).
+    pub fn delayed(&self) -> Option<&Arc<DelayedMessages>> {
+        self.delayed.as_ref()
     }
 
     /// The exchange's alternate exchange (its `alternate-exchange` argument, RabbitMQ's

@@ -74,6 +74,10 @@ pub enum ExchangeKind {
     /// header, or a property) on a ring where each binding's key is its weight (RabbitMQ's
     /// plugin `rabbitmq_consistent_hash_exchange`).
     ConsistentHash,
+    /// `x-delayed-message`: routes as the type its `x-delayed-type` argument names, a
+    /// message with a positive `x-delay` header once that many ms have passed (RabbitMQ's
+    /// archived plugin `rabbitmq_delayed_message_exchange`; `crate::broker::delayed`).
+    DelayedMessage,
 }
 
 impl ExchangeKind {
@@ -83,8 +87,8 @@ impl ExchangeKind {
     ///
     /// # Errors
     /// 503 COMMAND_INVALID with RabbitMQ's text `invalid exchange type 'foo'` for any
-    /// name other than `direct`, `fanout`, `topic`, `headers` and `x-consistent-hash`
-    /// (RabbitMQ: `rabbit_exchange:check_type`).
+    /// name other than `direct`, `fanout`, `topic`, `headers`, `x-consistent-hash` and
+    /// `x-delayed-message` (RabbitMQ: `rabbit_exchange:check_type`).
     pub fn parse(s: &str) -> Result<ExchangeKind, BrokerError> {
         match s {
             "direct" => Ok(ExchangeKind::Direct),
@@ -92,6 +96,7 @@ impl ExchangeKind {
             "topic" => Ok(ExchangeKind::Topic),
             "headers" => Ok(ExchangeKind::Headers),
             "x-consistent-hash" => Ok(ExchangeKind::ConsistentHash),
+            "x-delayed-message" => Ok(ExchangeKind::DelayedMessage),
             other => Err(BrokerError::new(
                 ReplyCode::CommandInvalid,
                 format!("invalid exchange type '{other}'"),
@@ -110,9 +115,37 @@ impl ExchangeKind {
             ExchangeKind::Topic => "topic",
             ExchangeKind::Headers => "headers",
             ExchangeKind::ConsistentHash => "x-consistent-hash",
+            ExchangeKind::DelayedMessage => "x-delayed-message",
+        }
+    }
+
+    /// The type a delayed-message exchange declared with `arguments` routes as: its
+    /// `x-delayed-type` argument.
+    ///
+    /// # Errors
+    /// 406 PRECONDITION_FAILED with the plugin's texts (`rabbit_exchange_type_delayed_message:
+    /// validate`) when the argument is absent or not a string, or names
+    /// `x-delayed-message`; 503 COMMAND_INVALID for an unknown type, as
+    /// [`ExchangeKind::parse`].
+    pub fn delayed_type(arguments: &FieldTable) -> Result<ExchangeKind, BrokerError> {
+        match arguments
+            .get(DELAYED_TYPE_ARGUMENT)
+            .and_then(|v| v.as_str())
+        {
+            Some("x-delayed-message") => Err(BrokerError::precondition(
+                "Invalid argument, 'x-delayed-message' can't be used for 'x-delayed-type'",
+            )),
+            Some(t) => ExchangeKind::parse(t),
+            None => Err(BrokerError::precondition(
+                "Invalid argument, 'x-delayed-type' must be an existing exchange type",
+            )),
         }
     }
 }
+
+/// The argument of an `x-delayed-message` exchange naming the type it routes as
+/// (RabbitMQ's delayed-message plugin).
+pub const DELAYED_TYPE_ARGUMENT: &str = "x-delayed-type";
 
 /// The bindings of one exchange, indexed for its type.
 ///
@@ -154,12 +187,21 @@ impl Router {
 
     /// An empty router for an exchange of `kind` declared with `arguments`: a
     /// consistent-hash exchange hashes what its `hash-header` / `hash-property` names
-    /// ([`HashSource::from_arguments`]); other types ignore them here.
+    /// ([`HashSource::from_arguments`]); a delayed-message exchange gets the router of its
+    /// `x-delayed-type` ([`ExchangeKind::delayed_type`]); other types ignore them here.
     ///
     /// Arguments were checked when the exchange was declared; ones that do not pass (only
     /// a store edited by hand can hold them) fall back to hashing the routing key.
     pub fn with_arguments(kind: ExchangeKind, arguments: &FieldTable) -> Router {
         match kind {
+            ExchangeKind::DelayedMessage => {
+                // Checked at declaration; a store edited by hand falls back to direct.
+                let inner = ExchangeKind::delayed_type(arguments)
+                    .ok()
+                    .filter(|k| *k != ExchangeKind::DelayedMessage)
+                    .unwrap_or(ExchangeKind::Direct);
+                Router::with_arguments(inner, arguments)
+            }
             ExchangeKind::Direct => Router::Direct(DirectRouter::new()),
             ExchangeKind::Fanout => Router::Fanout(FanoutRouter::new()),
             ExchangeKind::Topic => Router::Topic(TopicRouter::new()),

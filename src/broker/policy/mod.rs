@@ -233,6 +233,13 @@ pub struct PolicySettings {
     /// `delivery-limit`: any integer, as RabbitMQ's validator takes it (`rabbit_policies`);
     /// a negative one is no limit.
     pub delivery_limit: Option<i64>,
+    /// `delayed-retry-type` (quorum queues, RabbitMQ 4.3): `all`, `failed`, `returned` or
+    /// `disabled`.
+    pub delayed_retry_type: Option<String>,
+    /// `delayed-retry-min`, ms (> 0).
+    pub delayed_retry_min: Option<i64>,
+    /// `delayed-retry-max`, ms (> 0, not below `delayed-retry-min`).
+    pub delayed_retry_max: Option<i64>,
 }
 
 /// A validated, compiled policy.
@@ -331,8 +338,54 @@ impl PolicySettings {
                 "dead-letter-routing-key" => {
                     s.dead_letter_routing_key = Some(text(key, v, "routing key")?)
                 }
+                "delayed-retry-type" => match v.as_str() {
+                    Some(t @ ("all" | "failed" | "returned" | "disabled")) => {
+                        s.delayed_retry_type = Some(t.to_string())
+                    }
+                    _ => {
+                        return Err(BrokerError::precondition(format!(
+                            "Validation failed: {v} is not a valid delayed retry type. Must be \
+                             one of: all, failed, returned, disabled"
+                        )))
+                    }
+                },
+                "delayed-retry-min" | "delayed-retry-max" => {
+                    let Some(n) = v.as_i64().filter(|&n| n > 0) else {
+                        let what = if key == "delayed-retry-min" {
+                            "minimum"
+                        } else {
+                            "maximum"
+                        };
+                        return Err(BrokerError::precondition(format!(
+                            "Validation failed: {v} is not a valid delayed retry {what} delay. \
+                             Must be a positive integer"
+                        )));
+                    };
+                    if key == "delayed-retry-min" {
+                        s.delayed_retry_min = Some(n);
+                    } else {
+                        s.delayed_retry_max = Some(n);
+                    }
+                }
                 k if NOT_HONOURED_KEYS.contains(&k) => not_honoured.push(key.clone()),
                 _ => unknown.push(key.clone()),
+            }
+        }
+        // RabbitMQ 4.3 `rabbit_quorum_queue:validate_delayed_retry_constraints`.
+        if let (Some(t), None) = (&s.delayed_retry_type, s.delayed_retry_min) {
+            if t != "disabled" {
+                return Err(BrokerError::precondition(format!(
+                    "Validation failed: delayed-retry-min is required when delayed-retry-type \
+                     is {t}"
+                )));
+            }
+        }
+        if let (Some(min), Some(max)) = (s.delayed_retry_min, s.delayed_retry_max) {
+            if max < min {
+                return Err(BrokerError::precondition(format!(
+                    "Validation failed: delayed-retry-max ({max}) must not be smaller than \
+                     delayed-retry-min ({min})"
+                )));
             }
         }
         if !unknown.is_empty() {
@@ -464,7 +517,8 @@ mod tests {
                 "message-ttl": 0, "expires": 1, "max-length": 3, "max-length-bytes": 100,
                 "overflow": "reject-publish-dlx", "dead-letter-exchange": "",
                 "dead-letter-routing-key": "k", "delivery-limit": 2,
-                "alternate-exchange": "ae", "ha-mode": "all"
+                "alternate-exchange": "ae", "ha-mode": "all", "delayed-retry-type": "failed",
+                "delayed-retry-min": 100, "delayed-retry-max": 800
             }),
         ))
         .unwrap();
@@ -479,12 +533,51 @@ mod tests {
                 dead_letter_exchange: Some(String::new()),
                 dead_letter_routing_key: Some("k".into()),
                 delivery_limit: Some(2),
+                delayed_retry_type: Some("failed".into()),
+                delayed_retry_min: Some(100),
+                delayed_retry_max: Some(800),
             }
         );
         assert_eq!(
             p.not_honoured,
             vec!["alternate-exchange".to_string(), "ha-mode".to_string()]
         );
+    }
+
+    #[test]
+    fn delayed_retry_keys_are_refused_with_rabbitmq_4_3_texts() {
+        let text = |d: serde_json::Value| Policy::compile(def("p", "^q", 0, d)).unwrap_err().text;
+        assert_eq!(
+            text(serde_json::json!({"delayed-retry-type": "often", "delayed-retry-min": 1})),
+            "Validation failed: \"often\" is not a valid delayed retry type. Must be one of: \
+             all, failed, returned, disabled"
+        );
+        assert_eq!(
+            text(serde_json::json!({"delayed-retry-min": 0})),
+            "Validation failed: 0 is not a valid delayed retry minimum delay. Must be a \
+             positive integer"
+        );
+        assert_eq!(
+            text(serde_json::json!({"delayed-retry-max": "x"})),
+            "Validation failed: \"x\" is not a valid delayed retry maximum delay. Must be a \
+             positive integer"
+        );
+        assert_eq!(
+            text(serde_json::json!({"delayed-retry-type": "all"})),
+            "Validation failed: delayed-retry-min is required when delayed-retry-type is all"
+        );
+        assert_eq!(
+            text(serde_json::json!({"delayed-retry-min": 10, "delayed-retry-max": 5})),
+            "Validation failed: delayed-retry-max (5) must not be smaller than \
+             delayed-retry-min (10)"
+        );
+        assert!(Policy::compile(def(
+            "p",
+            "^q",
+            0,
+            serde_json::json!({"delayed-retry-type": "disabled"})
+        ))
+        .is_ok());
     }
 
     #[test]

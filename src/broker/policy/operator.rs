@@ -15,7 +15,7 @@ use std::sync::{Arc, MutexGuard};
 /// The keys an operator policy may set (RabbitMQ 4.x `rabbit_policies`
 /// `operator_policy_validator`). `max-in-memory-length`, `max-in-memory-bytes` and
 /// `queue-version` are stored and reported but not acted on, as in a user policy.
-pub const OPERATOR_POLICY_KEYS: [&str; 9] = [
+pub const OPERATOR_POLICY_KEYS: [&str; 12] = [
     "expires",
     "message-ttl",
     "max-length",
@@ -25,6 +25,9 @@ pub const OPERATOR_POLICY_KEYS: [&str; 9] = [
     "delivery-limit",
     "queue-version",
     "overflow",
+    "delayed-retry-type",
+    "delayed-retry-min",
+    "delayed-retry-max",
 ];
 
 /// Operator policies one vhost may hold at most (as user policies).
@@ -57,14 +60,19 @@ pub fn compile(def: PolicyDef) -> Result<Policy, BrokerError> {
 /// The definition a queue acts on: `policy`'s merged with `operator`'s
 /// (`rabbit_policy:merge_operator_definitions/2`, `rabbit_policies:merge_policy_value/3`):
 /// a key in one only is taken as is; for a key in both, the smaller number (`delivery-limit`
-/// included: RelayMQ has no negative one), and the operator's value for anything else
-/// (`overflow`, `queue-version`).
+/// included: RelayMQ has no negative one) except `delayed-retry-min`, the larger
+/// (`rabbit_quorum_queue:merge_policy_value/3`), and the operator's value for anything
+/// else (`overflow`, `queue-version`, `delayed-retry-type`).
 pub fn merge_definitions(policy: Option<&Policy>, operator: Option<&Policy>) -> Map<String, Value> {
     let mut out = policy.map(|p| p.def.definition.clone()).unwrap_or_default();
     let Some(op) = operator else { return out };
     for (key, op_value) in &op.def.definition {
         let merged = match (out.get(key), op_value) {
             (Some(Value::Number(a)), Value::Number(b)) => match (a.as_i64(), b.as_i64()) {
+                (Some(x), Some(y)) if key == "delayed-retry-min" && x >= y => {
+                    Value::Number(a.clone())
+                }
+                (Some(_), Some(_)) if key == "delayed-retry-min" => op_value.clone(),
                 (Some(x), Some(y)) if x <= y => Value::Number(a.clone()),
                 _ => op_value.clone(),
             },

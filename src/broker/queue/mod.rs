@@ -34,6 +34,7 @@ pub mod storage;
 use crate::broker::channel::Offer;
 use crate::broker::consumer::Consumer;
 use crate::broker::dead_letter::DeadLetter;
+use crate::broker::delayed::schedule::{DelaySchedule, DueTarget};
 use crate::broker::message::Message;
 use crate::broker::queue::args::{effective_ttl_ms, LifecycleArgs};
 use crate::broker::queue::consumers::ConsumerSet;
@@ -49,6 +50,7 @@ use crate::storage::flusher::SyncWaiter;
 use crate::storage::queue_store::Recovered;
 use crate::storage::RecordRef;
 use crate::types::{FieldTable, FieldValue};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -155,6 +157,9 @@ pub struct QueueStats {
     pub expired: u64,
     /// Publishes a full queue refused (`x-overflow reject-publish` / `reject-publish-dlx`).
     pub refused: u64,
+    /// Returned messages waiting for their delayed retry (a quorum queue's
+    /// `delayed-retry-type`): in the queue, not ready yet.
+    pub delayed: usize,
 }
 
 impl QueueStats {
@@ -207,6 +212,11 @@ struct QueueState {
     /// A consumer was attached at some point (auto-delete fires only after one).
     had_consumers: bool,
     stats: QueueStats,
+    /// Returned messages waiting for their delayed retry (a quorum queue's
+    /// `delayed-retry-type`), by (due time in ms since the Unix epoch, seq).
+    delayed: BTreeMap<(u64, u64), QueuedMessage>,
+    /// The due time handed to the delay timer and not fired yet (0: none).
+    delayed_scheduled_ms: u64,
 }
 
 /// One queue of a virtual host.
@@ -260,6 +270,10 @@ pub struct Queue {
     /// listings.
     paused: AtomicBool,
     state: Mutex<QueueState>,
+    /// The broker's delay timer, for delayed retries (set before the queue is shared; a
+    /// queue without one releases its delayed retries only when
+    /// [`Queue::release_delayed`] is called).
+    pub delay_schedule: Option<Arc<DelaySchedule>>,
 }
 
 /// The message with its `x-delivery-count` header set to `count` (a copy: messages are
@@ -377,6 +391,7 @@ impl Queue {
             last_used_ms: AtomicU64::new(now_ms()),
             paused: AtomicBool::new(false),
             state: Mutex::new(state),
+            delay_schedule: None,
         }
     }
 
@@ -1077,6 +1092,11 @@ impl Queue {
         let mut stored = Vec::new();
         let settings = self.settings();
         let quorum = self.queue_type == QueueType::Quorum;
+        let retry = settings
+            .delayed_retry
+            .filter(|r| quorum && r.applies(failed));
+        let now = now_ms();
+        let mut earliest_delayed = u64::MAX;
         for mut entry in entries {
             if quorum && failed {
                 entry.delivery_count = entry.delivery_count.saturating_add(1);
@@ -1106,18 +1126,18 @@ impl Queue {
                 }
             }
             entry.redelivered = true;
-            let level = st.ready.level_of_message(&entry.msg);
-            let (seq, deadline) = (entry.seq, entry.deadline_ms);
-            if entry.record.is_some() {
-                stored.push((seq, level));
+            if let Some(r) = retry {
+                // RabbitMQ 4.3's delayed retry: ready again once the wait has passed.
+                let due = now.saturating_add(r.delay_ms(entry.delivery_count));
+                earliest_delayed = earliest_delayed.min(due);
+                st.delayed.insert((due, entry.seq), entry);
+                continue;
             }
-            let entry = Ready::returned(entry);
-            st.stats.add_ready(&entry);
-            st.ready.insert(level, entry);
-            if let Some(d) = deadline {
-                st.expiry.insert(seq, level, d);
+            if let Some(seq) = Self::return_to_ready(&mut st, entry) {
+                stored.push(seq);
             }
         }
+        self.schedule_delayed(&mut st, earliest_delayed);
         self.dispatch_locked(&mut st);
         // Requeued messages come back in memory, so a consumer that takes them at once
         // does not read them from disk; those still ready over the budget go back out,
@@ -1136,6 +1156,64 @@ impl Queue {
         // Dead-lettered in the order they were published.
         over_limit.reverse();
         over_limit
+    }
+
+    /// Puts a returned message back among the ready ones (at its place by `seq`); returns
+    /// its (seq, level) when it is stored (so it may be paged out again).
+    fn return_to_ready(st: &mut QueueState, entry: QueuedMessage) -> Option<(u64, u8)> {
+        let level = st.ready.level_of_message(&entry.msg);
+        let (seq, deadline) = (entry.seq, entry.deadline_ms);
+        let stored = entry.record.is_some().then_some((seq, level));
+        let entry = Ready::returned(entry);
+        st.stats.add_ready(&entry);
+        st.ready.insert(level, entry);
+        if let Some(d) = deadline {
+            st.expiry.insert(seq, level, d);
+        }
+        stored
+    }
+
+    /// Hands `due_ms` to the delay timer when it is earlier than what the timer will wake
+    /// this queue for (`u64::MAX`: nothing new).
+    fn schedule_delayed(self: &Arc<Self>, st: &mut QueueState, due_ms: u64) {
+        if due_ms == u64::MAX || (st.delayed_scheduled_ms != 0 && st.delayed_scheduled_ms <= due_ms)
+        {
+            return;
+        }
+        st.delayed_scheduled_ms = due_ms;
+        if let Some(s) = &self.delay_schedule {
+            s.add(due_ms, DueTarget::Queue(Arc::downgrade(self)));
+        }
+    }
+
+    /// Makes the messages whose delayed retry is due at `now_ms` ready again (at their
+    /// place, as any returned message) and offers them to consumers; the delay timer calls
+    /// it at their due time.
+    pub fn release_delayed(self: &Arc<Self>, now_ms: u64) {
+        let mut st = self.lock();
+        st.delayed_scheduled_ms = 0;
+        if st.deleted {
+            return;
+        }
+        while let Some(entry) = st.delayed.first_entry() {
+            if entry.key().0 > now_ms {
+                break;
+            }
+            let entry = entry.remove();
+            Self::return_to_ready(&mut st, entry);
+        }
+        if let Some(&(next, _)) = st.delayed.keys().next() {
+            self.schedule_delayed(&mut st, next);
+        }
+        self.dispatch_locked(&mut st);
+        self.publish_deadline(&st);
+    }
+
+    /// Messages waiting for their delayed retry, and the earliest due time (ms since the
+    /// Unix epoch) among them (RabbitMQ 4.3's `messages_delayed`, `next_delayed_at`).
+    pub fn delayed_retries(&self) -> (usize, Option<u64>) {
+        let st = self.lock();
+        (st.delayed.len(), st.delayed.keys().next().map(|k| k.0))
     }
 
     /// Records that delivered messages were rejected to be dead-lettered: counted as
@@ -1235,6 +1313,8 @@ impl Queue {
     pub fn purge(&self) -> usize {
         let mut st = self.lock();
         let purged = st.ready.take_all();
+        // Messages waiting for a delayed retry are in the queue too.
+        let delayed = std::mem::take(&mut st.delayed);
         st.expiry.clear();
         st.stats.ready_bytes = 0;
         st.stats.ready_memory_bytes = 0;
@@ -1242,11 +1322,12 @@ impl Queue {
         self.publish_deadline(&st);
         drop(st);
         if let Some(storage) = &self.storage {
-            for record in purged.iter().filter_map(Ready::record) {
+            let waiting = delayed.values().filter_map(|m| m.record);
+            for record in purged.iter().filter_map(Ready::record).chain(waiting) {
                 storage.settle(&self.name, record);
             }
         }
-        purged.len()
+        purged.len() + delayed.len()
     }
 
     /// Marks the queue deleted, drops its ready messages, and returns their count and the
@@ -1254,7 +1335,7 @@ impl Queue {
     pub fn mark_deleted(&self) -> (usize, Vec<Arc<Consumer>>) {
         let mut st = self.lock();
         st.deleted = true;
-        let n = st.ready.take_all().len();
+        let n = st.ready.take_all().len() + std::mem::take(&mut st.delayed).len();
         st.expiry.clear();
         st.expired_aside.clear();
         st.stats.ready_bytes = 0;
@@ -1289,6 +1370,7 @@ impl Queue {
         let st = self.lock();
         QueueStats {
             ready: st.ready.len(),
+            delayed: st.delayed.len(),
             ..st.stats
         }
     }

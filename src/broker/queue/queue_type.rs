@@ -293,9 +293,160 @@ pub fn quorum_delivery_limit(values: impl IntoIterator<Item = Option<i64>>) -> O
     }
 }
 
+/// Which returned messages of a quorum queue wait before they are ready again (RabbitMQ
+/// 4.3 `delayed-retry-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryKind {
+    /// `all`: every returned message.
+    All,
+    /// `failed`: messages whose delivery failed (`basic.reject`, a closed channel).
+    Failed,
+    /// `returned`: messages handed back unprocessed (`basic.nack`, recover, a consumer
+    /// timeout).
+    Returned,
+}
+
+/// A quorum queue's delayed retry (RabbitMQ 4.3 `rabbit_fifo` `delayed_retry`): a returned
+/// message of the kind it names is ready again only after
+/// min(`min_ms` × its delivery count (at least 1), `max_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedRetry {
+    /// Which returns wait.
+    pub kind: RetryKind,
+    /// The delay per failed delivery, ms (> 0).
+    pub min_ms: u64,
+    /// The longest delay, ms (≥ `min_ms` when set by the rules; RabbitMQ takes what it is
+    /// given).
+    pub max_ms: u64,
+}
+
+/// A quorum queue's delayed-retry settings from one source (its arguments, or its
+/// policies merged): the type, min and max as given, not yet checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetrySource {
+    /// `delayed-retry-type` (`x-delayed-retry-type`).
+    pub kind: Option<String>,
+    /// `delayed-retry-min`, ms.
+    pub min: Option<i64>,
+    /// `delayed-retry-max`, ms.
+    pub max: Option<i64>,
+}
+
+impl RetrySource {
+    /// The `x-delayed-retry-*` arguments of a queue.
+    pub fn of_arguments(arguments: &FieldTable) -> RetrySource {
+        RetrySource {
+            kind: arguments
+                .get("x-delayed-retry-type")
+                .and_then(FieldValue::as_str)
+                .map(str::to_string),
+            min: arguments
+                .get("x-delayed-retry-min")
+                .and_then(FieldValue::as_i64),
+            max: arguments
+                .get("x-delayed-retry-max")
+                .and_then(FieldValue::as_i64),
+        }
+    }
+}
+
+impl DelayedRetry {
+    /// The delayed retry in force from a queue's arguments and its (merged) policy value,
+    /// RabbitMQ 4.3's rules (`rabbit_quorum_queue:get_delayed_retry_config`): the type
+    /// from the policy when it has one, else the argument; min and max each the smaller of
+    /// the two; `disabled`, an unknown type or no valid min is no delayed retry; a max
+    /// missing or ≤ 0 is the min.
+    pub fn resolve(arguments: &RetrySource, policy: &RetrySource) -> Option<DelayedRetry> {
+        let kind = match policy.kind.as_deref().or(arguments.kind.as_deref())? {
+            "all" => RetryKind::All,
+            "failed" => RetryKind::Failed,
+            "returned" => RetryKind::Returned,
+            _ => return None,
+        };
+        let smaller = |a: Option<i64>, b: Option<i64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let min = smaller(policy.min, arguments.min).filter(|&m| m > 0)? as u64;
+        let max = smaller(policy.max, arguments.max)
+            .filter(|&m| m > 0)
+            .map_or(min, |m| m as u64);
+        Some(DelayedRetry {
+            kind,
+            min_ms: min,
+            max_ms: max,
+        })
+    }
+
+    /// Whether a return waits: `failed` tells a failed delivery from one handed back.
+    pub fn applies(&self, failed: bool) -> bool {
+        match self.kind {
+            RetryKind::All => true,
+            RetryKind::Failed => failed,
+            RetryKind::Returned => !failed,
+        }
+    }
+
+    /// The wait of a message returned with `delivery_count` failed deliveries, ms
+    /// (`rabbit_fifo:calculate_ready_at`: min(min × max(1, count), max)).
+    pub fn delay_ms(&self, delivery_count: u32) -> u64 {
+        self.min_ms
+            .saturating_mul(u64::from(delivery_count.max(1)))
+            .min(self.max_ms)
+    }
+
+    /// RabbitMQ's description of it (`fmt_delayed_retry`): `all (min: 1000ms, max:
+    /// 60000ms)`.
+    pub fn describe(&self) -> String {
+        let kind = match self.kind {
+            RetryKind::All => "all",
+            RetryKind::Failed => "failed",
+            RetryKind::Returned => "returned",
+        };
+        format!("{kind} (min: {}ms, max: {}ms)", self.min_ms, self.max_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn source(kind: Option<&str>, min: Option<i64>, max: Option<i64>) -> RetrySource {
+        RetrySource {
+            kind: kind.map(str::to_string),
+            min,
+            max,
+        }
+    }
+
+    #[test]
+    fn delayed_retry_follows_rabbitmq_4_3() {
+        let none = RetrySource::default();
+        let r = DelayedRetry::resolve(&source(Some("all"), Some(100), Some(1000)), &none).unwrap();
+        assert_eq!(r.delay_ms(0), 100);
+        assert_eq!(r.delay_ms(1), 100);
+        assert_eq!(r.delay_ms(3), 300);
+        assert_eq!(r.delay_ms(50), 1000);
+        assert_eq!(r.describe(), "all (min: 100ms, max: 1000ms)");
+        assert!(r.applies(true) && r.applies(false));
+        // No max: the min. No min, disabled, unknown: none.
+        let r = DelayedRetry::resolve(&source(Some("failed"), Some(50), None), &none).unwrap();
+        assert_eq!((r.min_ms, r.max_ms), (50, 50));
+        assert!(r.applies(true) && !r.applies(false));
+        assert!(DelayedRetry::resolve(&source(Some("all"), None, Some(9)), &none).is_none());
+        assert!(DelayedRetry::resolve(&source(Some("disabled"), Some(9), None), &none).is_none());
+        assert!(DelayedRetry::resolve(&source(Some("often"), Some(9), None), &none).is_none());
+        assert!(DelayedRetry::resolve(&source(None, Some(9), None), &none).is_none());
+        // The policy's type wins; min and max are the smaller of the two.
+        let r = DelayedRetry::resolve(
+            &source(Some("all"), Some(100), Some(5000)),
+            &source(Some("returned"), Some(200), Some(1000)),
+        )
+        .unwrap();
+        assert_eq!(r.kind, RetryKind::Returned);
+        assert_eq!((r.min_ms, r.max_ms), (100, 1000));
+        assert!(!r.applies(true) && r.applies(false));
+    }
 
     fn args(pairs: &[(&str, FieldValue)]) -> FieldTable {
         pairs

@@ -27,7 +27,9 @@ use crate::broker::dead_letter::DeadLetter;
 use crate::broker::policy::{Policy, PolicySettings};
 use crate::broker::queue::args::LifecycleArgs;
 use crate::broker::queue::length_limit::{LengthLimit, Overflow};
-use crate::broker::queue::queue_type::{quorum_delivery_limit, QueueType};
+use crate::broker::queue::queue_type::{
+    quorum_delivery_limit, DelayedRetry, QueueType, RetrySource,
+};
 use crate::types::{FieldTable, FieldValue};
 use std::sync::Arc;
 
@@ -41,6 +43,9 @@ pub struct QueueSettings {
     pub length_limit: LengthLimit,
     /// Where dead letters go (merged); `None`: they are dropped.
     pub dead_letter: Option<DeadLetter>,
+    /// A quorum queue's delayed retry (RabbitMQ 4.3: `x-delayed-retry-*` arguments,
+    /// `delayed-retry-*` policy keys); `None` for classic queues or when disabled.
+    pub delayed_retry: Option<DelayedRetry>,
     /// The policy that applies, if any.
     pub policy: Option<Arc<Policy>>,
     /// The operator policy that applies, if any.
@@ -58,6 +63,33 @@ fn smaller<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 fn classic_limit(s: &PolicySettings) -> Option<u32> {
     s.delivery_limit
         .and_then(|n| u32::try_from(n.max(0)).ok().filter(|_| n >= 0))
+}
+
+/// The delayed-retry keys of a queue's policy merged with its operator policy's, as
+/// RabbitMQ 4.3 merges them (`rabbit_quorum_queue:merge_policy_value/3`): the operator's
+/// type, the larger min, the smaller max.
+fn policy_retry(policy: Option<&Policy>, operator: Option<&Policy>) -> RetrySource {
+    let user = policy.map(|p| &p.settings);
+    let op = operator.map(|p| &p.settings);
+    let pick = |a: Option<i64>, b: Option<i64>, f: fn(i64, i64) -> i64| match (a, b) {
+        (Some(a), Some(b)) => Some(f(a, b)),
+        (a, b) => a.or(b),
+    };
+    RetrySource {
+        kind: op
+            .and_then(|s| s.delayed_retry_type.clone())
+            .or_else(|| user.and_then(|s| s.delayed_retry_type.clone())),
+        min: pick(
+            user.and_then(|s| s.delayed_retry_min),
+            op.and_then(|s| s.delayed_retry_min),
+            i64::max,
+        ),
+        max: pick(
+            user.and_then(|s| s.delayed_retry_max),
+            op.and_then(|s| s.delayed_retry_max),
+            i64::min,
+        ),
+    }
 }
 
 fn text_argument(arguments: &FieldTable, key: &str) -> Option<String> {
@@ -132,10 +164,19 @@ impl QueueSettings {
             exchange,
             routing_key,
         });
+        let delayed_retry = if queue_type == QueueType::Quorum {
+            DelayedRetry::resolve(
+                &RetrySource::of_arguments(arguments),
+                &policy_retry(policy.as_deref(), operator_policy.as_deref()),
+            )
+        } else {
+            None
+        };
         QueueSettings {
             lifecycle,
             length_limit,
             dead_letter,
+            delayed_retry,
             policy,
             operator_policy,
         }

@@ -47,7 +47,7 @@ struct VhostRow {
 /// A per-queue metric: name, type, help and how to read it from a row.
 type QueueMetric = (&'static str, Kind, &'static str, fn(&QueueRow) -> u64);
 
-const QUEUE_METRICS: [QueueMetric; 9] = [
+const QUEUE_METRICS: [QueueMetric; 10] = [
     (
         "relaymq_queue_messages_ready",
         Kind::Gauge,
@@ -63,8 +63,8 @@ const QUEUE_METRICS: [QueueMetric; 9] = [
     (
         "relaymq_queue_messages",
         Kind::Gauge,
-        "Messages ready and unacknowledged",
-        |r| (r.stats.ready + r.stats.unacked) as u64,
+        "Messages ready, unacknowledged and waiting for a delayed retry",
+        |r| (r.stats.ready + r.stats.unacked + r.stats.delayed) as u64,
     ),
     (
         "relaymq_queue_consumers",
@@ -102,7 +102,22 @@ const QUEUE_METRICS: [QueueMetric; 9] = [
         "Bytes of the queue's segment and ack-log files on disk",
         |r| r.disk_bytes,
     ),
+    (
+        "relaymq_queue_messages_delayed",
+        Kind::Gauge,
+        "Returned messages waiting for the quorum queue's delayed retry",
+        |r| r.stats.delayed as u64,
+    ),
 ];
+
+/// One delayed-message exchange's numbers.
+struct DelayedRow {
+    vhost: Arc<str>,
+    name: Arc<str>,
+    waiting: u64,
+    /// The earliest due time, ms since the Unix epoch.
+    next_due_ms: Option<u64>,
+}
 
 /// A per-vhost gauge: name, help and how to read it from a row.
 type VhostMetric = (&'static str, &'static str, fn(&VhostRow) -> u64);
@@ -148,8 +163,19 @@ pub fn render(broker: &Broker) -> String {
         e.1 += ch;
     }
     let mut queues: Vec<QueueRow> = Vec::new();
+    let mut delayed: Vec<DelayedRow> = Vec::new();
     let mut vhost_rows: Vec<VhostRow> = Vec::with_capacity(vhosts.len());
     for vh in &vhosts {
+        for e in vh.all_exchanges() {
+            if let Some(d) = e.delayed() {
+                delayed.push(DelayedRow {
+                    vhost: Arc::clone(&vh.name),
+                    name: Arc::clone(&e.name),
+                    waiting: d.waiting() as u64,
+                    next_due_ms: d.next_due_ms(),
+                });
+            }
+        }
         let all = vh.all_queues();
         let (conns, chans) = per_vhost.get(&*vh.name).copied().unwrap_or_default();
         vhost_rows.push(VhostRow {
@@ -189,7 +215,44 @@ pub fn render(broker: &Broker) -> String {
             page.sample(name, &[("vhost", &r.vhost), ("queue", &r.name)], read(r));
         }
     }
+    write_delayed(&mut page, &mut delayed);
     page.finish()
+}
+
+/// The delayed-message exchanges' metrics: messages waiting and the earliest due time.
+fn write_delayed(page: &mut Exposition, rows: &mut [DelayedRow]) {
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
+    let waiting = "relaymq_exchange_messages_delayed";
+    page.family(
+        waiting,
+        Kind::Gauge,
+        "Messages an x-delayed-message exchange holds until their due time",
+    );
+    for r in rows.iter() {
+        page.sample(
+            waiting,
+            &[("vhost", &r.vhost), ("exchange", &r.name)],
+            r.waiting,
+        );
+    }
+    let next = "relaymq_exchange_next_delayed_at_seconds";
+    page.family(
+        next,
+        Kind::Gauge,
+        "Due time of the earliest message an x-delayed-message exchange holds, Unix seconds",
+    );
+    for r in rows.iter() {
+        if let Some(ms) = r.next_due_ms {
+            page.sample(
+                next,
+                &[("vhost", &r.vhost), ("exchange", &r.name)],
+                ms / 1000,
+            );
+        }
+    }
 }
 
 /// Broker-wide metrics.

@@ -65,6 +65,14 @@ pub fn render(vhost: &str, e: &Exchange, policies: &[Arc<Policy>], rates: &Rates
             "publish_out_details": rate(r.rates[1]),
         },
     });
+    // The delayed-message plugin's `messages_delayed`, and when one waits the earliest
+    // due time (ms since the Unix epoch; RabbitMQ 4.3 names it so on quorum queues).
+    if let Some(d) = e.delayed() {
+        row["messages_delayed"] = json!(d.waiting());
+        if let Some(next) = d.next_due_ms() {
+            row["next_delayed_at"] = json!(next);
+        }
+    }
     // RabbitMQ leaves `policy` out when none applies.
     if let Some(p) = policy::for_exchange(policies, &e.name) {
         row["policy"] = json!(p.def.name);

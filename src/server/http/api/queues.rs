@@ -159,6 +159,19 @@ pub(super) fn render(
             m.insert("online".into(), json!([node]));
             let limit = settings.lifecycle.delivery_limit;
             m.insert("delivery_limit".into(), json!(limit.map_or(-1, i64::from)));
+            // RabbitMQ 4.3's delayed retry: the setting, the messages waiting (in the
+            // queue, not ready) and the earliest due time (ms since the Unix epoch).
+            let retry = settings.delayed_retry;
+            m.insert(
+                "delayed_retry".into(),
+                json!(retry.map_or_else(|| "disabled".to_string(), |r| r.describe())),
+            );
+            let (delayed, next) = q.delayed_retries();
+            m.insert("messages_delayed".into(), json!(delayed));
+            m.insert("messages".into(), json!(st.ready + st.unacked + delayed));
+            if let Some(next) = next {
+                m.insert("next_delayed_at".into(), json!(next));
+            }
         }
         // RabbitMQ shows `idle_since` only on a queue that is idle.
         if let Some(ms) = rates.queue_idle_since(vhost, &q.name) {
