@@ -534,7 +534,14 @@ fn the_http_api_lists_and_declares_the_type_and_definitions_carry_it() {
         .collect();
     assert_eq!(
         types,
-        ["direct", "fanout", "headers", "topic", "x-consistent-hash"]
+        [
+            "direct",
+            "fanout",
+            "headers",
+            "topic",
+            "x-consistent-hash",
+            "x-delayed-message"
+        ]
     );
     let chx = overview["exchange_types"]
         .as_array()

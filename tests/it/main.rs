@@ -27,6 +27,7 @@ mod consumer_timeout;
 mod consuming;
 mod dead_letter;
 mod definitions;
+mod delayed_delivery;
 mod delivery_limit;
 mod disk_trouble;
 mod docs;

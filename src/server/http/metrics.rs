@@ -219,11 +219,9 @@ pub fn render(broker: &Broker) -> String {
     page.finish()
 }
 
-/// The delayed-message exchanges' metrics: messages waiting and the earliest due time.
+/// The delayed-message exchanges' metrics: messages waiting and the earliest due time (the
+/// families are written without samples when there is no such exchange, as the queues').
 fn write_delayed(page: &mut Exposition, rows: &mut [DelayedRow]) {
-    if rows.is_empty() {
-        return;
-    }
     rows.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
     let waiting = "relaymq_exchange_messages_delayed";
     page.family(

@@ -202,16 +202,16 @@ pub fn check_data_dir(dir: &Path) -> Result<DataDirReport, StorageError> {
     }
     let meta = ReadOnlyMeta::open(&meta_path)?;
     report.schema_version = meta.schema_version()?;
-    let rows = if report.schema_version == 0 {
+    let (rows, delayed) = if report.schema_version == 0 {
         report.info.push(format!(
             "{}: empty (the schema is created at the next start)",
             meta_path.display()
         ));
-        Vec::new()
+        (Vec::new(), Vec::new())
     } else {
         report.problems.extend(meta.integrity()?);
         report.problems.extend(meta.undecodable_arguments()?);
-        meta.queues()?
+        (meta.queues()?, meta.delayed_exchanges()?)
     };
 
     let queues_dir = dir.join(QUEUES_DIR);
@@ -253,6 +253,21 @@ pub fn check_data_dir(dir: &Path) -> Result<DataDirReport, StorageError> {
             }
         }
         report.queues.push(check);
+    }
+    // A durable delayed-message exchange's held messages: a store like a queue's, listed
+    // under the exchange's name (created empty at the next start when missing).
+    for (vhost, name) in delayed {
+        let id = crate::storage::delayed_store_id(&vhost, &name);
+        known.insert(id.clone());
+        let qdir = queues_dir.join(&id);
+        if qdir.is_dir() {
+            report.queues.push(QueueCheck {
+                vhost,
+                name: format!("{name} (x-delayed-message exchange)"),
+                report: check_dir(&backend, &qdir),
+                id,
+            });
+        }
     }
 
     match backend.list_dir(&queues_dir) {
@@ -459,6 +474,18 @@ impl ReadOnlyMeta {
     }
 
     /// Every stored queue as (vhost, name, id), sorted by (vhost, name).
+    /// (vhost, name) of every durable `x-delayed-message` exchange (its store's id is
+    /// [`crate::storage::delayed_store_id`]).
+    fn delayed_exchanges(&self) -> Result<Vec<(String, String)>, StorageError> {
+        query_all(
+            &self.conn,
+            "SELECT vhost, name FROM exchanges WHERE kind = 'x-delayed-message' \
+             ORDER BY vhost, name",
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(self.err("reading the exchanges of"))
+    }
+
     fn queues(&self) -> Result<Vec<(String, String, String)>, StorageError> {
         query_all(
             &self.conn,

@@ -34,7 +34,8 @@ pub fn node_name() -> String {
 
 /// The exchange types with RabbitMQ's descriptions, sorted by name: the four standard ones
 /// and `x-consistent-hash` as RabbitMQ lists it with `rabbitmq_consistent_hash_exchange`
-/// enabled (the plugin's `description/0`).
+/// enabled, and `x-delayed-message` as with `rabbitmq_delayed_message_exchange` (the
+/// plugins' `description/0`).
 fn exchange_types() -> Value {
     json!([
         {"name": "direct", "description": "AMQP direct exchange, as per the AMQP specification", "enabled": true},
@@ -42,6 +43,7 @@ fn exchange_types() -> Value {
         {"name": "headers", "description": "AMQP headers exchange, as per the AMQP specification", "enabled": true},
         {"name": "topic", "description": "AMQP topic exchange, as per the AMQP specification", "enabled": true},
         {"name": "x-consistent-hash", "description": "Consistent Hashing Exchange", "enabled": true},
+        {"name": "x-delayed-message", "description": "Delayed Message Exchange.", "enabled": true},
     ])
 }
 

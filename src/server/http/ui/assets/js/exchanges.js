@@ -103,12 +103,12 @@
         <form id="add-exchange" class="stack">
           <label>Virtual host <select name="vhost">${await vhostOptions(vhost || '/')}</select></label>
           <label>Name <input name="name" required></label>
-          <label>Type <select name="type"><option>direct</option><option>fanout</option><option>headers</option><option>topic</option><option>x-consistent-hash</option></select></label>
+          <label>Type <select name="type"><option>direct</option><option>fanout</option><option>headers</option><option>topic</option><option>x-consistent-hash</option><option>x-delayed-message</option></select></label>
           <label>Durability <select name="durable"><option value="true">Durable</option><option value="false">Transient</option></select></label>
           <label>Auto delete <select name="auto_delete"><option value="false">No</option><option value="true">Yes</option></select></label>
           <label>Internal <select name="internal"><option value="false">No</option><option value="true">Yes</option></select></label>
           <fieldset><legend>Arguments</legend>${R.argsEditor('add-exchange-args')}
-            <p class="hint">Add <button type="button" class="link" data-arg="alternate-exchange">Alternate exchange</button> | x-consistent-hash: <button type="button" class="link" data-arg="hash-header">Hash header</button> <button type="button" class="link" data-arg="hash-property">Hash property</button></p></fieldset>
+            <p class="hint">Add <button type="button" class="link" data-arg="alternate-exchange">Alternate exchange</button> | x-consistent-hash: <button type="button" class="link" data-arg="hash-header">Hash header</button> <button type="button" class="link" data-arg="hash-property">Hash property</button> | x-delayed-message: <button type="button" class="link" data-arg="x-delayed-type">Delayed type</button></p></fieldset>
           <button type="submit">Add exchange</button></form></section>`);
       const list = R.pagedList($('#list'), {
         id: 'exchanges', path: () => R.listPath('exchanges'),
@@ -149,7 +149,9 @@
         <dt>Features</dt><dd>${y.durable ? 'durable ' : 'transient '}${y.auto_delete ? 'auto-delete ' : ''}${y.internal ? 'internal ' : ''}</dd>
         <dt>Arguments</dt><dd>${JSON.stringify(y.arguments || {})}</dd><dt>Policy</dt><dd>${y.policy || ''}</dd>
         <dt>Message rate in</dt><dd>${rate((y.message_stats || {}).publish_in_details)}</dd>
-        <dt>Message rate out</dt><dd>${rate((y.message_stats || {}).publish_out_details)}</dd></dl>`);
+        <dt>Message rate out</dt><dd>${rate((y.message_stats || {}).publish_out_details)}</dd>
+        ${y.messages_delayed === undefined ? '' : html`<dt>Messages delayed</dt><dd>${y.messages_delayed}</dd>
+        <dt>Next due</dt><dd>${y.next_delayed_at ? new Date(y.next_delayed_at).toISOString() : ''}</dd>`}</dl>`);
       if (isDefault) return;
       const [src, dst] = await Promise.all([
         get(`exchanges/${seg(vhost)}/${seg(name)}/bindings/source`),

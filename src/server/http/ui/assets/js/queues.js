@@ -182,10 +182,11 @@
         <dt>Policy</dt><dd>${q.policy || ''}</dd><dt>State</dt><dd><span class="state ${q.state}" id="q-state">${q.state}</span></dd>
         ${q.type === 'quorum' ? html`<dt>Leader</dt><dd>${q.leader}</dd><dt>Online</dt><dd>${(q.online || []).join(', ')}</dd>
           <dt>Members</dt><dd>${(q.members || []).join(', ')}</dd>
-          <dt>Delivery limit</dt><dd id="q-delivery-limit">${q.delivery_limit < 0 ? 'unlimited' : num(q.delivery_limit)}</dd>` : ''}
+          <dt>Delivery limit</dt><dd id="q-delivery-limit">${q.delivery_limit < 0 ? 'unlimited' : num(q.delivery_limit)}</dd>
+          <dt>Delayed retry</dt><dd id="q-delayed-retry">${q.delayed_retry}</dd>` : ''}
         ${(q.arguments || {})['x-single-active-consumer'] === true ? html`<dt>Single active consumer</dt><dd id="q-sac">${q.single_active_consumer_tag === null ? html`<em>none</em>` : q.single_active_consumer_tag}</dd>` : ''}
         <dt>Consumers</dt><dd>${num(q.consumers)}</dd><dt>Consumer utilisation</dt><dd>${q.consumer_utilisation === undefined || q.consumer_utilisation === null ? '' : Math.round(q.consumer_utilisation * 100) + '%'}</dd>
-        <dt>Messages</dt><dd>${num(q.messages)} total · ${num(q.messages_ready)} ready · ${num(q.messages_unacknowledged)} unacked</dd>
+        <dt>Messages</dt><dd>${num(q.messages)} total · ${num(q.messages_ready)} ready · ${num(q.messages_unacknowledged)} unacked${q.messages_delayed ? html` · <span id="q-delayed">${num(q.messages_delayed)} waiting for their retry until ${new Date(q.next_delayed_at).toISOString()}</span>` : ''}</dd>
         <dt>Message body bytes</dt><dd>${R.bytes(q.message_bytes)}</dd><dt>Memory</dt><dd>${R.bytes(q.memory)}</dd></dl>`);
       $('#pause').hidden = q.state === 'paused';
       $('#resume').hidden = q.state !== 'paused';
