@@ -600,6 +600,7 @@ def quorum(ui, broker):
     ui.go("queues/%2F/ui.quorum")
     ui.wait(lambda: ui.text("#q-sac") == "ui.first", "the single active consumer's tag")
     check(ui.text("#q-type") == "quorum" and ui.text("#q-delivery-limit") == "5", "the type and delivery limit")
+    check(ui.text("#q-delayed-retry") == "disabled", f"no delayed retry: {ui.text('#q-delayed-retry')}")
     ui.wait(lambda: len(ui.rows("#q-consumers table")) == 2, "two consumers")
     got = {r["Consumer tag"]: (r["Priority"], r["Active"], r["Activity status"]) for r in ui.rows("#q-consumers table")}
     check(got == {"ui.first": ("5", "●", "single active"), "ui.second": ("1", "○", "waiting")},
@@ -607,6 +608,18 @@ def quorum(ui, broker):
     ui.shot("queue-sac", "#main section")
     conn.close()
     ui.collect_console("quorum")
+
+    step("a delayed-message exchange's page: the messages it holds and the next due time")
+    conn, ch = broker.channel("ui.delayed")
+    ch.exchange_declare("ui.later", "x-delayed-message", arguments={"x-delayed-type": "direct"})
+    ch.basic_publish("ui.later", "k", b"later", pika.BasicProperties(headers={"x-delay": 3_600_000}))
+    ui.go("exchanges/%2F/ui.later")
+    ui.wait(lambda: ui.text("#x-delayed") == "1", "one message held")
+    check("x-delayed-message" in ui.text("#x-overview"), "the type")
+    ui.shot("exchange-delayed", "#x-overview")
+    ch.exchange_delete("ui.later")
+    conn.close()
+    ui.collect_console("delayed")
 
 
 def csrf(ui, broker, http_port):

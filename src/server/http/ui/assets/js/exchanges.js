@@ -150,7 +150,7 @@
         <dt>Arguments</dt><dd>${JSON.stringify(y.arguments || {})}</dd><dt>Policy</dt><dd>${y.policy || ''}</dd>
         <dt>Message rate in</dt><dd>${rate((y.message_stats || {}).publish_in_details)}</dd>
         <dt>Message rate out</dt><dd>${rate((y.message_stats || {}).publish_out_details)}</dd>
-        ${y.messages_delayed === undefined ? '' : html`<dt>Messages delayed</dt><dd>${y.messages_delayed}</dd>
+        ${y.messages_delayed === undefined ? '' : html`<dt>Messages delayed</dt><dd id="x-delayed">${y.messages_delayed}</dd>
         <dt>Next due</dt><dd>${y.next_delayed_at ? new Date(y.next_delayed_at).toISOString() : ''}</dd>`}</dl>`);
       if (isDefault) return;
       const [src, dst] = await Promise.all([
