@@ -86,7 +86,8 @@ impl ExchangeKind {
     /// Names are exact and case-sensitive, as in RabbitMQ.
     ///
     /// # Errors
-    /// 503 COMMAND_INVALID with RabbitMQ's text `invalid exchange type 'foo'` for any
+    /// 406 PRECONDITION_FAILED (a channel error) with RabbitMQ 4.x's text `unknown exchange
+    /// type 'foo'` for any
     /// name other than `direct`, `fanout`, `topic`, `headers`, `x-consistent-hash` and
     /// `x-delayed-message` (RabbitMQ: `rabbit_exchange:check_type`).
     pub fn parse(s: &str) -> Result<ExchangeKind, BrokerError> {
@@ -98,8 +99,8 @@ impl ExchangeKind {
             "x-consistent-hash" => Ok(ExchangeKind::ConsistentHash),
             "x-delayed-message" => Ok(ExchangeKind::DelayedMessage),
             other => Err(BrokerError::new(
-                ReplyCode::CommandInvalid,
-                format!("invalid exchange type '{other}'"),
+                ReplyCode::PreconditionFailed,
+                format!("unknown exchange type '{other}'"),
             )),
         }
     }
@@ -402,8 +403,8 @@ mod tests {
             assert_eq!(Router::new(kind).kind(), kind);
         }
         let err = ExchangeKind::parse("foo").unwrap_err();
-        assert_eq!(err.code, ReplyCode::CommandInvalid);
-        assert_eq!(err.text, "invalid exchange type 'foo'");
+        assert_eq!(err.code, ReplyCode::PreconditionFailed);
+        assert_eq!(err.text, "unknown exchange type 'foo'");
         assert!(ExchangeKind::parse("Direct").is_err());
         assert!(ExchangeKind::parse("consistent-hash").is_err());
         assert!(ExchangeKind::parse("").is_err());
