@@ -14,14 +14,13 @@ use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::broker::channel::{Channel, ChannelCounters};
 use crate::broker::consumer::{consumer_priority, Consumer};
 use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue, DeadLetterJob};
-use crate::broker::delayed::delay_of;
+use crate::broker::delayed::{delay_of, hold_now_ms};
 use crate::broker::exchange::header_routes::HeaderRoutes;
 use crate::broker::exchange::Destination;
 use crate::broker::message::body::MessageBody;
 use crate::broker::message::{Message, RouteNames};
 use crate::broker::names;
 use crate::broker::node::Broker;
-use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::queue_type::QueueType;
 use crate::broker::queue::Queue;
 use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
@@ -683,9 +682,9 @@ impl Session {
         let mut dead: Vec<DeadLetterJob> = Vec::new();
         // A delayed-message exchange holds a message with a positive `x-delay` instead of
         // routing it now (`broker/delayed`).
-        let held = ex
-            .delayed()
-            .and_then(|d| delay_of(msg.properties()).map(|delay| d.hold(&msg, delay, now_ms())));
+        let held = ex.delayed().and_then(|d| {
+            delay_of(msg.properties()).map(|delay| d.hold(&msg, delay, hold_now_ms()))
+        });
         let is_held = held.is_some();
         let queues: &[Arc<Queue>] = match held {
             None => &queues,

@@ -336,6 +336,15 @@ impl ServerProcess {
         self.addr.to_string()
     }
 
+    /// The management API as `guest` (the server must have been started with
+    /// `--http-listen`: its address is read from the ready file).
+    pub fn api(&self) -> http::Api {
+        let addr = self.ready["http_listen"]
+            .as_str()
+            .expect("the HTTP API is on (--http-listen)");
+        http::Api::guest(addr.parse().expect("address in ready file"))
+    }
+
     /// SIGTERM, then waits (≤ 20 s); returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let _ = std::process::Command::new("kill")
@@ -566,6 +575,21 @@ pub fn connect_process(server: &ServerProcess, timeout: Duration) -> relaymq::cl
     .expect("connect")
 }
 
+/// Takes every message of `queue` (no-ack gets), handing each to `each`; returns how many
+/// it took.
+pub fn drain_each(
+    ch: &relaymq::client::Channel,
+    queue: &str,
+    mut each: impl FnMut(relaymq::client::GetMessage),
+) -> usize {
+    let mut taken = 0;
+    while let Some(m) = ch.basic_get(queue, true).unwrap() {
+        each(m);
+        taken += 1;
+    }
+    taken
+}
+
 /// Takes every message of `queue` (no-ack gets), counting each (text) body in `seen`;
 /// returns how many it took.
 pub fn drain_counting(
@@ -573,14 +597,21 @@ pub fn drain_counting(
     queue: &str,
     seen: &mut std::collections::HashMap<String, usize>,
 ) -> usize {
-    let mut taken = 0;
-    while let Some(m) = ch.basic_get(queue, true).unwrap() {
+    drain_each(ch, queue, |m| {
         *seen
             .entry(String::from_utf8(m.body).expect("text body"))
             .or_default() += 1;
-        taken += 1;
-    }
-    taken
+    })
+}
+
+/// The next number of a small deterministic generator (SplitMix64) whose state is `seed`:
+/// the seeded choices of the crash tests (kill moments, delays), repeatable from the seed.
+pub fn splitmix64(seed: &mut u64) -> u64 {
+    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// A seed for a randomised test: the environment variable `var` when it holds a number

@@ -12,6 +12,7 @@ mod bench_scenarios;
 mod bench_tool;
 mod crash;
 mod crash_many_queues;
+mod delayed_crash;
 mod open_files;
 mod persistent_throughput;
 mod quorum_dead_letter_crash;

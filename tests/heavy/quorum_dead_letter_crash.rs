@@ -73,15 +73,6 @@ fn declare(ch: &Channel) {
     .unwrap();
 }
 
-/// A small deterministic generator (SplitMix64) for the kill moments.
-fn next(seed: &mut u64) -> u64 {
-    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 #[test]
 fn at_least_once_dead_lettering_between_quorum_queues_survives_20_kills() {
     let mut seed = common::seed_from_env("RELAYMQ_QUORUM_CRASH_SEED");
@@ -143,7 +134,9 @@ fn at_least_once_dead_lettering_between_quorum_queues_survives_20_kills() {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(Duration::from_millis(next(&mut seed) % KILL_JITTER_MS));
+        std::thread::sleep(Duration::from_millis(
+            common::splitmix64(&mut seed) % KILL_JITTER_MS,
+        ));
         server.kill9();
         stop.store(true, Ordering::Relaxed);
         let _ = rejecter.join();

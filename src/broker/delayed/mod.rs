@@ -70,6 +70,17 @@ pub fn delay_of(properties: &BasicProperties) -> Option<u64> {
         .filter(|&d| d > 0 && d <= DELAY_MS_MAX)
 }
 
+/// The time a delay counts from, in ms since the Unix epoch, rounded up: the timer fires
+/// once the rounded-down clock ([`crate::broker::queue::expiry::now_ms`]) reaches the due
+/// time, so a due time counted from a rounded-down reading would pass up to 1 ms before
+/// the delay has, and a consumer could get the message early.
+pub fn hold_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos().div_ceil(1_000_000) as u64)
+        .unwrap_or(0)
+}
+
 /// The properties a delayed message is routed with at its due time: its `x-delay` header
 /// negated, as the plugin does (`swap_delay_header`), so a consumer can tell a message
 /// that was delayed, and republishing it does not delay it again.
