@@ -1095,7 +1095,8 @@ impl Queue {
         let retry = settings
             .delayed_retry
             .filter(|r| quorum && r.applies(failed));
-        let now = now_ms();
+        // Rounded up, as a delayed exchange's: released no earlier than the wait.
+        let now = crate::broker::delayed::hold_now_ms();
         let mut earliest_delayed = u64::MAX;
         for mut entry in entries {
             if quorum && failed {
