@@ -13,7 +13,7 @@ use crate::broker::channel::confirm::ConfirmTracker;
 use crate::broker::channel::hasher::BuildChannelHasher;
 use crate::broker::channel::{Channel, ChannelCounters};
 use crate::broker::consumer::{consumer_priority, Consumer};
-use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue, DeadLetterJob};
+use crate::broker::dead_letter::jobs::{self, group_by_queue, jobs, requeue};
 use crate::broker::delayed::{delay_of, hold_now_ms};
 use crate::broker::exchange::header_routes::HeaderRoutes;
 use crate::broker::exchange::Destination;
@@ -23,7 +23,7 @@ use crate::broker::names;
 use crate::broker::node::Broker;
 use crate::broker::queue::queue_type::QueueType;
 use crate::broker::queue::Queue;
-use crate::broker::queue::{ConsumerRemoved, Enqueued, Leaving};
+use crate::broker::queue::{ConsumerRemoved, Leaving};
 use crate::broker::sink::ClientSink;
 use crate::broker::topology::{self, RouteCache};
 use crate::broker::vhost::{ExchangeSpec, QueueDeclared, QueueSpec, VirtualHost};
@@ -679,7 +679,6 @@ impl Session {
         let mut routed = 0u64;
         let mut sync: Option<u64> = None;
         let mut refused: Option<String> = None;
-        let mut dead: Vec<DeadLetterJob> = Vec::new();
         // A delayed-message exchange holds a message with a positive `x-delay` instead of
         // routing it now (`broker/delayed`).
         let held = ex.delayed().and_then(|d| {
@@ -697,30 +696,11 @@ impl Session {
                 &[]
             }
         };
-        for q in queues.iter() {
-            match q.enqueue(Arc::clone(&msg)) {
-                Enqueued::Accepted {
-                    sync: s,
-                    dropped,
-                    expired,
-                } => {
-                    routed += 1;
-                    sync = sync.max(s);
-                    if !dropped.is_empty() {
-                        dead.extend(jobs(q, dropped, "maxlen"));
-                    }
-                    if !expired.is_empty() {
-                        dead.extend(jobs(q, expired, "expired"));
-                    }
-                }
-                Enqueued::Gone => {}
-                Enqueued::Refused(text) => refused = Some(text),
-                Enqueued::RefusedToDeadLetter(text) => {
-                    refused = Some(text);
-                    dead.extend(jobs(q, vec![Leaving::unstored(Arc::clone(&msg))], "maxlen"));
-                }
-            }
-        }
+        let enqueued = jobs::enqueue_all(queues, &msg);
+        routed += enqueued.routed;
+        sync = sync.max(enqueued.sync);
+        refused = refused.or(enqueued.refused);
+        let dead = enqueued.dead;
         if !is_held {
             routed += self.route_direct_replies(&ex, &msg);
         }

@@ -626,3 +626,45 @@ pub fn seed_from_env(var: &str) -> u64 {
                 .map_or(0, |d| d.as_nanos() as u64)
         })
 }
+
+/// Runs `tests/interop/<name>.py <amqp-port> [args]` against `server` (killed after
+/// `timeout`) and returns its output, printing its stdout; panics with the output unless
+/// it exits 0. The caller checked [`clients::pika_available`].
+pub fn run_pika(
+    server: &TestServer,
+    name: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> clients::Output {
+    let port = server
+        .handle
+        .amqp_addr()
+        .expect("the test server listens for AMQP 0-9-1")
+        .port();
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/interop")
+        .join(format!("{name}.py"));
+    let out = clients::run_bounded_for(
+        timeout,
+        std::process::Command::new("python3")
+            // No __pycache__ in the source tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .arg("-u")
+            .arg(script)
+            .arg(port.to_string())
+            .args(args),
+    );
+    assert!(out.success, "pika scenario {name} failed: {out}");
+    print!("{}", out.stdout);
+    out
+}
+
+/// Runs one pika scenario against a fresh server (skipped or failed without pika, as
+/// [`clients::pika_available`] says); `what` names the test in the skip notice.
+pub fn pika_scenario(what: &str, name: &str, timeout: Duration) {
+    if !clients::pika_available(&format!("{what} pika scenario {name}")) {
+        return;
+    }
+    let server = TestServer::start();
+    run_pika(&server, name, &[], timeout);
+}

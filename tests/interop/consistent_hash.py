@@ -9,7 +9,7 @@ import time
 
 import pika
 
-from interop import check, check_eq, connect, fail, ok, start
+from interop import channel_refused, check, check_eq, connect, fail, ok, start
 
 # Messages spread by routing key.
 N = 30000
@@ -39,12 +39,7 @@ def wait_routed(queues, n):
 
 def refused(what, code, text, action):
     """Runs `action` on a fresh channel, which must be closed with `code` and `text`."""
-    c = conn.channel()
-    try:
-        action(c)
-        fail(f"{what} was accepted")
-    except pika.exceptions.ChannelClosedByBroker as e:
-        check_eq((e.reply_code, e.reply_text), (code, text), what)
+    channel_refused(conn, what, code, text, action)
 
 
 # --- By routing key: weights 1, 2, 3 -------------------------------------------------------

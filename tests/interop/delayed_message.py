@@ -10,7 +10,7 @@ import time
 
 import pika
 
-from interop import check, check_eq, connect, fail, pump_until, start
+from interop import channel_refused, check, check_eq, connect, fail, pump_until, start
 
 # Slack allowed past a due time on a loaded test machine, in s.
 LATE = 0.5
@@ -23,12 +23,7 @@ ch.confirm_delivery()
 
 def refused(what, code, text, action):
     """Runs `action` on a fresh channel, which must be closed with `code` and `text`."""
-    c = conn.channel()
-    try:
-        action(c)
-        fail(f"{what} was accepted")
-    except pika.exceptions.ChannelClosedByBroker as e:
-        check_eq((e.reply_code, e.reply_text), (code, text), what)
+    channel_refused(conn, what, code, text, action)
 
 
 # --- The plugin's refusals -----------------------------------------------------------------

@@ -106,3 +106,14 @@ def collect(connection, channel, queue, n, auto_ack=True, timeout=WAIT):
 
 def ok(name):
     print(f"{name}: ok", flush=True)
+
+
+def channel_refused(conn, what, code, text, action):
+    """Runs `action` on a fresh channel of `conn`, which must be closed with `code` and
+    `text` (pika's "CODE_NAME - text" form)."""
+    c = conn.channel()
+    try:
+        action(c)
+        fail(f"{what} was accepted")
+    except pika.exceptions.ChannelClosedByBroker as e:
+        check_eq((e.reply_code, e.reply_text), (code, text), what)

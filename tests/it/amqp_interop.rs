@@ -19,7 +19,6 @@ use relaymq::client::{
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -38,38 +37,16 @@ fn amqp_port(server: &TestServer) -> u16 {
         .port()
 }
 
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop")
-        .join(format!("{name}.py"))
-}
-
 /// Runs `tests/interop/<name>.py <port> [args]` and returns its output; panics with it
 /// unless it exits 0. The caller checked [`clients::pika_available`].
 fn pika(server: &TestServer, name: &str, args: &[&str]) -> Output {
-    let out = run_bounded_for(
-        CHILD_TIMEOUT,
-        Command::new("python3")
-            // No __pycache__ in the source tree.
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .arg("-u")
-            .arg(script(name))
-            .arg(amqp_port(server).to_string())
-            .args(args),
-    );
-    assert!(out.success, "pika scenario {name} failed: {out}");
-    print!("{}", out.stdout);
-    out
+    common::run_pika(server, name, args, CHILD_TIMEOUT)
 }
 
 /// Runs one pika scenario against a fresh server (skipped or failed without pika, as
 /// `common::clients` says).
 fn pika_scenario(name: &str) {
-    if !clients::pika_available(&format!("amqp_interop pika scenario {name}")) {
-        return;
-    }
-    let server = TestServer::start();
-    pika(&server, name, &[]);
+    common::pika_scenario("amqp_interop", name, CHILD_TIMEOUT);
 }
 
 // ---- the pika scenarios ----------------------------------------------------------------

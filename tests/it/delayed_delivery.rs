@@ -9,15 +9,13 @@
 
 use crate::common;
 
-use common::clients::{self, run_bounded_for};
 use common::http::{request, Api};
 use common::{eventually, ServerProcess, TestServer};
 use relaymq::client::{Connection, ExchangeDeclareOptions, QueueDeclareOptions};
 use relaymq::types::{BasicProperties, FieldTable, FieldValue};
 use serde_json::json;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Longest the pika scenario may run before it is killed.
@@ -31,22 +29,7 @@ const FAR_DELAY_MS: i64 = 1 << 33;
 
 #[test]
 fn pika_delayed_message_exchange_and_quorum_delayed_retry() {
-    if !clients::pika_available("delayed_delivery pika scenario") {
-        return;
-    }
-    let server = TestServer::start();
-    let port = server.handle.amqp_addr().expect("AMQP listener").port();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/delayed_message.py");
-    let out = run_bounded_for(
-        CHILD_TIMEOUT,
-        Command::new("python3")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .arg("-u")
-            .arg(script)
-            .arg(port.to_string()),
-    );
-    assert!(out.success, "pika scenario delayed_message failed: {out}");
-    print!("{}", out.stdout);
+    common::pika_scenario("delayed_delivery", "delayed_message", CHILD_TIMEOUT);
 }
 
 fn now_ms() -> u64 {

@@ -20,27 +20,8 @@ use std::time::Duration;
 /// Longest a pika scenario may run before it is killed.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Runs `tests/interop/<name>.py` against a fresh server (skipped or failed without pika,
-/// as `common::clients` says).
 fn pika_scenario(name: &str) {
-    if !clients::pika_available(&format!("quorum_queues pika scenario {name}")) {
-        return;
-    }
-    let server = TestServer::start();
-    let port = server.handle.amqp_addr().expect("AMQP listener").port();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop")
-        .join(format!("{name}.py"));
-    let out = run_bounded_for(
-        CHILD_TIMEOUT,
-        Command::new("python3")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .arg("-u")
-            .arg(script)
-            .arg(port.to_string()),
-    );
-    assert!(out.success, "pika scenario {name} failed: {out}");
-    print!("{}", out.stdout);
+    common::pika_scenario("quorum_queues", name, CHILD_TIMEOUT);
 }
 
 #[test]

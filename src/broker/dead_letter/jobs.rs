@@ -15,6 +15,52 @@ use crate::types::FieldValue;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+/// What enqueueing one message into the queues it was routed to gave ([`enqueue_all`]).
+#[derive(Default)]
+pub struct Enqueuing {
+    /// Queues that took it.
+    pub routed: u64,
+    /// The flusher epoch a confirm must wait for (the latest of the queues').
+    pub sync: Option<u64>,
+    /// Why a queue refused it (full with `reject-publish`, out of service), the last one.
+    pub refused: Option<String>,
+    /// Dead-letterings it caused (messages a length limit dropped, TTL-0 expiries, the
+    /// message itself refused by a `reject-publish-dlx` queue): run them with [`run`]
+    /// once no queue lock is held.
+    pub dead: Vec<DeadLetterJob>,
+}
+
+/// Enqueues `msg` into each of `queues` (a publish, a delayed message at its due time).
+pub fn enqueue_all(queues: &[Arc<Queue>], msg: &Arc<Message>) -> Enqueuing {
+    let mut out = Enqueuing::default();
+    for q in queues {
+        match q.enqueue(Arc::clone(msg)) {
+            Enqueued::Accepted {
+                sync,
+                dropped,
+                expired,
+            } => {
+                out.routed += 1;
+                out.sync = out.sync.max(sync);
+                if !dropped.is_empty() {
+                    out.dead.extend(jobs(q, dropped, "maxlen"));
+                }
+                if !expired.is_empty() {
+                    out.dead.extend(jobs(q, expired, "expired"));
+                }
+            }
+            Enqueued::Gone => {}
+            Enqueued::Refused(text) => out.refused = Some(text),
+            Enqueued::RefusedToDeadLetter(text) => {
+                out.refused = Some(text);
+                let unstored = vec![Leaving::unstored(Arc::clone(msg))];
+                out.dead.extend(jobs(q, unstored, "maxlen"));
+            }
+        }
+    }
+    out
+}
+
 /// Republishes messages their queues gave up on to the queues' dead-letter exchanges
 /// (RabbitMQ semantics), then settles each one's record in the queue it left, so it is in
 /// its targets before it leaves its source (at-least-once). A missing exchange drops the

@@ -9,10 +9,9 @@
 //! does not get it. There is no publisher left to return or nack it to.
 
 use super::{delay_of, delivered_properties, DelayedMessages, DUE_BATCH_MAX};
-use crate::broker::dead_letter::jobs::{self, jobs};
+use crate::broker::dead_letter::jobs;
 use crate::broker::message::Message;
 use crate::broker::node::Broker;
-use crate::broker::queue::{Enqueued, Leaving};
 use std::sync::Arc;
 
 /// Routes the messages of `delayed` due at `now_ms`, a batch of [`DUE_BATCH_MAX`] at a
@@ -51,39 +50,14 @@ pub fn deliver_due(broker: &Broker, delayed: &Arc<DelayedMessages>, now_ms: u64)
                 Some(Box::new(delivered_properties(stored.properties(), delay))),
                 stored.body,
             ));
-            let mut routed = 0u64;
-            let mut sync: Option<u64> = None;
-            let mut dead = Vec::new();
-            for q in vhost.route(&exchange, &msg) {
-                match q.enqueue(Arc::clone(&msg)) {
-                    Enqueued::Accepted {
-                        sync: s,
-                        dropped,
-                        expired,
-                    } => {
-                        routed += 1;
-                        sync = sync.max(s);
-                        if !dropped.is_empty() {
-                            dead.extend(jobs(&q, dropped, "maxlen"));
-                        }
-                        if !expired.is_empty() {
-                            dead.extend(jobs(&q, expired, "expired"));
-                        }
-                    }
-                    Enqueued::Gone => {}
-                    Enqueued::Refused(text) => log::debug!(
-                        "delayed message from exchange '{}' not taken: {text}",
-                        delayed.exchange
-                    ),
-                    Enqueued::RefusedToDeadLetter(_) => {
-                        dead.extend(jobs(
-                            &q,
-                            vec![Leaving::unstored(Arc::clone(&msg))],
-                            "maxlen",
-                        ));
-                    }
-                }
+            let enqueued = jobs::enqueue_all(&vhost.route(&exchange, &msg), &msg);
+            if let Some(text) = &enqueued.refused {
+                log::debug!(
+                    "delayed message from exchange '{}' not taken: {text}",
+                    delayed.exchange
+                );
             }
+            let (routed, sync, dead) = (enqueued.routed, enqueued.sync, enqueued.dead);
             jobs::run(&vhost, dead);
             exchange.counters.routed_later(routed);
             if routed == 0 {
