@@ -11,7 +11,9 @@
 mod relaymq_bench;
 
 use relaymq_bench::args::{self, Invocation, Options, Target};
-use relaymq_bench::{compare, http_api, idle, interrupt, null_relay, recovery, run, BenchError};
+use relaymq_bench::{
+    compare, delayed, http_api, idle, interrupt, null_relay, recovery, run, BenchError,
+};
 use std::io::Write;
 
 fn main() {
@@ -24,6 +26,7 @@ fn main() {
         Some(idle::SUBCOMMAND) => std::process::exit(idle::main(argv.skip(1))),
         Some(recovery::SUBCOMMAND) => std::process::exit(recovery::main(argv.skip(1))),
         Some(http_api::SUBCOMMAND) => std::process::exit(http_api::main(argv.skip(1))),
+        Some(delayed::SUBCOMMAND) => std::process::exit(delayed::main(argv.skip(1))),
         _ => {}
     }
     let mut opts = match args::parse(argv) {

@@ -1,7 +1,8 @@
 //! The scenarios of issue 6 that `relaymq-bench` runs over the native protocol, each at a
 //! tiny size: 1→1→1 no-ack, persistent with 4 confirming producers, paced, fanout to 10
 //! queues, topic with many bindings, publish-only (queued), idle connections, recovery
-//! after kill -9, the null relay, and `scripts/bench.sh --quick` for one scenario. Every
+//! after kill -9, delayed delivery (`delayed`), the null relay, and `scripts/bench.sh
+//! --quick` for one scenario. Every
 //! test asserts behaviour (exit code, JSON fields, counts that must agree), never timing.
 
 use crate::common;
@@ -151,12 +152,85 @@ fn idle_usage_errors_exit_2() {
             "10",
         ],
         &["recovery", "--server", SERVER],
+        &["delayed", "--size", "8"],
+        &["delayed", "--rate", "1000000", "--window", "3600"],
+        &["delayed", "--uri", "amqp://127.0.0.1:5672"],
+        // Lateness compares one clock with itself: loopback only.
+        &["delayed", "--uri", "relaymq://192.0.2.1:5673"],
     ] {
         let out = bench(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.starts_with("error: "), "{args:?}: {err}");
     }
+}
+
+/// `relaymq-bench delayed` at a tiny size: every message due arrives once, none before its
+/// due time, still carrying its (negated) delay; the memory run finds every held message
+/// and both RSS readings; the exchanges and the queue are gone afterwards.
+#[test]
+fn delayed_delivery_lateness_and_memory() {
+    let server = TestServer::start();
+    let uri = format!("relaymq://{}", server.addr_string());
+    let v = json_of(&[
+        "delayed",
+        "--uri",
+        &uri,
+        "--rate",
+        "500",
+        "--window",
+        "2",
+        "--lead-ms",
+        "1000",
+        "--waiting",
+        "3000",
+        "--wait-delay-s",
+        "600",
+    ]);
+    let a = &v["accuracy"];
+    assert_eq!(count(a, "published"), 1000, "{v}");
+    assert_eq!(count(a, "received"), 1000, "{v}");
+    for key in ["lost", "early", "duplicates", "not_delayed"] {
+        assert_eq!(count(a, key), 0, "{key}: {v}");
+    }
+    let l = &a["lateness_ms"];
+    for key in ["p50", "p90", "p99", "p999", "max"] {
+        assert!(l[key].as_f64().is_some_and(|x| x >= 0.0), "{key}: {v}");
+    }
+    assert!(l["p50"].as_f64() <= l["max"].as_f64(), "{v}");
+    let m = &v["memory"];
+    assert_eq!(count(m, "waiting"), 3000, "{v}");
+    // The server runs in this test's process, which the tool finds by its port.
+    assert!(count(m, "server_rss_before_bytes") > 0, "{v}");
+    assert!(count(m, "server_rss_after_bytes") > 0, "{v}");
+    assert!(m["publish_seconds"].is_number(), "{v}");
+
+    let conn = relaymq::client::Connection::connect(&server.addr_string()).expect("connect");
+    for exchange in ["relaymq-bench.delayed", "relaymq-bench.delayed.waiting"] {
+        let ch = conn.open_channel().expect("channel");
+        let passive = relaymq::client::ExchangeDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let r = ch.exchange_declare(exchange, "x-delayed-message", passive);
+        assert_eq!(
+            r.err().and_then(|e| e.reply_code()),
+            Some(404),
+            "{exchange}"
+        );
+    }
+    let ch = conn.open_channel().expect("channel");
+    let passive = relaymq::client::QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    let r = ch.queue_declare("relaymq-bench.delayed.q", passive);
+    assert_eq!(r.err().and_then(|e| e.reply_code()), Some(404));
+
+    // Either run alone.
+    let v = json_of(&["delayed", "--uri", &uri, "--rate", "0", "--waiting", "100"]);
+    assert!(v["accuracy"].is_null(), "{v}");
+    assert_eq!(count(&v["memory"], "waiting"), 100, "{v}");
 }
 
 /// Runs `relaymq-bench recovery … --json` with `args`; returns its pid and its JSON, after

@@ -5,11 +5,12 @@
 //!   belongs to the program named before it in the same code span or command line
 //!   (`relaymq-server`, `relaymq-cli`, `relaymq-bench`, also as a path or after `cargo
 //!   run --bin NAME --`; `&&` and `;` end a command): it must be in that binary's `--help`
-//!   (for `relaymq-bench`, with its `idle` and `recovery` subcommands), or in the
-//!   `--help` of a script ([`SCRIPTS_WITH_HELP`]; another `scripts/*.sh`: in its text). A
-//!   flag after another tool (`cargo`, `rabbitmqctl`, …, [`FOREIGN_PROGRAMS`]) is that
-//!   tool's and is not checked. A flag with no program before it must be in one of those
-//!   `--help` texts, unless [`OTHER_TOOLS_FLAGS`] lists it.
+//!   (for `relaymq-bench`, with its `idle`, `recovery`, `http-api` and `delayed`
+//!   subcommands), or in the `--help` of a script ([`SCRIPTS_WITH_HELP`]; another
+//!   `scripts/*.sh`: in its text). A flag after another tool (`cargo`, `rabbitmqctl`, …,
+//!   [`FOREIGN_PROGRAMS`]) is that tool's and is not checked. A flag with no program
+//!   before it must be in one of those `--help` texts, unless [`OTHER_TOOLS_FLAGS`]
+//!   lists it.
 //! - **Metrics.** Every `relaymq_…` metric name in the docs is served by `/metrics` of the
 //!   real server binary, after a durable queue stored, confirmed and delivered a message
 //!   (a histogram's `_bucket`, `_sum` and `_count` count as served with it).
@@ -293,6 +294,7 @@ fn help_flags(name: &str, path: &str, flag: &Regex) -> BTreeSet<String> {
         runs.push(vec!["idle", "--help"]);
         runs.push(vec!["recovery", "--help"]);
         runs.push(vec!["http-api", "--help"]);
+        runs.push(vec!["delayed", "--help"]);
     }
     let mut flags = BTreeSet::new();
     for args in runs {

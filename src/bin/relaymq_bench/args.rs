@@ -44,6 +44,9 @@ OPTIONS:
 SUBCOMMANDS (each with --help):
   relaymq-bench idle --connections N      server RSS per idle connection
   relaymq-bench recovery --server PATH    time to serve again after kill -9
+  relaymq-bench http-api --server PATH    the management API's speed and memory
+  relaymq-bench delayed                   delayed delivery's lateness, and the server's
+                                          RSS per waiting delayed message
 
 EXIT CODES: 0 ok, 1 the run failed (error, lost or duplicated message), 2 usage error
 ";

@@ -2,12 +2,14 @@
 //! itself ([`run`]) over protocol [`session`]s (native: [`native`]; AMQP 0-9-1:
 //! [`amqp`], on the library's `relaymq::amqp_client`), the same run against several servers
 //! ([`compare`]), the figures it prints ([`report`]), the local server's memory
-//! ([`rss`]), the in-process [`null_relay`] baseline, and the `idle` and `recovery`
-//! subcommands ([`idle`], [`recovery`]).
+//! ([`rss`]), the in-process [`null_relay`] baseline, and the `idle`, `recovery`,
+//! `http-api` and `delayed` subcommands ([`idle`], [`recovery`], [`http_api`],
+//! [`delayed`]).
 
 pub mod amqp;
 pub mod args;
 pub mod compare;
+pub mod delayed;
 pub mod http_api;
 pub mod idle;
 pub mod interrupt;

@@ -12,6 +12,17 @@
 //! fixed id derived from its vhost and name ([`crate::storage::delayed_store_id`]), so a
 //! restart (or a kill -9) finds its messages again with their due times; a transient
 //! exchange's store gets a random id and is removed at the next start.
+//!
+//! The timer never touches the store at a due time: a message is read back ("staged")
+//! [`STAGE_AHEAD_MS`] before it is due, by the `relaymq-delay-io` thread, which also
+//! settles the records of delivered messages ([`schedule`]). The store's lock is held
+//! across several fsyncs at times (a compaction copies a segment and syncs it, the
+//! directory and `queue_stat`; a segment emptied by a settlement is deleted and
+//! `queue_stat` rewritten): reading and settling on the timer's thread made every message
+//! due meanwhile that much late (up to 140 ms at 10,000 due/s on a busy disk). Staging is
+//! bounded per exchange ([`STAGED_MESSAGES_MAX`], [`STAGED_BYTES_MAX`]), so a burst of due
+//! messages is never all in memory, and the messages waiting beyond the horizon cost only
+//! their index entry.
 
 pub mod delivery;
 pub mod schedule;
@@ -40,9 +51,27 @@ pub const PLUGIN_DELAY_MS_MAX: u64 = u32::MAX as u64;
 /// of range and the message is routed at once, as the plugin does past its own maximum.
 pub const DELAY_MS_MAX: u64 = 10 * 366 * 24 * 60 * 60 * 1000;
 
-/// Due messages one exchange takes from its index at a time, before routing them (the
-/// timer goes on with the next batch: a burst of due messages is never all in memory).
+/// Due messages one exchange routes (or stages) at a time, between two looks at its
+/// state.
 pub const DUE_BATCH_MAX: usize = 256;
+
+/// How long before its due time a waiting message is read back from the store into
+/// memory, ms: longer than the store's lock is held by a compaction or a segment's
+/// deletion (fsyncs, tens to hundreds of ms on a busy disk), so that routing it at its
+/// due time waits for no disk.
+pub const STAGE_AHEAD_MS: u64 = 1_000;
+
+/// Staging starts when the earliest message not yet staged is due within this, ms (then
+/// everything due within [`STAGE_AHEAD_MS`] is staged: a run every half horizon, not one
+/// per due millisecond).
+pub const STAGE_TRIGGER_MS: u64 = STAGE_AHEAD_MS / 2;
+
+/// Most messages one exchange keeps staged (16,384 per s of horizon: beyond that rate
+/// the horizon shrinks).
+pub const STAGED_MESSAGES_MAX: usize = 16_384;
+
+/// Most body bytes one exchange keeps staged (one message is staged whatever its size).
+pub const STAGED_BYTES_MAX: usize = 16 << 20;
 
 /// The delay a message asks for with its `x-delay` header, in ms, when the exchange must
 /// hold it: the plugin's rules (`rabbit_delayed_message_utils:get_delay`): an integer
@@ -118,15 +147,55 @@ enum Holding {
     Memory,
 }
 
+/// A waiting message read back ahead of its due time.
+struct Staged {
+    due: Due,
+    msg: Message,
+}
+
+impl PartialEq for Staged {
+    fn eq(&self, other: &Staged) -> bool {
+        self.due == other.due
+    }
+}
+impl Eq for Staged {}
+impl PartialOrd for Staged {
+    fn partial_cmp(&self, other: &Staged) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Staged {
+    fn cmp(&self, other: &Staged) -> std::cmp::Ordering {
+        self.due.cmp(&other.due)
+    }
+}
+
 struct State {
-    /// Every waiting message by due time, earliest first.
+    /// Every waiting message not staged, by due time, earliest first.
     index: BinaryHeap<Reverse<Due>>,
+    /// Messages read back ahead of their due time, earliest first.
+    staged: BinaryHeap<Reverse<Staged>>,
+    /// Body bytes of `staged`.
+    staged_bytes: usize,
+    /// Entries a staging run took from `index` and is still reading.
+    staging_in_flight: usize,
+    /// A staging run is asked for or under way: the timer asks for no other.
+    staging: bool,
     /// Messages of an in-memory holding, by their [`Due::record`] id.
     memory: HashMap<u64, Arc<Message>>,
     /// Next in-memory id.
     next_memory_id: u64,
     /// The due time handed to the timer and not fired yet (`u64::MAX`: none).
     scheduled_ms: u64,
+}
+
+impl State {
+    /// Whether staging more messages would pass [`STAGED_MESSAGES_MAX`] or
+    /// [`STAGED_BYTES_MAX`].
+    fn budget_spent(&self) -> bool {
+        self.staged.len() + self.staging_in_flight >= STAGED_MESSAGES_MAX
+            || self.staged_bytes >= STAGED_BYTES_MAX
+    }
 }
 
 /// The messages one delayed-message exchange holds until their due time.
@@ -166,6 +235,10 @@ impl DelayedMessages {
             holding,
             state: Mutex::new(State {
                 index: BinaryHeap::from(index),
+                staged: BinaryHeap::new(),
+                staged_bytes: 0,
+                staging_in_flight: 0,
+                staging: false,
                 memory: HashMap::new(),
                 next_memory_id: 0,
                 scheduled_ms: u64::MAX,
@@ -291,17 +364,19 @@ impl DelayedMessages {
                 (RecordRef { segment: 0, id }, None)
             }
         };
+        // The timer looks at the exchange when this message is to be staged.
+        let fire_ms = due_ms.saturating_sub(STAGE_TRIGGER_MS);
         let earlier = {
             let mut st = self.lock();
             st.index.push(Reverse(Due { due_ms, record }));
-            let earlier = due_ms < st.scheduled_ms;
+            let earlier = fire_ms < st.scheduled_ms;
             if earlier {
-                st.scheduled_ms = due_ms;
+                st.scheduled_ms = fire_ms;
             }
             earlier
         };
         if earlier {
-            self.schedule.add(due_ms, self.target());
+            self.schedule.add(fire_ms, self.target());
         }
         Ok(sync)
     }
@@ -310,24 +385,122 @@ impl DelayedMessages {
         DueTarget::Exchange(self.me.clone())
     }
 
-    /// Takes up to `max` messages due at `now_ms` from the index, earliest first.
-    pub fn take_due(&self, now_ms: u64, max: usize) -> Vec<Due> {
+    /// Takes up to `max` staged messages due at `now_ms`, earliest first.
+    pub fn take_due(&self, now_ms: u64, max: usize) -> Vec<(Due, Message)> {
         let mut st = self.lock();
         let mut out = Vec::new();
-        while out.len() < max {
-            match st.index.peek() {
-                Some(Reverse(d)) if d.due_ms <= now_ms => {
-                    out.push(*d);
-                    st.index.pop();
-                }
-                _ => break,
+        while out.len() < max && st.staged.peek().is_some_and(|s| s.0.due.due_ms <= now_ms) {
+            if let Some(Reverse(s)) = st.staged.pop() {
+                st.staged_bytes = st.staged_bytes.saturating_sub(s.msg.body_size());
+                out.push((s.due, s.msg));
             }
         }
         out
     }
 
-    /// The message of a due entry taken by [`DelayedMessages::take_due`] (read back from
-    /// the store, checksum verified).
+    /// Whether messages not yet staged are due within [`STAGE_TRIGGER_MS`] of `now_ms`
+    /// (when the staging budget is spent: due already) and no staging run is under way;
+    /// if so, marks one as under way (the caller runs [`DelayedMessages::stage`], which
+    /// clears the mark).
+    pub fn begin_staging(&self, now_ms: u64) -> bool {
+        let mut st = self.lock();
+        let Some(next) = st.index.peek().map(|Reverse(d)| d.due_ms) else {
+            return false;
+        };
+        let fire = if st.budget_spent() {
+            next
+        } else {
+            next.saturating_sub(STAGE_TRIGGER_MS)
+        };
+        if st.staging || fire > now_ms || self.is_destroyed() {
+            return false;
+        }
+        st.staging = true;
+        true
+    }
+
+    /// A staging run (after [`DelayedMessages::begin_staging`]): reads back the messages
+    /// due within [`STAGE_AHEAD_MS`] of `now_ms`, earliest first, as far as
+    /// [`STAGED_MESSAGES_MAX`] and [`STAGED_BYTES_MAX`] allow (a message due already is
+    /// staged whatever the budget), without holding the exchange's lock while reading;
+    /// then hands the next time to look at the exchange to the timer. A message that
+    /// cannot be read is dropped (logged) and its record settled.
+    pub fn stage(&self, now_ms: u64) {
+        let horizon = now_ms.saturating_add(STAGE_AHEAD_MS);
+        loop {
+            let (chunk, mut bytes, mut count) = {
+                let mut st = self.lock();
+                let mut chunk = Vec::new();
+                while chunk.len() < DUE_BATCH_MAX {
+                    let Some(next) = st.index.peek().map(|Reverse(d)| d.due_ms) else {
+                        break;
+                    };
+                    let room =
+                        st.staged.len() + st.staging_in_flight + chunk.len() < STAGED_MESSAGES_MAX;
+                    if next > horizon || (!room && next > now_ms) {
+                        break;
+                    }
+                    if let Some(Reverse(d)) = st.index.pop() {
+                        chunk.push(d);
+                    }
+                }
+                st.staging_in_flight += chunk.len();
+                (chunk, st.staged_bytes, st.staged.len())
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            let n = chunk.len();
+            let mut loaded = Vec::with_capacity(n);
+            let mut rest = Vec::new();
+            for d in chunk {
+                let spent = bytes >= STAGED_BYTES_MAX && count > 0 && d.due_ms > now_ms;
+                if spent || self.is_destroyed() {
+                    rest.push(d);
+                    continue;
+                }
+                let m = self.load(d);
+                if let Ok(msg) = &m {
+                    bytes += msg.body_size();
+                    count += 1;
+                }
+                loaded.push((d, m));
+            }
+            let mut st = self.lock();
+            st.staging_in_flight -= n;
+            let mut unreadable = Vec::new();
+            for (due, m) in loaded {
+                match m {
+                    Ok(msg) => {
+                        st.staged_bytes += msg.body_size();
+                        st.staged.push(Reverse(Staged { due, msg }));
+                    }
+                    Err(e) => unreadable.push((due, e)),
+                }
+            }
+            let stop = !rest.is_empty();
+            if !self.is_destroyed() {
+                st.index.extend(rest.into_iter().map(Reverse));
+            }
+            drop(st);
+            for (due, e) in unreadable {
+                log::error!(
+                    "exchange '{}' in vhost '{}': a delayed message cannot be read and is \
+                     dropped: {e}",
+                    self.exchange,
+                    self.vhost
+                );
+                self.settle(due.record, None);
+            }
+            if stop {
+                break;
+            }
+        }
+        self.lock().staging = false;
+        self.reschedule();
+    }
+
+    /// The message of an index entry (read back from the store, checksum verified).
     ///
     /// # Errors
     /// A text saying why it cannot be read (a damaged record, an I/O error).
@@ -366,16 +539,28 @@ impl DelayedMessages {
         }
     }
 
-    /// Hands the earliest due time to the timer again, after the timer fired for this
-    /// exchange (`fired`) or when the index was built.
+    /// Hands the timer the next time it must look at this exchange: the earliest staged
+    /// message's due time, or [`STAGE_TRIGGER_MS`] before the earliest message not
+    /// staged (unless a staging run is under way: it calls this when done). Called after
+    /// each run for the exchange and when the index was built.
     pub fn reschedule(&self) {
         let next = {
             let mut st = self.lock();
-            st.scheduled_ms = u64::MAX;
-            let next = st.index.peek().map(|Reverse(d)| d.due_ms);
-            if let Some(n) = next {
-                st.scheduled_ms = n;
-            }
+            let staged = st.staged.peek().map(|Reverse(s)| s.due.due_ms);
+            let spent = st.budget_spent();
+            let unstaged = match st.staging {
+                true => None,
+                false => st.index.peek().map(|Reverse(d)| match spent {
+                    // Staged when due (the budget holds earlier ones).
+                    true => d.due_ms,
+                    false => d.due_ms.saturating_sub(STAGE_TRIGGER_MS),
+                }),
+            };
+            let next = match (staged, unstaged) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            st.scheduled_ms = next.unwrap_or(u64::MAX);
             next
         };
         if let Some(n) = next {
@@ -383,14 +568,22 @@ impl DelayedMessages {
         }
     }
 
-    /// Messages waiting.
+    /// Messages waiting (staged or not).
     pub fn waiting(&self) -> usize {
-        self.lock().index.len()
+        let st = self.lock();
+        st.index.len() + st.staged.len() + st.staging_in_flight
     }
 
-    /// The earliest due time, ms since the Unix epoch, when a message waits.
+    /// The earliest due time, ms since the Unix epoch, when a message waits (one a
+    /// staging run is reading is not counted: it is due no earlier than a staged one).
     pub fn next_due_ms(&self) -> Option<u64> {
-        self.lock().index.peek().map(|Reverse(d)| d.due_ms)
+        let st = self.lock();
+        let staged = st.staged.peek().map(|Reverse(s)| s.due.due_ms);
+        let index = st.index.peek().map(|Reverse(d)| d.due_ms);
+        match (staged, index) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Whether the messages are held in a store (a data directory) rather than in memory.
@@ -405,6 +598,8 @@ impl DelayedMessages {
         {
             let mut st = self.lock();
             st.index = BinaryHeap::new();
+            st.staged = BinaryHeap::new();
+            st.staged_bytes = 0;
             st.memory = HashMap::new();
         }
         if let Holding::Stored { id, durability, .. } = &self.holding {
@@ -534,7 +729,7 @@ mod tests {
     }
 
     #[test]
-    fn the_index_gives_due_messages_earliest_first_in_batches() {
+    fn messages_are_staged_ahead_of_their_due_time_and_routed_earliest_first() {
         let schedule = Arc::new(DelaySchedule::new());
         let d = DelayedMessages::in_memory("/", "x", Arc::clone(&schedule));
         let msg = Message::new("x", "k", BasicProperties::default(), b"m".to_vec());
@@ -543,17 +738,47 @@ mod tests {
         }
         assert_eq!(d.waiting(), 4);
         assert_eq!(d.next_due_ms(), Some(1100));
-        assert_eq!(schedule.next_due_ms(), Some(1100));
+        // The timer looks at the exchange when the earliest is to be staged.
+        assert_eq!(schedule.next_due_ms(), Some(1100 - STAGE_TRIGGER_MS));
+        // Nothing staged yet: nothing to route, not even when due.
+        assert!(d.take_due(1200, 10).is_empty());
+        assert!(!d.begin_staging(1099 - STAGE_TRIGGER_MS));
+        assert!(d.begin_staging(1100 - STAGE_TRIGGER_MS));
+        assert!(!d.begin_staging(1100), "one staging run at a time");
+        d.stage(1000);
+        assert_eq!(d.waiting(), 4);
+        assert_eq!(d.next_due_ms(), Some(1100));
         assert!(d.take_due(1099, 10).is_empty());
         let due = d.take_due(1200, 2);
         assert_eq!(
-            due.iter().map(|x| x.due_ms).collect::<Vec<_>>(),
+            due.iter().map(|(x, _)| x.due_ms).collect::<Vec<_>>(),
             [1100, 1100]
         );
-        assert_eq!(d.load(due[0]).unwrap().body.as_ref(), b"m");
+        assert_eq!(due[0].1.body.as_ref(), b"m");
         assert_eq!(d.take_due(1200, 10).len(), 1);
         assert_eq!(d.waiting(), 1);
         d.destroy();
+        assert_eq!(d.waiting(), 0);
+    }
+
+    #[test]
+    fn staging_keeps_to_its_budget_until_messages_are_due() {
+        let schedule = Arc::new(DelaySchedule::new());
+        let d = DelayedMessages::in_memory("/", "x", Arc::clone(&schedule));
+        let msg = Message::new("x", "k", BasicProperties::default(), b"m".to_vec());
+        let n = STAGED_MESSAGES_MAX + 10;
+        for _ in 0..n {
+            d.hold(&msg, 100, 1000).unwrap();
+        }
+        assert!(d.begin_staging(1000));
+        d.stage(1000);
+        assert_eq!(d.waiting(), n);
+        // The budget is spent: the rest waits until due, not half a horizon before.
+        assert!(!d.begin_staging(1099));
+        assert!(d.begin_staging(1100));
+        assert_eq!(d.take_due(1100, n).len(), STAGED_MESSAGES_MAX);
+        d.stage(1100);
+        assert_eq!(d.take_due(1100, n).len(), 10);
         assert_eq!(d.waiting(), 0);
     }
 }

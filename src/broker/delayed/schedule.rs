@@ -8,17 +8,24 @@
 //! arrives and after each run ([`DelayedMessages::reschedule`]): the heap holds about one
 //! entry per holder with waiting messages, whatever their number. An entry whose holder
 //! is gone, or that fires early for it, is harmless: the run finds nothing due.
+//!
+//! A second thread, `relaymq-delay-io`, does the delayed-message exchanges' store work
+//! that must not hold up the timer: staging messages ahead of their due time
+//! ([`DelayedMessages::stage`]) and settling the records of delivered ones. Without it
+//! (a test calling [`DelaySchedule::run_due`]) that work runs on the caller's thread.
 
 use super::DelayedMessages;
 use crate::broker::node::Broker;
 use crate::broker::queue::expiry::now_ms;
 use crate::broker::queue::Queue;
+use crate::storage::RecordRef;
+use crossbeam_channel::Sender;
 use std::cmp::{Ordering as CmpOrdering, Reverse};
 use std::collections::BinaryHeap;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What is due at an entry's time.
 #[derive(Clone, Debug)]
@@ -59,12 +66,37 @@ struct State {
     stopped: bool,
 }
 
+/// Store work of a delayed-message exchange, for the `relaymq-delay-io` thread.
+enum IoJob {
+    /// Stage the messages due soon after the time given ([`DelayedMessages::stage`]; the
+    /// clock when the job runs, if later).
+    Stage(Arc<DelayedMessages>, u64),
+    /// Settle the records of delivered messages, each once its flusher epoch (if any) is
+    /// durable ([`DelayedMessages::settle`]).
+    Settle(Arc<DelayedMessages>, Vec<(RecordRef, Option<u64>)>),
+}
+
+impl IoJob {
+    fn run(self) {
+        match self {
+            IoJob::Stage(d, at) => d.stage(at.max(now_ms())),
+            IoJob::Settle(d, records) => {
+                for (record, after) in records {
+                    d.settle(record, after);
+                }
+            }
+        }
+    }
+}
+
 /// The due times of a broker's delayed messages and retries (one per broker, shared by
 /// its vhosts); [`DelayTimer`] runs it.
 #[derive(Default)]
 pub struct DelaySchedule {
     state: Mutex<State>,
     wake: Condvar,
+    /// The `relaymq-delay-io` thread's jobs, while it runs.
+    io: Mutex<Option<Sender<IoJob>>>,
 }
 
 impl std::fmt::Debug for DelaySchedule {
@@ -128,11 +160,19 @@ impl DelaySchedule {
             if st.stopped {
                 return None;
             }
-            let now = now_ms();
-            match st.heap.peek().map(|Reverse(e)| e.due_ms) {
+            // To the microsecond: a wait counted from the millisecond begun would end up
+            // to 1 ms after the due one.
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            match st
+                .heap
+                .peek()
+                .map(|Reverse(e)| Duration::from_millis(e.due_ms))
+            {
                 Some(due) if due <= now => break,
                 Some(due) => {
-                    let wait = Duration::from_millis(due - now);
+                    let wait = due - now;
                     st = self
                         .wake
                         .wait_timeout(st, wait)
@@ -149,6 +189,35 @@ impl DelaySchedule {
     fn stop(&self) {
         self.lock().stopped = true;
         self.wake.notify_all();
+    }
+
+    /// Hands `job` to the `relaymq-delay-io` thread, or runs it here when that thread
+    /// does not run.
+    fn run_io(&self, job: IoJob) {
+        let job = match &*self.io.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                Err(e) => e.into_inner(),
+            },
+            None => job,
+        };
+        job.run();
+    }
+
+    /// Stages the messages of `delayed` due soon after `now_ms` (on the I/O thread).
+    pub(super) fn stage(&self, delayed: &Arc<DelayedMessages>, now_ms: u64) {
+        self.run_io(IoJob::Stage(Arc::clone(delayed), now_ms));
+    }
+
+    /// Settles the records of messages of `delayed` just routed (on the I/O thread).
+    pub(super) fn settle(
+        &self,
+        delayed: &Arc<DelayedMessages>,
+        records: Vec<(RecordRef, Option<u64>)>,
+    ) {
+        if !records.is_empty() {
+            self.run_io(IoJob::Settle(Arc::clone(delayed), records));
+        }
     }
 
     /// Runs every target due at `now_ms` on `broker` (what the timer thread does at each
@@ -175,20 +244,32 @@ fn run_target(broker: &Broker, target: DueTarget, now_ms: u64) {
     }
 }
 
-/// The `relaymq-delay` thread running a [`DelaySchedule`]; stops when dropped or
-/// [`DelayTimer::stop`]ped.
+/// The `relaymq-delay` thread running a [`DelaySchedule`], and the `relaymq-delay-io`
+/// thread doing its store work; stop when dropped or [`DelayTimer::stop`]ped.
 pub struct DelayTimer {
     schedule: Arc<DelaySchedule>,
     thread: Option<JoinHandle<()>>,
+    io_thread: Option<JoinHandle<()>>,
 }
 
 impl DelayTimer {
-    /// Starts the thread on `broker`'s schedule.
+    /// Starts the threads on `broker`'s schedule.
     ///
     /// # Errors
-    /// The thread cannot be spawned.
+    /// A thread cannot be spawned.
     pub fn start(broker: Arc<Broker>) -> io::Result<DelayTimer> {
         let schedule = Arc::clone(broker.delay_schedule());
+        let (tx, rx) = crossbeam_channel::unbounded::<IoJob>();
+        let io_thread = std::thread::Builder::new()
+            .name("relaymq-delay-io".into())
+            .spawn(move || {
+                // Ends once the sender is dropped and every job sent before ran (the
+                // settlements of a stop are not lost).
+                for job in rx {
+                    job.run();
+                }
+            })?;
+        *schedule.io.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         let s = Arc::clone(&schedule);
         let thread = std::thread::Builder::new()
             .name("relaymq-delay".into())
@@ -203,13 +284,23 @@ impl DelayTimer {
         Ok(DelayTimer {
             schedule,
             thread: Some(thread),
+            io_thread: Some(io_thread),
         })
     }
 
-    /// Stops the thread and waits for its run to finish.
+    /// Stops the threads and waits for their runs to finish (the I/O thread's jobs
+    /// queued meanwhile run first).
     pub fn stop(&mut self) {
         self.schedule.stop();
         if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.schedule
+            .io
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(t) = self.io_thread.take() {
             let _ = t.join();
         }
     }
