@@ -248,7 +248,8 @@ fn delayed_retry_policies_are_checked_and_listed() {
     );
     let r = api.put(
         "/policies/%2F/retry",
-        &json!({"pattern": "^retry", "apply-to": "queues",
+        // RabbitMQ 3.12+'s `quorum_queues`: quorum queues only.
+        &json!({"pattern": "^retry", "apply-to": "quorum_queues",
                 "definition": {"delayed-retry-type": "all", "delayed-retry-min": 60000}}),
     );
     assert!(r.status == 201 || r.status == 204, "{}", r.text());

@@ -29,7 +29,7 @@ global options (also from RELAYMQ_ADDR, RELAYMQ_VHOST, RELAYMQ_USER, RELAYMQ_PAS
   -V, --version         print the version
 
 commands:
-  declare exchange NAME --type direct|fanout|topic|headers|x-consistent-hash [--durable] [--auto-delete] [--internal] [--arg K=V]...
+  declare exchange NAME --type direct|fanout|topic|headers|x-consistent-hash|x-delayed-message [--durable] [--auto-delete] [--internal] [--arg K=V]...
   declare queue NAME [--durable] [--exclusive] [--auto-delete] [--arg K=V]...   (prints the queue name)
   declare vhost NAME
   delete exchange NAME [--if-unused]

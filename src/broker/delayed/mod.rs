@@ -47,9 +47,11 @@ pub const DELAY_HEADER: &str = "x-delay";
 /// delivers a message with a longer delay at once.
 pub const PLUGIN_DELAY_MS_MAX: u64 = u32::MAX as u64;
 
-/// The longest delay RelayMQ honours, in ms: ten years of 366 days. A longer delay is out
-/// of range and the message is routed at once, as the plugin does past its own maximum.
-pub const DELAY_MS_MAX: u64 = 10 * 366 * 24 * 60 * 60 * 1000;
+/// The longest delay RelayMQ honours, in ms: ten years of 365 days (315,360,000,000 ms, the
+/// bound of `x-message-ttl`, [`crate::limits::EXPIRY_MS_MAX`]). A longer delay is out of
+/// range and the message is routed at once, as the plugin does past its own maximum. A
+/// quorum queue's delayed retry waits at most this long too.
+pub const DELAY_MS_MAX: u64 = crate::limits::EXPIRY_MS_MAX;
 
 /// Due messages one exchange routes (or stages) at a time, between two looks at its
 /// state.
@@ -698,7 +700,7 @@ mod tests {
         assert_eq!(delay_of(&with_delay(FieldValue::string("soon"))), None);
         assert_eq!(delay_of(&with_delay(FieldValue::Bool(true))), None);
         // Past the plugin's 2^32 - 1 ms, up to ten years: held.
-        let year = 366 * 24 * 3600 * 1000_i64;
+        let year = 365 * 24 * 3600 * 1000_i64;
         assert_eq!(
             delay_of(&with_delay(FieldValue::I64(5 * year))),
             Some(5 * year as u64)

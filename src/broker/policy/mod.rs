@@ -15,6 +15,7 @@ pub mod vhost;
 
 use crate::auth::permission::{REGEX_BACKTRACK_STEPS_MAX, REGEX_COMPILED_BYTES_MAX};
 use crate::broker::queue::length_limit::Overflow;
+use crate::broker::queue::queue_type::QueueType;
 use crate::error::BrokerError;
 use crate::storage::meta_policies::PolicyRow;
 use fancy_regex::Regex;
@@ -63,15 +64,18 @@ pub const NOT_HONOURED_KEYS: [&str; 21] = [
 /// Which objects a policy applies to (RabbitMQ's `--apply-to`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyTo {
-    /// Queues only (`queues`; RabbitMQ 3.12's `classic_queues` is read as this: every
-    /// RelayMQ queue is a classic-style queue).
+    /// Queues of every type (`queues`).
     Queues,
+    /// Classic queues only (RabbitMQ 3.12+ `classic_queues`).
+    ClassicQueues,
+    /// Quorum queues only (RabbitMQ 3.12+ `quorum_queues`).
+    QuorumQueues,
     /// Exchanges only.
     Exchanges,
     /// Queues and exchanges (RabbitMQ's default).
     All,
-    /// RabbitMQ 3.12's `quorum_queues` and `streams`: accepted so their definitions
-    /// import, but RelayMQ has no such queues, so they match nothing.
+    /// RabbitMQ 3.12's `streams`: accepted so their definitions import, but RelayMQ has
+    /// no streams, so it matches nothing.
     NoQueueHere,
 }
 
@@ -82,10 +86,12 @@ impl ApplyTo {
     /// 406 PRECONDITION_FAILED with RabbitMQ's text for another value.
     pub fn parse(text: &str) -> Result<ApplyTo, BrokerError> {
         Ok(match text {
-            "queues" | "classic_queues" => ApplyTo::Queues,
+            "queues" => ApplyTo::Queues,
+            "classic_queues" => ApplyTo::ClassicQueues,
+            "quorum_queues" => ApplyTo::QuorumQueues,
             "exchanges" => ApplyTo::Exchanges,
             "all" | "" => ApplyTo::All,
-            "quorum_queues" | "streams" => ApplyTo::NoQueueHere,
+            "streams" => ApplyTo::NoQueueHere,
             other => {
                 return Err(BrokerError::precondition(format!(
                     "Validation failed: apply-to '{other}' unrecognised; should be 'queues', \
@@ -95,8 +101,13 @@ impl ApplyTo {
         })
     }
 
-    fn queues(self) -> bool {
-        matches!(self, ApplyTo::Queues | ApplyTo::All)
+    fn queues(self, queue_type: QueueType) -> bool {
+        match self {
+            ApplyTo::Queues | ApplyTo::All => true,
+            ApplyTo::ClassicQueues => queue_type == QueueType::Classic,
+            ApplyTo::QuorumQueues => queue_type == QueueType::Quorum,
+            ApplyTo::Exchanges | ApplyTo::NoQueueHere => false,
+        }
     }
 
     fn exchanges(self) -> bool {
@@ -445,9 +456,10 @@ impl Policy {
         self.regex.is_match(name).unwrap_or(false)
     }
 
-    /// Whether the policy applies to the queue `name`.
-    pub fn matches_queue(&self, name: &str) -> bool {
-        self.apply_to.queues() && self.matches(name)
+    /// Whether the policy applies to the queue `name` of type `queue_type` (its apply-to:
+    /// `queues`, `all`, or the queue's type, RabbitMQ 3.12+).
+    pub fn matches_queue(&self, name: &str, queue_type: QueueType) -> bool {
+        self.apply_to.queues(queue_type) && self.matches(name)
     }
 
     /// Whether the policy applies to the exchange `name`.
@@ -464,9 +476,14 @@ impl Policy {
     }
 }
 
-/// The policy that applies to a queue: the winner among `policies` matching `name`.
-pub fn for_queue<'a, P: AsRef<Policy>>(policies: &'a [P], name: &str) -> Option<&'a P> {
-    best(policies, |p| p.matches_queue(name))
+/// The policy that applies to a queue: the winner among `policies` matching `name` and
+/// its `queue_type`.
+pub fn for_queue<'a, P: AsRef<Policy>>(
+    policies: &'a [P],
+    name: &str,
+    queue_type: QueueType,
+) -> Option<&'a P> {
+    best(policies, |p| p.matches_queue(name, queue_type))
 }
 
 /// The policy that applies to an exchange: the winner among `policies` matching `name`.
@@ -639,11 +656,21 @@ mod tests {
             mk("x", "^q", 5, "exchanges"),
             mk("look", "^(?!tmp\\.)q", 1, "queues"),
         ];
-        assert_eq!(for_queue(&ps, "q1").unwrap().def.name, "look");
-        assert_eq!(for_queue(&ps, "tmp.q1").unwrap().def.name, "a");
+        let classic = QueueType::Classic;
+        assert_eq!(for_queue(&ps, "q1", classic).unwrap().def.name, "look");
+        assert_eq!(for_queue(&ps, "tmp.q1", classic).unwrap().def.name, "a");
         assert_eq!(for_exchange(&ps, "q1").unwrap().def.name, "x");
-        assert!(for_queue(&ps, "other").is_none());
+        assert!(for_queue(&ps, "other", classic).is_none());
+        // RabbitMQ 3.12+: `quorum_queues` and `classic_queues` match their type only;
+        // `streams` nothing here.
         let quorum = mk("qq", ".*", 9, "quorum_queues");
-        assert!(!quorum.matches_queue("q1") && !quorum.matches_exchange("q1"));
+        assert!(quorum.matches_queue("q1", QueueType::Quorum));
+        assert!(!quorum.matches_queue("q1", classic) && !quorum.matches_exchange("q1"));
+        let classic_only = mk("cq", ".*", 9, "classic_queues");
+        assert!(classic_only.matches_queue("q1", classic));
+        assert!(!classic_only.matches_queue("q1", QueueType::Quorum));
+        let streams = mk("st", ".*", 9, "streams");
+        assert!(!streams.matches_queue("q1", classic));
+        assert!(!streams.matches_queue("q1", QueueType::Quorum));
     }
 }

@@ -6,6 +6,7 @@
 //! acts on ([`crate::broker::queue::settings::QueueSettings::effective`]).
 
 use crate::broker::policy::{self, Policy, PolicyDef, POLICIES_PER_VHOST_MAX};
+use crate::broker::queue::queue_type::QueueType;
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -97,9 +98,13 @@ impl VirtualHost {
         all
     }
 
-    /// The operator policy that applies to queue `name` now, if any.
-    pub fn operator_policy_for_queue(&self, name: &str) -> Option<Arc<Policy>> {
-        policy::for_queue(&self.operator_policy_list(), name).cloned()
+    /// The operator policy that applies to queue `name` of type `queue_type` now, if any.
+    pub fn operator_policy_for_queue(
+        &self,
+        name: &str,
+        queue_type: QueueType,
+    ) -> Option<Arc<Policy>> {
+        policy::for_queue(&self.operator_policy_list(), name, queue_type).cloned()
     }
 
     /// Adds an operator policy at recovery (no commit, no queue yet).

@@ -10,6 +10,7 @@
 
 use crate::broker::dead_letter::jobs::{self, jobs};
 use crate::broker::policy::{self, Policy, POLICIES_PER_VHOST_MAX};
+use crate::broker::queue::queue_type::QueueType;
 use crate::broker::queue::settings::QueueSettings;
 use crate::broker::queue::{Leaving, Queue};
 use crate::broker::vhost::VirtualHost;
@@ -28,15 +29,15 @@ impl VirtualHost {
         all
     }
 
-    /// The policy that applies to queue `name` now, if any.
-    pub fn policy_for_queue(&self, name: &str) -> Option<Arc<Policy>> {
-        policy::for_queue(&self.policy_list(), name).cloned()
+    /// The policy that applies to queue `name` of type `queue_type` now, if any.
+    pub fn policy_for_queue(&self, name: &str, queue_type: QueueType) -> Option<Arc<Policy>> {
+        policy::for_queue(&self.policy_list(), name, queue_type).cloned()
     }
 
     /// Gives a queue that is not shared yet (declare, recovery) its effective settings.
     pub(crate) fn apply_policies(&self, q: &Queue) {
-        let winner = self.policy_for_queue(&q.name);
-        let operator = self.operator_policy_for_queue(&q.name);
+        let winner = self.policy_for_queue(&q.name, q.queue_type);
+        let operator = self.operator_policy_for_queue(&q.name, q.queue_type);
         // A fresh queue holds nothing to trim; a recovered one is trimmed by its next
         // publish, as with arguments.
         let _ = q.apply_settings(QueueSettings::effective(&q.arguments, winner, operator));
@@ -137,8 +138,8 @@ impl VirtualHost {
         };
         let mut dropped = Vec::new();
         for q in self.all_queues() {
-            let winner = policy::for_queue(&list, &q.name).cloned();
-            let operator = policy::for_queue(&operator_list, &q.name).cloned();
+            let winner = policy::for_queue(&list, &q.name, q.queue_type).cloned();
+            let operator = policy::for_queue(&operator_list, &q.name, q.queue_type).cloned();
             let current = q.settings();
             if same(&winner, &current.policy) && same(&operator, &current.operator_policy) {
                 continue;

@@ -388,11 +388,14 @@ impl DelayedRetry {
     }
 
     /// The wait of a message returned with `delivery_count` failed deliveries, ms
-    /// (`rabbit_fifo:calculate_ready_at`: min(min × max(1, count), max)).
+    /// (`rabbit_fifo:calculate_ready_at`: min(min × max(1, count), max)), at most
+    /// [`DELAY_MS_MAX`](crate::broker::delayed::DELAY_MS_MAX) (ten years), so a due time
+    /// always fits the HTTP API's 64-bit signed integers.
     pub fn delay_ms(&self, delivery_count: u32) -> u64 {
         self.min_ms
             .saturating_mul(u64::from(delivery_count.max(1)))
             .min(self.max_ms)
+            .min(crate::broker::delayed::DELAY_MS_MAX)
     }
 
     /// RabbitMQ's description of it (`fmt_delayed_retry`): `all (min: 1000ms, max:
@@ -427,6 +430,9 @@ mod tests {
         assert_eq!(r.delay_ms(1), 100);
         assert_eq!(r.delay_ms(3), 300);
         assert_eq!(r.delay_ms(50), 1000);
+        let huge =
+            DelayedRetry::resolve(&source(Some("all"), Some(i64::MAX), None), &none).unwrap();
+        assert_eq!(huge.delay_ms(3), crate::broker::delayed::DELAY_MS_MAX);
         assert_eq!(r.describe(), "all (min: 100ms, max: 1000ms)");
         assert!(r.applies(true) && r.applies(false));
         // No max: the min. No min, disabled, unknown: none.
