@@ -237,7 +237,7 @@ fn describe_argument(v: Option<&FieldValue>) -> String {
 
 /// The queue arguments a redeclare must match: those RelayMQ gives a meaning. Others are
 /// kept as first declared and not compared, as RabbitMQ does.
-const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 15] = [
+const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 18] = [
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
     "x-dead-letter-strategy",
@@ -253,6 +253,9 @@ const EQUIVALENT_QUEUE_ARGUMENTS: [&str; 15] = [
     "x-queue-mode",
     "x-single-active-consumer",
     "x-quorum-initial-group-size",
+    "x-delayed-retry-type",
+    "x-delayed-retry-min",
+    "x-delayed-retry-max",
 ];
 
 /// Checks the values of queue arguments: the lifecycle ones, length limits, dead-lettering,

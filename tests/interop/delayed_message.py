@@ -112,6 +112,15 @@ check_eq(ch.queue_declare("topic-q", passive=True).method.message_count, 1,
 ch.queue_declare("retry-q", durable=True, arguments={
     "x-queue-type": "quorum", "x-delayed-retry-type": "failed",
     "x-delayed-retry-min": 200, "x-delayed-retry-max": 500})
+# A redeclare with other retry settings is inequivalent (RabbitMQ 4.3 compares the quorum
+# queue type's arguments).
+refused("another x-delayed-retry-min", 406,
+        "PRECONDITION_FAILED - inequivalent arg 'x-delayed-retry-min' for queue 'retry-q' in "
+        "vhost '/': received the value '300' of type 'signedint' but current is the value '200' "
+        "of type 'signedint'",
+        lambda c: c.queue_declare("retry-q", durable=True, arguments={
+            "x-queue-type": "quorum", "x-delayed-retry-type": "failed",
+            "x-delayed-retry-min": 300, "x-delayed-retry-max": 500}))
 ch.basic_publish("", "retry-q", b"job")
 seen = []
 
