@@ -206,6 +206,9 @@ pub struct DelayedMessages {
     pub vhost: Arc<str>,
     /// The exchange's name.
     pub exchange: Arc<str>,
+    /// How the store is named in its log lines and errors ("delayed messages of exchange
+    /// 'x'"), made once rather than at every hold and settlement.
+    what: String,
     holding: Holding,
     state: Mutex<State>,
     schedule: Arc<DelaySchedule>,
@@ -234,6 +237,7 @@ impl DelayedMessages {
         let d = Arc::new_cyclic(|me| DelayedMessages {
             vhost: Arc::from(vhost),
             exchange: Arc::from(exchange),
+            what: format!("delayed messages of exchange '{exchange}'"),
             holding,
             state: Mutex::new(State {
                 index: BinaryHeap::from(index),
@@ -352,8 +356,7 @@ impl DelayedMessages {
         let due_ms = now_ms.saturating_add(delay_ms);
         let (record, sync) = match &self.holding {
             Holding::Stored { storage, .. } => {
-                let what = format!("delayed messages of exchange '{}'", self.exchange);
-                let (record, written) = storage.append(&what, msg, due_ms)?;
+                let (record, written) = storage.append(&self.what, msg, due_ms)?;
                 let epoch = storage.submit(written);
                 let persistent = msg.properties().is_persistent();
                 (record, epoch.filter(|_| persistent))
@@ -506,7 +509,7 @@ impl DelayedMessages {
     ///
     /// # Errors
     /// A text saying why it cannot be read (a damaged record, an I/O error).
-    pub fn load(&self, due: Due) -> Result<Message, String> {
+    fn load(&self, due: Due) -> Result<Message, String> {
         match &self.holding {
             Holding::Stored { storage, .. } => storage.read(due.record),
             Holding::Memory => self
@@ -522,22 +525,19 @@ impl DelayedMessages {
     /// epoch `after` is durable (the writes of its copies in their queues), so a crash in
     /// between delivers it again rather than losing it.
     pub fn settle(&self, record: RecordRef, after: Option<u64>) {
+        let Some(epoch) = after else {
+            return self.settle_now(record);
+        };
         if self.destroyed.load(Ordering::Acquire) {
             return;
         }
         if let Holding::Stored { storage, .. } = &self.holding {
-            let what = format!("delayed messages of exchange '{}'", self.exchange);
-            match after {
-                Some(epoch) => storage.when_durable(
-                    epoch,
-                    Arc::new(SettleAfter {
-                        delayed: self.me.clone(),
-                        record,
-                        epoch,
-                    }),
-                ),
-                None => storage.settle_soon(&what, record),
-            }
+            let waiter = SettleAfter {
+                delayed: self.me.clone(),
+                record,
+                epoch,
+            };
+            storage.when_durable(epoch, Arc::new(waiter));
         }
     }
 
@@ -588,11 +588,6 @@ impl DelayedMessages {
         }
     }
 
-    /// Whether the messages are held in a store (a data directory) rather than in memory.
-    pub fn is_stored(&self) -> bool {
-        matches!(self.holding, Holding::Stored { .. })
-    }
-
     /// The exchange was deleted: its waiting messages are discarded and its store's
     /// directory removed.
     pub fn destroy(&self) {
@@ -619,15 +614,14 @@ impl DelayedMessages {
             return;
         }
         if let Holding::Stored { storage, .. } = &self.holding {
-            let what = format!("delayed messages of exchange '{}'", self.exchange);
-            storage.settle_soon(&what, record);
+            storage.settle_soon(&self.what, record);
         }
     }
 
     /// Writes the store's `queue_stat` (clean shutdown).
     pub fn write_stat(&self) {
         if let Holding::Stored { storage, .. } = &self.holding {
-            storage.write_stat(&format!("delayed messages of exchange '{}'", self.exchange));
+            storage.write_stat(&self.what);
         }
     }
 }

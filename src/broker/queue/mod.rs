@@ -1095,8 +1095,9 @@ impl Queue {
         let retry = settings
             .delayed_retry
             .filter(|r| quorum && r.applies(failed));
-        // Rounded up, as a delayed exchange's: released no earlier than the wait.
-        let now = crate::broker::delayed::hold_now_ms();
+        // Rounded up, as a delayed exchange's: released no earlier than the wait. Read only
+        // when a return waits (no clock read on a plain requeue).
+        let now = retry.map_or(0, |_| crate::broker::delayed::hold_now_ms());
         let mut earliest_delayed = u64::MAX;
         for mut entry in entries {
             if quorum && failed {
