@@ -14,6 +14,18 @@ use crate::amqp::AmqpMethod;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+/// One `basic.ack` or `basic.nack` the server sent for publishes of the channel in use,
+/// as [`Connection::take_confirms`] hands it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Confirm {
+    /// The publish sequence number (from 1).
+    pub seq: u64,
+    /// It covers every earlier publish too.
+    pub multiple: bool,
+    /// `basic.ack` (true) or `basic.nack` (false: the server could not take it).
+    pub ack: bool,
+}
+
 /// The publisher confirms of a channel in confirm mode: which publish sequence numbers
 /// (from 1) are still unconfirmed.
 #[derive(Debug)]
@@ -26,6 +38,10 @@ pub(super) struct ConfirmWindow {
     unconfirmed: usize,
     /// Publishes the server nacked.
     nacked: u64,
+    /// The confirms as received, kept for [`Connection::take_confirms`] once
+    /// [`Connection::record_confirms`] asked for them; `None`: only counted. At most one
+    /// entry per unconfirmed publish.
+    recorded: Option<Vec<Confirm>>,
 }
 
 impl ConfirmWindow {
@@ -35,6 +51,7 @@ impl ConfirmWindow {
             pending: VecDeque::new(),
             unconfirmed: 0,
             nacked: 0,
+            recorded: None,
         }
     }
 
@@ -62,6 +79,13 @@ impl ConfirmWindow {
                 "the server confirmed publish {tag}, but only {} were published",
                 end - 1
             )));
+        }
+        if let Some(r) = &mut self.recorded {
+            r.push(Confirm {
+                seq: tag,
+                multiple,
+                ack: acked,
+            });
         }
         let (from, to) = if multiple {
             (self.base, tag)
@@ -103,6 +127,65 @@ impl Connection {
             self.confirms = Some(ConfirmWindow::new());
         }
         Ok(())
+    }
+
+    /// Keeps every confirm of the channel in use (from now on) for
+    /// [`Connection::take_confirms`], for a caller that must know which publish each
+    /// covers (a shovel acks its source by them). Call it after
+    /// [`Connection::confirm_select`]; the caller takes them regularly (at most one
+    /// is kept per publish).
+    ///
+    /// # Errors
+    /// [`AmqpClientError::Usage`] outside confirm mode.
+    pub fn record_confirms(&mut self) -> Result<(), AmqpClientError> {
+        match &mut self.confirms {
+            Some(w) => {
+                w.recorded.get_or_insert_with(Vec::new);
+                Ok(())
+            }
+            None => Err(AmqpClientError::Usage(
+                "recording confirms outside confirm mode".into(),
+            )),
+        }
+    }
+
+    /// Moves the confirms received since the last call to `out`, in the order the
+    /// server sent them (nothing unless [`Connection::record_confirms`] was called).
+    pub fn take_confirms(&mut self, out: &mut Vec<Confirm>) {
+        if let Some(r) = self.confirms.as_mut().and_then(|w| w.recorded.as_mut()) {
+            out.append(r);
+        }
+    }
+
+    /// Writes what is buffered, then reads until a confirm arrives or `timeout` passes
+    /// (whichever is first; at once when none is outstanding or one was received
+    /// already); returns whether any confirm is waiting in
+    /// [`Connection::take_confirms`]. Deliveries arriving meanwhile are dropped.
+    ///
+    /// # Errors
+    /// As [`Connection::wait_confirms_at_most`], but running out of time is no error.
+    pub fn poll_confirms(&mut self, timeout: Duration) -> Result<bool, AmqpClientError> {
+        let deadline = Instant::now() + timeout;
+        self.flush()?;
+        self.handle_buffered()?;
+        loop {
+            let Some(w) = &self.confirms else {
+                return Err(AmqpClientError::Usage(
+                    "waiting for confirms outside confirm mode".into(),
+                ));
+            };
+            let got = w.recorded.as_ref().is_some_and(|r| !r.is_empty());
+            if got || w.unconfirmed == 0 || Instant::now() >= deadline {
+                return Ok(got);
+            }
+            match self.next_frame(deadline) {
+                Ok((h, range)) => {
+                    self.dispatch(h, range, &mut |_| {})?;
+                }
+                Err(AmqpClientError::Timeout(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Publishes of the channel in use not confirmed yet (0 outside confirm mode).

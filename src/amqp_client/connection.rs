@@ -9,7 +9,9 @@
 use super::confirm::ConfirmWindow;
 use super::consume::Assembly;
 use super::error::AmqpClientError;
-use crate::amqp::{write_method, AmqpMethod, PROTOCOL_HEADER};
+use super::stream::{tls_handshake, Stream};
+use crate::amqp::{write_heartbeat, write_method, AmqpMethod, PROTOCOL_HEADER};
+use crate::client::TlsOptions;
 use crate::error::ReplyCode;
 use crate::limits::SHORT_STRING_BYTES_MAX;
 use crate::types::{FieldTable, FieldValue};
@@ -50,6 +52,11 @@ const FRAME_MAX_UNLIMITED: u32 = 1 << 20;
 /// default `channel_max` is 2047).
 const CHANNEL_MAX_UNLIMITED: u16 = 2047;
 
+/// Time allowed to set up the TCP connection (and TLS), unless
+/// [`ConnectOptions::connect_timeout`] says otherwise (RabbitMQ's Erlang client waits
+/// 60 s; a shovel wants to hear of a dead address sooner).
+pub const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
 /// Time allowed, after a write failed, to read the server's `connection.close` reason.
 const CLOSE_REASON_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -74,6 +81,16 @@ pub struct ConnectOptions {
     pub reply_timeout: Duration,
     /// Time a write may block before it fails with [`AmqpClientError::Timeout`].
     pub write_timeout: Duration,
+    /// Time allowed for the TCP connection and the TLS handshake.
+    pub connect_timeout: Duration,
+    /// Heartbeat interval asked for in `tune-ok`, seconds; 0 = none (the server's offer
+    /// is then declined). Otherwise the smaller of this and the server's offer (a server
+    /// offering 0 gets this), as RabbitMQ's clients negotiate (AMQP 0-9-1 §4.2.7). The
+    /// owner calls [`Connection::heartbeat_tick`] at least every half interval.
+    pub heartbeat: u16,
+    /// TLS (`amqps://`): the CA the server's certificate must chain to, this client's
+    /// certificate; `None`: plain TCP.
+    pub tls: Option<TlsOptions>,
 }
 
 impl ConnectOptions {
@@ -90,6 +107,9 @@ impl ConnectOptions {
             read_buffer_bytes: READ_BUFFER_BYTES_DEFAULT,
             reply_timeout: REPLY_TIMEOUT_DEFAULT,
             write_timeout: WRITE_TIMEOUT_DEFAULT,
+            connect_timeout: CONNECT_TIMEOUT_DEFAULT,
+            heartbeat: 0,
+            tls: None,
         }
     }
 }
@@ -100,9 +120,9 @@ impl ConnectOptions {
 /// wait for their reply; publishes and acks are appended to a write buffer that
 /// [`Connection::flush`] (or the next request or read) writes.
 pub struct Connection {
-    /// The socket; blocking, with the write timeout set and the read timeout set per
-    /// wait.
-    pub(super) stream: TcpStream,
+    /// The socket (plain or TLS); blocking, with the write timeout set and the read
+    /// timeout set per wait.
+    pub(super) stream: Stream,
     /// Received bytes; `rbuf[rstart..rend]` is not parsed yet. Its length is the read
     /// buffer size plus one frame, so a partial frame moved to the front always leaves
     /// room for a whole read.
@@ -131,6 +151,15 @@ pub struct Connection {
     pub(super) confirms: Option<ConfirmWindow>,
     /// The delivery being received on the channel in use.
     pub(super) delivery: Assembly,
+    /// The negotiated heartbeat interval; `None`: no heartbeats.
+    heartbeat: Option<Duration>,
+    /// When bytes last came from the server.
+    pub(super) last_read: Instant,
+    /// When bytes were last written to the server.
+    last_write: Instant,
+    /// The server sent `connection.blocked` and no `unblocked` since (RabbitMQ's
+    /// "Connection Blocked Notifications": a resource alarm).
+    pub(super) blocked: bool,
 }
 
 impl Connection {
@@ -153,13 +182,40 @@ impl Connection {
             .to_socket_addrs()
             .map_err(|e| AmqpClientError::io(format!("cannot resolve {}", opts.addr), e))?
             .collect();
-        let stream = TcpStream::connect(&addrs[..])
-            .map_err(|e| AmqpClientError::io(format!("cannot connect to {}", opts.addr), e))?;
+        let mut last = None;
+        let mut socket = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, opts.connect_timeout) {
+                Ok(s) => {
+                    socket = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let socket = socket.ok_or_else(|| {
+            AmqpClientError::io(
+                format!("cannot connect to {}", opts.addr),
+                last.unwrap_or_else(|| {
+                    std::io::Error::new(ErrorKind::NotFound, "the name has no address")
+                }),
+            )
+        })?;
         let setup = |e| AmqpClientError::io("setting up the socket", e);
-        stream.set_nodelay(true).map_err(setup)?;
-        stream
+        socket.set_nodelay(true).map_err(setup)?;
+        socket
             .set_write_timeout(Some(opts.write_timeout))
             .map_err(setup)?;
+        let stream = match &opts.tls {
+            None => Stream::Plain(socket),
+            Some(tls) => {
+                socket
+                    .set_read_timeout(Some(opts.connect_timeout))
+                    .map_err(setup)?;
+                tls_handshake(socket, &opts.addr, tls)?
+            }
+        };
+        let now = Instant::now();
         let mut c = Connection {
             stream,
             rbuf: vec![0; opts.read_buffer_bytes + FRAME_MAX_BEFORE_TUNE as usize],
@@ -175,6 +231,10 @@ impl Connection {
             write_timeout: opts.write_timeout,
             confirms: None,
             delivery: Assembly::default(),
+            heartbeat: None,
+            last_read: now,
+            last_write: now,
+            blocked: false,
         };
         c.handshake(opts)?;
         Ok(c)
@@ -196,15 +256,15 @@ impl Connection {
             (ch, m) => return Err(unexpected("connection.start", ch, &m)),
         }
         self.start_ok(opts)?;
-        let (channel_max, frame_max) = match self.recv_method(deadline) {
+        let (channel_max, frame_max, heartbeat) = match self.recv_method(deadline) {
             Ok((
                 0,
                 AmqpMethod::ConnectionTune {
                     channel_max,
                     frame_max,
-                    ..
+                    heartbeat,
                 },
-            )) => (channel_max, frame_max),
+            )) => (channel_max, frame_max, heartbeat),
             Ok((ch, m)) => return Err(unexpected("connection.tune", ch, &m)),
             Err(AmqpClientError::Io { context, source }) => {
                 return Err(AmqpClientError::Io {
@@ -217,7 +277,12 @@ impl Connection {
             }
             Err(e) => return Err(e),
         };
-        self.tune_ok(channel_max, frame_max, opts.read_buffer_bytes)?;
+        let heartbeat = match (opts.heartbeat, heartbeat) {
+            (0, _) => 0,
+            (ours, 0) => ours,
+            (ours, theirs) => ours.min(theirs),
+        };
+        self.tune_ok(channel_max, frame_max, heartbeat, opts.read_buffer_bytes)?;
         self.send(
             0,
             &AmqpMethod::ConnectionOpen {
@@ -252,11 +317,13 @@ impl Connection {
     }
 
     /// Takes the server's `tune` values (0 = no limit: this client's own bound), sends
-    /// `tune-ok` with heartbeats off and sizes the read buffer for the frame size.
+    /// `tune-ok` with the negotiated `heartbeat` (seconds, 0 = none) and sizes the read
+    /// buffer for the frame size.
     fn tune_ok(
         &mut self,
         channel_max: u16,
         frame_max: u32,
+        heartbeat: u16,
         read_buffer_bytes: usize,
     ) -> Result<(), AmqpClientError> {
         let frame_max = if frame_max == 0 {
@@ -280,9 +347,10 @@ impl Connection {
             &AmqpMethod::ConnectionTuneOk {
                 channel_max: self.channel_max,
                 frame_max,
-                heartbeat: 0,
+                heartbeat,
             },
         );
+        self.heartbeat = (heartbeat > 0).then(|| Duration::from_secs(u64::from(heartbeat)));
         self.frame_max = frame_max;
         let want = read_buffer_bytes + frame_max as usize;
         if self.rbuf.len() < want {
@@ -295,6 +363,46 @@ impl Connection {
     /// carry at most `frame_max - 8` bytes of body.
     pub fn frame_max(&self) -> u32 {
         self.frame_max
+    }
+
+    /// The negotiated heartbeat interval; `None` when heartbeats are off.
+    pub fn heartbeat(&self) -> Option<Duration> {
+        self.heartbeat
+    }
+
+    /// Keeps the heartbeat (AMQP 0-9-1 §4.2.7): sends a heartbeat frame when nothing was
+    /// written for half the interval, and fails when nothing came from the server for
+    /// two intervals. Call it at least every half interval; nothing without heartbeats.
+    ///
+    /// # Errors
+    /// [`AmqpClientError::Io`] (kind `TimedOut`, "missed heartbeats from the server")
+    /// when the server went quiet; a failed write.
+    pub fn heartbeat_tick(&mut self) -> Result<(), AmqpClientError> {
+        let Some(hb) = self.heartbeat else {
+            return Ok(());
+        };
+        if self.last_read.elapsed() > hb * 2 {
+            self.closed = true;
+            return Err(AmqpClientError::io(
+                "missed heartbeats from the server",
+                std::io::Error::new(
+                    ErrorKind::TimedOut,
+                    format!("nothing received for {} s", (hb * 2).as_secs()),
+                ),
+            ));
+        }
+        if self.last_write.elapsed() >= hb / 2 {
+            write_heartbeat(&mut self.wbuf);
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the server has blocked this connection's publishes (`connection.blocked`
+    /// received, no `connection.unblocked` since; RabbitMQ's "Connection Blocked
+    /// Notifications"). Updated whenever the connection reads.
+    pub fn is_blocked(&self) -> bool {
+        self.blocked
     }
 
     /// The negotiated highest channel number.
@@ -326,7 +434,10 @@ impl Connection {
         let r = self.stream.write_all(&self.wbuf);
         self.wbuf.clear();
         match r {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.last_write = Instant::now();
+                Ok(())
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
                 Err(AmqpClientError::Timeout(format!(
                     "a write blocked for {} s (is the server blocking publishers?)",
@@ -447,6 +558,7 @@ fn client_properties(connection_name: &str) -> FieldTable {
         "basic.nack",
         "consumer_cancel_notify",
         "authentication_failure_close",
+        "connection.blocked",
     ] {
         caps.insert(c.into(), FieldValue::Bool(true));
     }

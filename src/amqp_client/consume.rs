@@ -191,6 +191,22 @@ impl Connection {
         );
     }
 
+    /// Rejects `delivery_tag` on the channel in use, and every earlier unsettled one with
+    /// `multiple` (`basic.nack`, RabbitMQ's extension of AMQP 0-9-1); `requeue` puts them
+    /// back in their queue, else they are dead-lettered or dropped. Appended to the write
+    /// buffer, as [`Connection::ack`].
+    pub fn nack(&mut self, delivery_tag: u64, multiple: bool, requeue: bool) {
+        let channel = self.channel;
+        self.send(
+            channel,
+            &AmqpMethod::BasicNack {
+                delivery_tag,
+                multiple,
+                requeue,
+            },
+        );
+    }
+
     /// Writes what is buffered (acks), then waits at most `timeout` for deliveries and
     /// hands each one's frames to `on_event` ([`DeliveryEvent`]); returns the number of
     /// deliveries completed (0 when the time ran out).

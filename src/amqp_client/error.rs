@@ -49,6 +49,9 @@ pub enum AmqpClientError {
     /// No reply, or not enough confirms, in the time allowed; a write blocked past the
     /// write timeout. The text says which.
     Timeout(String),
+    /// TLS could not be set up (`amqps://`): a CA or certificate file, the server's
+    /// certificate, a port that does not speak TLS. The text says which.
+    Tls(String),
     /// The caller asked for something the client cannot send: a name longer than 255
     /// bytes, no channel number left, a publish prepared for another channel, a content
     /// header larger than the frame size.
@@ -89,6 +92,7 @@ impl fmt::Display for AmqpClientError {
             AmqpClientError::Io { context, source } => write!(f, "{context}: {source}"),
             AmqpClientError::Protocol(m)
             | AmqpClientError::Timeout(m)
+            | AmqpClientError::Tls(m)
             | AmqpClientError::Usage(m) => f.write_str(m),
             AmqpClientError::ConnectionClosed { code, text } => {
                 write!(f, "the server closed the connection: {code} {text}")

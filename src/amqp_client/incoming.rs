@@ -93,6 +93,7 @@ impl Connection {
                 }
                 Ok(n) => {
                     self.rend += n;
+                    self.last_read = Instant::now();
                     return Ok(true);
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -116,6 +117,7 @@ impl Connection {
         let t = t.max(Duration::from_millis(1));
         if self.read_timeout != Some(t) {
             self.stream
+                .socket()
                 .set_read_timeout(Some(t))
                 .map_err(|e| AmqpClientError::io("setting the read timeout", e))?;
             self.read_timeout = Some(t);
@@ -223,6 +225,19 @@ impl Connection {
             FrameType::Body => self.on_body(range, on_delivery),
             FrameType::Method => {
                 let m = self.method_at(h.channel, range)?;
+                if h.channel == 0 {
+                    match m {
+                        AmqpMethod::ConnectionBlocked { .. } => {
+                            self.blocked = true;
+                            return Ok(Dispatched::Nothing);
+                        }
+                        AmqpMethod::ConnectionUnblocked {} => {
+                            self.blocked = false;
+                            return Ok(Dispatched::Nothing);
+                        }
+                        m => return Ok(Dispatched::Method(0, Box::new(m))),
+                    }
+                }
                 if h.channel != self.channel {
                     return Ok(Dispatched::Method(h.channel, Box::new(m)));
                 }
@@ -305,8 +320,9 @@ impl Connection {
     /// The server's close ([`AmqpClientError::ChannelClosed`],
     /// [`AmqpClientError::ConnectionClosed`]), a read failure, a malformed frame.
     pub fn check_incoming(&mut self) -> Result<(), AmqpClientError> {
-        let set = |s: &std::net::TcpStream, on: bool| {
-            s.set_nonblocking(on)
+        let set = |s: &super::stream::Stream, on: bool| {
+            s.socket()
+                .set_nonblocking(on)
                 .map_err(|e| AmqpClientError::io("setting the socket (non-)blocking", e))
         };
         set(&self.stream, true)?;

@@ -59,18 +59,22 @@
 //!   acks.
 //! - [`error`]: the error type, [`AmqpClientError`].
 //!
+//! TLS (`amqps://`, [`ConnectOptions::tls`]), heartbeats ([`ConnectOptions::heartbeat`],
+//! kept by [`Connection::heartbeat_tick`]) and `connection.blocked` ([`Connection::is_blocked`])
+//! are there for long-lived connections (the shovel's); [`uri`] parses RabbitMQ's
+//! `amqp://` / `amqps://` URIs.
+//!
 //! # What it does not do yet
 //!
-//! - No TLS (`amqps://`), no heartbeats (it asks for none in `tune-ok`: an idle
-//!   connection is not noticed as dead), no reconnecting.
-//! - `connection.blocked`/`unblocked` are not handled (the capability is not announced,
-//!   so RabbitMQ does not send them); a publisher blocked by a resource alarm sees its
-//!   writes block, and fail after [`ConnectOptions::write_timeout`].
+//! - No reconnecting: the caller (the shovel) connects again.
+//! - A publisher blocked by a resource alarm sees [`Connection::is_blocked`] only when it
+//!   reads; one that only writes sees its writes block, and fail after
+//!   [`ConnectOptions::write_timeout`].
 //! - SASL PLAIN only; the server's `frame_max` and `channel_max` are taken as offered.
 //! - One channel in use at a time; one consumer per connection (deliveries that arrive
 //!   while a request waits for its reply or for confirms are dropped, so a consuming
 //!   connection reads only through [`Connection::poll_deliveries`] until it cancels).
-//! - No `basic.get`, `basic.nack`/`reject`, `basic.recover`, transactions, mandatory
+//! - No `basic.get`, `basic.reject`, `basic.recover`, transactions, mandatory
 //!   publishes or `basic.return`, `queue.purge`/`unbind`, `exchange.unbind`: send them
 //!   with [`Connection::call`] where they have a reply.
 //! - Field-table keys and property strings are not checked against the 255-byte short
@@ -83,7 +87,10 @@ pub mod consume;
 pub mod error;
 mod incoming;
 pub mod publish;
+mod stream;
+pub mod uri;
 
+pub use confirm::Confirm;
 pub use connection::{
     ConnectOptions, Connection, READ_BUFFER_BYTES_DEFAULT, REPLY_TIMEOUT_DEFAULT,
     WRITE_BUFFER_FLUSH_BYTES, WRITE_TIMEOUT_DEFAULT,
@@ -91,6 +98,7 @@ pub use connection::{
 pub use consume::{DeliveryEvent, DeliveryHead, RawContentHeader};
 pub use error::AmqpClientError;
 pub use publish::PreparedPublish;
+pub use uri::AmqpUri;
 
 #[cfg(test)]
 mod tests;

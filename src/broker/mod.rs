@@ -30,6 +30,7 @@ pub mod queue;
 pub mod queue_tools;
 pub mod rates;
 pub mod session;
+pub mod shovel;
 pub mod sink;
 pub mod topology;
 pub mod vhost;

@@ -235,6 +235,8 @@ pub struct Broker {
     /// Due times of delayed messages and delayed retries, shared with every vhost (the
     /// `relaymq-delay` thread runs it: [`crate::broker::delayed::schedule::DelayTimer`]).
     delay_schedule: Arc<DelaySchedule>,
+    /// The dynamic shovels (`crate::broker::shovel`).
+    pub(crate) shovels: crate::broker::shovel::Shovels,
 }
 
 impl Broker {
@@ -280,6 +282,7 @@ impl Broker {
             sockets_open: AtomicUsize::new(0),
             global_parameters: Mutex::default(),
             delay_schedule,
+            shovels: Default::default(),
             config,
         }
     }
@@ -470,6 +473,7 @@ impl Broker {
             sockets_open: AtomicUsize::new(0),
             global_parameters: Mutex::new(global_parameters),
             delay_schedule,
+            shovels: Default::default(),
             config,
         }
     }
@@ -628,6 +632,7 @@ impl Broker {
             );
         }
         self.users.remove_vhost(name);
+        self.shovels.stop_vhost(name);
         vh.remove_all();
         Ok(gone)
     }
@@ -778,9 +783,10 @@ impl Broker {
         self.sockets_open.store(n, Ordering::Relaxed);
     }
 
-    /// Client sockets open now, handshaking ones included.
+    /// Client sockets open now, handshaking ones included, and the shovels' outbound
+    /// connections.
     pub fn sockets_open(&self) -> usize {
-        self.sockets_open.load(Ordering::Relaxed)
+        self.sockets_open.load(Ordering::Relaxed) + self.shovels.sockets_open()
     }
 
     /// The message store's file budget (`None` for an in-memory broker, or a store

@@ -10,7 +10,8 @@
 //! | `vhost-limits` (name `limits`) | the vhost's limits ([`crate::broker::limits`]): the same limits `/api/vhost-limits` reads and writes, enforced |
 //! | `operator_policy` | the vhost's operator policies ([`crate::broker::policy::operator`]), enforced |
 //! | `policy` | refused, as RabbitMQ: "policies may not be set using this method" |
-//! | [`STORED_COMPONENTS`] (`federation-upstream`, `federation-upstream-set`, `shovel`, ...) | stored in `meta.db`, listed and exported, **not acted on** (RelayMQ has no federation or shovels): a warning "stored but not acted on by RelayMQ" is logged |
+//! | `shovel` | validated as RabbitMQ validates it, stored, and run: a dynamic shovel ([`crate::broker::shovel`]) |
+//! | [`STORED_COMPONENTS`] (`federation-upstream`, `federation-upstream-set`, ...) | stored in `meta.db`, listed and exported, **not acted on** (RelayMQ has no federation yet): a warning "stored but not acted on by RelayMQ" is logged |
 //! | anything else | refused, as RabbitMQ refuses a component no plugin registered: "component X not found" |
 //!
 //! A global parameter is a name → a JSON value. `cluster_name` is the cluster's name
@@ -20,6 +21,7 @@
 use crate::broker::limits::{self, VHOST_LIMITS, VHOST_LIMITS_COMPONENT, VHOST_LIMITS_TERM};
 use crate::broker::policy::operator;
 use crate::broker::policy::{Policy, PolicyDef};
+use crate::broker::shovel::{ShovelDef, Shovels};
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -46,12 +48,11 @@ pub const GLOBAL_PARAMETERS_MAX: usize = 1024;
 pub const PARAMETER_NAME_BYTES_MAX: usize = 255;
 
 /// Components RabbitMQ's plugins register that RelayMQ stores but does not act on
-/// (`rabbit_federation_parameters`, `rabbit_shovel_parameters`).
-pub const STORED_COMPONENTS: [&str; 4] = [
+/// (`rabbit_federation_parameters`).
+pub const STORED_COMPONENTS: [&str; 3] = [
     "federation",
     "federation-upstream",
     "federation-upstream-set",
-    "shovel",
 ];
 
 /// The component of operator policies (`rabbit_policy`).
@@ -300,6 +301,14 @@ impl Broker {
             OPERATOR_POLICY_COMPONENT => self
                 .set_operator_policy(operator_policy_from_value(vhost, name, &value)?)
                 .map(|replaced| !replaced),
+            Shovels::COMPONENT => {
+                ShovelDef::parse(name, &value).map_err(|why| {
+                    BrokerError::precondition(format!("Validation failed\n\n{why}\n"))
+                })?;
+                let created = vh.store_parameter(component, name, value.clone())?;
+                self.shovels.adjust(vhost, name, &value);
+                Ok(created)
+            }
             c if STORED_COMPONENTS.contains(&c) => {
                 let created = vh.store_parameter(component, name, value)?;
                 log::warn!(
@@ -354,6 +363,9 @@ impl Broker {
                     m.delete_parameter(vhost, component, name)
                 })?;
                 vh.parameter_map().remove(&key);
+                if component == Shovels::COMPONENT {
+                    self.shovels.stop(vhost, name);
+                }
                 Ok(())
             }
         }
@@ -517,11 +529,17 @@ mod tests {
     fn components_are_stored_refused_or_routed() {
         let b = broker();
         assert!(b
-            .set_parameter("/", "shovel", "s", json!({"src-uri": "amqp://"}))
+            .set_parameter("/", "federation-upstream", "s", json!({"uri": "amqp://"}))
             .unwrap());
         assert!(!b
-            .set_parameter("/", "shovel", "s", json!({"src-uri": "amqp://h"}))
+            .set_parameter("/", "federation-upstream", "s", json!({"uri": "amqp://h"}))
             .unwrap());
+        // A shovel is validated as RabbitMQ validates it (and stored when valid).
+        let e = b
+            .set_parameter("/", "shovel", "s", json!({"src-uri": "amqp://"}))
+            .unwrap_err();
+        assert!(e.text.contains("Validation failed"), "{}", e.text);
+        assert!(b.parameter("/", "shovel", "s").is_none());
         let e = b.set_parameter("/", "nope", "s", json!(1)).unwrap_err();
         assert!(e.text.contains("component nope not found"), "{}", e.text);
         let e = b.set_parameter("/", "policy", "p", json!({})).unwrap_err();
@@ -535,16 +553,23 @@ mod tests {
         assert!(b.set_parameter("/", "operator_policy", "op", op).unwrap());
         assert_eq!(b.operator_policies().len(), 1);
         let names: Vec<String> = b.parameters().into_iter().map(|p| p.component).collect();
-        assert_eq!(names, vec!["operator_policy", "shovel", "vhost-limits"]);
+        assert_eq!(
+            names,
+            vec!["federation-upstream", "operator_policy", "vhost-limits"]
+        );
         b.clear_parameter("/", "vhost-limits", "limits").unwrap();
         assert!(b.vhost_limits("/").unwrap().is_empty());
         b.clear_parameter("/", "operator_policy", "op").unwrap();
-        b.clear_parameter("/", "shovel", "s").unwrap();
-        let e = b.clear_parameter("/", "shovel", "s").unwrap_err();
+        b.clear_parameter("/", "federation-upstream", "s").unwrap();
+        let e = b
+            .clear_parameter("/", "federation-upstream", "s")
+            .unwrap_err();
         assert_eq!(e.text, "Parameter does not exist");
         assert!(b.parameters().is_empty());
         let big = json!("x".repeat(PARAMETER_VALUE_BYTES_MAX));
-        assert!(b.set_parameter("/", "shovel", "big", big).is_err());
+        assert!(b
+            .set_parameter("/", "federation-upstream", "big", big)
+            .is_err());
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub mod options;
 pub mod parameters;
 pub mod policies;
 mod shared;
-mod tls;
+pub(crate) mod tls;
 mod validate;
 
 pub use crate::native::{Delivery, ListKind, PublishMessage};

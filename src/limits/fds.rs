@@ -39,6 +39,10 @@ pub const FD_HTTP_MIN: usize = 4;
 /// table, `server::http::listener::METRICS_CONNECTIONS_MAX`).
 pub const FD_HTTP_MAX: usize = 64;
 
+/// The client-socket part is divided by this for outbound connections (shovels): they
+/// may hold at most a quarter of it, counted with the inbound sockets in `sockets_used`.
+pub const FD_OUTBOUND_DIVISOR: usize = 4;
+
 /// Part of what is left after the reserve and HTTP that the message store's files get,
 /// in percent; client sockets get the rest. The store multiplexes any number of queues
 /// over its part, while each connection holds its socket for its whole life.

@@ -155,6 +155,7 @@ impl ServerHandle {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+        self.broker.shovels().stop_all();
         self.housekeeper.stop();
         self.delay_timer.stop();
         self.alarm_monitor.stop();
@@ -423,6 +424,22 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
             },
         )?;
     }
+    // Shovels start last: one whose end is this server's own listener finds it open.
+    let outbound_tls = config.tls.as_ref().and_then(|t| {
+        t.client_ca_file
+            .as_ref()
+            .map(|ca| crate::client::TlsOptions {
+                ca_file: ca.clone(),
+                cert_file: Some(t.cert_file.clone()),
+                key_file: Some(t.key_file.clone()),
+                server_name: None,
+            })
+    });
+    broker.start_shovels(
+        &http::api::node::node_name(),
+        outbound_tls,
+        fd_budget.sockets / crate::limits::fds::FD_OUTBOUND_DIVISOR,
+    );
     Ok(ServerHandle {
         addr,
         amqp_addr,

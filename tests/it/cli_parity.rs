@@ -285,10 +285,13 @@ fn runtime_parameters_are_set_listed_and_cleared_from_the_cli() {
     assert_eq!(up["value"]["uri"], "amqp://up");
 
     // A value that is not JSON, and an unknown component: the API's texts.
-    let out = cli(&server, &["parameter", "set", "shovel", "s1", "not json"]);
+    let out = cli(
+        &server,
+        &["parameter", "set", "federation", "s1", "not json"],
+    );
     let reason = api_reason(&put_raw(
         &server,
-        "/parameters/shovel/%2F/s1",
+        "/parameters/federation/%2F/s1",
         r#"{"value": not json}"#,
     ));
     assert_eq!(reason, "not_json");
@@ -306,7 +309,7 @@ fn runtime_parameters_are_set_listed_and_cleared_from_the_cli() {
     let out = cli_as(
         &server,
         "plain",
-        &["parameter", "set", "shovel", "s1", "{}"],
+        &["parameter", "set", "federation", "s1", "{}"],
     );
     refused(
         &out,
@@ -320,7 +323,7 @@ fn runtime_parameters_are_set_listed_and_cleared_from_the_cli() {
     let out = cli_as(
         &server,
         "pm",
-        &["parameter", "set", "shovel", "s1", r#"{"a":1}"#],
+        &["parameter", "set", "federation", "s1", r#"{"a":1}"#],
     );
     assert!(out.status.success(), "{}", stderr(&out));
 
@@ -328,11 +331,11 @@ fn runtime_parameters_are_set_listed_and_cleared_from_the_cli() {
         &server,
         &["parameter", "clear", "federation-upstream", "up1"],
     );
-    ok(&server, &["parameter", "clear", "shovel", "s1"]);
+    ok(&server, &["parameter", "clear", "federation", "s1"]);
     ok(&server, &["parameter", "clear", "vhost-limits", "limits"]);
     assert_eq!(server.api().get_ok("/parameters"), serde_json::json!([]));
     assert_eq!(rows(&server, &["parameter", "list"]), serde_json::json!([]));
-    let out = cli(&server, &["parameter", "clear", "shovel", "s1"]);
+    let out = cli(&server, &["parameter", "clear", "federation", "s1"]);
     refused(&out, "NOT_FOUND (404): Parameter does not exist");
 }
 

@@ -493,7 +493,7 @@ fn elements_that_cannot_be_honoured_are_reported_and_the_rest_imported() {
         "permissions": [{"user": "lim", "vhost": "/", "configure": "", "write": "", "read": ""}],
         "topic_permissions": [{"user": "lim", "vhost": "/", "exchange": "amq.topic",
                                "write": ".*", "read": ".*"}],
-        "parameters": [{"vhost": "/", "component": "shovel", "name": "s1", "value": {}}],
+        "parameters": [{"vhost": "/", "component": "federation", "name": "s1", "value": {}}],
         "global_parameters": [{"name": "cluster_name", "value": "rabbit@x"},
                               {"name": "internal_cluster_id", "value": "id"},
                               {"name": "something_else", "value": 1}],
@@ -519,7 +519,7 @@ fn elements_that_cannot_be_honoured_are_reported_and_the_rest_imported() {
     let skipped = not_honoured(&summary);
     for expected in [
         "topic_permissions[0] (user 'lim', vhost '/', exchange 'amq.topic'): not imported",
-        "parameters[0] (vhost '/', component 'shovel', name 's1'): stored but not acted on",
+        "parameters[0] (vhost '/', component 'federation', name 's1'): stored but not acted on",
         "global_parameters[2] (name 'something_else'): stored but not acted on",
         "policies[0] (vhost '/', name 'p'): definition key(s) ha-mode kept but not acted on",
         "queues[1] (vhost '/', name 'stream-q'): not imported (RelayMQ has no streams)",

@@ -77,7 +77,7 @@ fn runtime_parameters_are_put_listed_read_and_deleted() {
         (r.status, reason(&r)),
         (400, "[{key_missing,value}]".into())
     );
-    let r = api.put("/parameters/shovel/nowhere/s", &json!({"value": {}}));
+    let r = api.put("/parameters/federation/nowhere/s", &json!({"value": {}}));
     assert_eq!(
         (r.status, r.json()),
         (
@@ -86,10 +86,10 @@ fn runtime_parameters_are_put_listed_read_and_deleted() {
         )
     );
     let big = "x".repeat(relaymq::broker::parameters::PARAMETER_VALUE_BYTES_MAX);
-    let r = api.put("/parameters/shovel/%2F/big", &json!({"value": big}));
+    let r = api.put("/parameters/federation/%2F/big", &json!({"value": big}));
     assert_eq!(r.status, 400, "{}", r.text());
-    assert_eq!(api.get("/parameters/shovel/%2F/missing").status, 404);
-    assert_eq!(api.get("/parameters/shovel/nowhere").status, 404);
+    assert_eq!(api.get("/parameters/federation/%2F/missing").status, 404);
+    assert_eq!(api.get("/parameters/federation/nowhere").status, 404);
     assert_eq!(api.post("/parameters", &json!({})).status, 405);
 
     assert_eq!(api.delete(UPSTREAM).status, 204);
@@ -137,12 +137,15 @@ fn parameters_need_policymaker_with_access_to_the_vhost() {
     let api = server.api();
     assert_eq!(api.put("/vhosts/other", &json!({})).status, 201);
     assert_eq!(
-        api.put("/parameters/shovel/other/s", &json!({"value": {"a": 1}}))
-            .status,
+        api.put(
+            "/parameters/federation/other/s",
+            &json!({"value": {"a": 1}})
+        )
+        .status,
         201
     );
     assert_eq!(
-        api.put("/parameters/shovel/%2F/t", &json!({"value": {"a": 2}}))
+        api.put("/parameters/federation/%2F/t", &json!({"value": {"a": 2}}))
             .status,
         201
     );
@@ -154,16 +157,16 @@ fn parameters_need_policymaker_with_access_to_the_vhost() {
     assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
     assert_eq!(rows[0]["vhost"], "/");
     assert_eq!(
-        pm.put("/parameters/shovel/%2F/t", &json!({"value": {"a": 3}}))
+        pm.put("/parameters/federation/%2F/t", &json!({"value": {"a": 3}}))
             .status,
         204
     );
     assert_eq!(
-        pm.put("/parameters/shovel/other/s", &json!({"value": {}}))
+        pm.put("/parameters/federation/other/s", &json!({"value": {}}))
             .status,
         404
     );
-    assert_eq!(pm.get("/parameters/shovel/other/s").status, 404);
+    assert_eq!(pm.get("/parameters/federation/other/s").status, 404);
     // Monitoring and management users are refused, reads included.
     for who in [&mon, &mgmt] {
         let r = who.get("/parameters");
@@ -171,7 +174,7 @@ fn parameters_need_policymaker_with_access_to_the_vhost() {
             (r.status, reason(&r)),
             (401, "User not authorised to access object".to_string())
         );
-        assert_eq!(who.delete("/parameters/shovel/%2F/t").status, 401);
+        assert_eq!(who.delete("/parameters/federation/%2F/t").status, 401);
         assert_eq!(who.get("/global-parameters").status, 401);
         assert_eq!(
             who.put("/global-parameters/g", &json!({"value": 1})).status,
@@ -366,7 +369,7 @@ fn definitions_round_trip_parameters_and_operator_policies() {
     assert_eq!(api.put("/vhosts/v", &json!({})).status, 201);
     assert_eq!(
         api.put(
-            "/parameters/shovel/v/s",
+            "/parameters/federation/v/s",
             &json!({"value": {"src-uri": "amqp://"}})
         )
         .status,

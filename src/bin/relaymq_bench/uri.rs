@@ -4,6 +4,7 @@
 //! vhost `/`. `amqp://` may leave out the port (5672).
 
 use super::BenchError;
+use relaymq::amqp_client::uri::{percent_decode, percent_encode};
 
 /// Port of an `amqp://` URI that names none (AMQP 0-9-1's IANA port).
 pub const AMQP_PORT_DEFAULT: u16 = 5672;
@@ -132,40 +133,6 @@ fn host_and_port(host_port: &str, protocol: Protocol) -> Option<String> {
         (None, Protocol::Native) => return None,
     };
     Some(format!("{host}:{port}"))
-}
-
-/// Decodes `%XX` escapes (RFC 3986), e.g. `%2F` → `/`.
-fn percent_decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent-encoding at byte {i} of '{s}'"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("'{s}' does not decode to UTF-8"))
-}
-
-/// Encodes what a URI component cannot hold as is (`/`, `@`, `:`, `%`, spaces, …).
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

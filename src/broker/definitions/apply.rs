@@ -307,12 +307,14 @@ pub(super) fn apply_to_vhost(
             .iter()
             .filter(|p| p.vhost == name)
             .map(|p| {
-                log::warn!(
-                    "runtime parameter '{}' of component '{}' in vhost '{name}' imported: \
-                     stored but not acted on by RelayMQ",
-                    p.name,
-                    p.component
-                );
+                if p.component != crate::broker::shovel::Shovels::COMPONENT {
+                    log::warn!(
+                        "runtime parameter '{}' of component '{}' in vhost '{name}' \
+                         imported: stored but not acted on by RelayMQ",
+                        p.name,
+                        p.component
+                    );
+                }
                 (p.component.clone(), p.name.clone(), p.value.clone())
             })
             .collect(),

@@ -25,6 +25,7 @@ use crate::broker::parameters::{
 };
 use crate::broker::policy::{Policy, PolicyDef};
 use crate::broker::queue::queue_type::DeclaredProperties;
+use crate::broker::shovel::{ShovelDef, Shovels};
 use crate::broker::vhost::check_queue_arguments;
 use crate::broker::{ExchangeSpec, QueueSpec};
 use crate::error::BrokerError;
@@ -247,6 +248,7 @@ fn unsupported_sections(doc: &Document, summary: &mut ImportSummary) -> Result<(
         if component == VHOST_LIMITS_COMPONENT
             || component == OPERATOR_POLICY_COMPONENT
             || STORED_COMPONENTS.contains(&component)
+            || component == Shovels::COMPONENT
         {
             continue;
         }
@@ -277,16 +279,21 @@ fn parameters<'a>(
                 .map_err(|err| e.invalid(err))?;
             let policy = check_operator_policy(def).map_err(|err| e.invalid(err))?;
             operator_policies.push(PolicyItem { at: e, policy });
-        } else if STORED_COMPONENTS.contains(&component) {
+        } else if STORED_COMPONENTS.contains(&component) || component == Shovels::COMPONENT {
             if value.to_string().len() > PARAMETER_VALUE_BYTES_MAX {
                 return Err(e.error(format!(
                     "'value' is longer than {PARAMETER_VALUE_BYTES_MAX} bytes"
                 )));
             }
-            summary.skip(format!(
-                "{}: stored but not acted on (RelayMQ has no federation or shovels)",
-                e.label()
-            ));
+            if component == Shovels::COMPONENT {
+                ShovelDef::parse(e.str("name")?, &value)
+                    .map_err(|why| e.invalid(BrokerError::precondition(why)))?;
+            } else {
+                summary.skip(format!(
+                    "{}: stored but not acted on (RelayMQ has no federation)",
+                    e.label()
+                ));
+            }
             stored.push(ParameterItem {
                 at: e,
                 vhost: vhost_of(&e)?.to_string(),

@@ -1,8 +1,8 @@
 //! What RabbitMQ's API has for clusters and plugins, answered as a one-node broker
 //! without those plugins answers it, so that tools listing them do not fail: feature
-//! flags and deprecated features (none), federation links, shovels and stream
-//! connections, consumers and publishers (empty lists; RelayMQ has no streams and its
-//! own shovels and federation are not configured through these), authentication
+//! flags and deprecated features (none), federation links and stream connections,
+//! consumers and publishers (empty lists; RelayMQ has no streams and no federation
+//! yet; shovels are `shovels.rs`), authentication
 //! attempts (empty), and `/api/version` (unauthenticated, as RabbitMQ's).
 
 use super::auth::{require, require_vhost, Need};
@@ -49,18 +49,16 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
         ("GET", ["deprecated-features"]) | ("GET", ["deprecated-features", "used"]) => Ok(empty()),
         ("GET", ["federation-links"])
         | ("GET", ["federation-links", "state", "down"])
-        | ("GET", ["shovels"])
         | ("GET", ["stream", "connections" | "consumers" | "publishers"]) => Ok(empty()),
         ("GET", ["federation-links", vhost])
         | ("GET", ["federation-links", vhost, "state", "down"])
-        | ("GET", ["shovels", vhost])
         | ("GET", ["stream", "connections" | "consumers" | "publishers", vhost]) => {
             vhost_in_path(ctx, vhost)?;
             Ok(empty())
         }
-        ("GET", ["shovels", "vhost", _, _])
-        | ("GET", ["stream", "connections", _, _])
-        | ("GET", ["stream", "publishers", _, _]) => Err(ApiError::not_found()),
+        ("GET", ["stream", "connections", _, _]) | ("GET", ["stream", "publishers", _, _]) => {
+            Err(ApiError::not_found())
+        }
         ("GET", ["auth", "attempts", node]) | ("GET", ["auth", "attempts", node, "source"]) => {
             require(&ctx.caller, Need::Administrator)?;
             if *node != ctx.api.identity.node {
@@ -73,7 +71,6 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
             ["feature-flags", ..]
             | ["deprecated-features", ..]
             | ["federation-links", ..]
-            | ["shovels", ..]
             | ["stream", ..]
             | ["auth", "attempts", ..],
         ) => Err(method_not_allowed()),

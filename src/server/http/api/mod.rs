@@ -21,11 +21,12 @@ mod exchanges;
 mod limits;
 mod list;
 mod messages;
-mod node;
+pub(crate) mod node;
 mod operator_policies;
 mod parameters;
 mod policies;
 mod queues;
+mod shovels;
 pub(crate) mod stats;
 mod users;
 mod vhosts;
@@ -185,9 +186,9 @@ impl ManagementApi {
             ["feature-flags", ..]
             | ["deprecated-features", ..]
             | ["federation-links", ..]
-            | ["shovels", ..]
             | ["stream", ..]
             | ["auth", "attempts", ..] => cluster::route(ctx, method, path),
+            ["shovels", ..] => shovels::route(ctx, method, path),
             ["vhosts", _, "connections" | "channels"]
             | ["connections", ..]
             | ["channels", ..]
@@ -293,6 +294,8 @@ fn allowed_methods(path: &[&str]) -> &'static str {
         ["connections", _] | ["connections", "username", _] => "GET, DELETE, HEAD, OPTIONS",
         ["vhost-limits" | "user-limits", _, _] => "PUT, DELETE, OPTIONS",
         ["cluster-name"] => "GET, PUT, HEAD, OPTIONS",
+        ["shovels", "vhost", _, _] => "GET, DELETE, HEAD, OPTIONS",
+        ["shovels", "vhost", _, _, "restart"] => "DELETE, OPTIONS",
         _ => READ,
     }
 }

@@ -33,7 +33,7 @@ const NOT_AUTHORISED: &str = "User not authorised to access object";
 /// # Errors
 /// 401 "User not authorised to access object"; 404 `not_found` for a vhost the user may
 /// not use.
-fn require_policies(ctx: &Ctx<'_>, vhost: Option<&str>) -> Result<(), ApiError> {
+pub(super) fn require_policies(ctx: &Ctx<'_>, vhost: Option<&str>) -> Result<(), ApiError> {
     if ctx.caller.is_admin() {
         return Ok(());
     }

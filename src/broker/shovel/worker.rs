@@ -1,0 +1,526 @@
+//! One shovel's thread: connect both ends, set up their topology, move messages, and on
+//! any failure report `terminated` with the reason, wait `reconnect-delay` and start
+//! over (RabbitMQ's `rabbit_shovel_worker` under its restarting supervisor).
+//!
+//! Moving, per round: take what the source delivered (waiting briefly), publish each
+//! message to the destination, then settle the source by the ack mode: `on-confirm`
+//! acks a message once the destination confirmed it (a nack requeues it at the source),
+//! `on-publish` acks it once written, `no-ack` consumed it unacknowledged. Source
+//! deliveries and destination confirms are both in publish order, so the settled front
+//! of the in-flight list is acked with one `multiple` ack.
+
+use super::definition::{AckMode, DeleteAfter, ShovelDef, SourceSpec};
+use super::endpoint::remote::{self, RemoteDest, RemoteSource};
+use super::endpoint::{reason, Dest, Shovelled, Source};
+use super::local::LocalEnd;
+use super::{ShovelState, ShovelStatus, Shovels};
+use crate::amqp_client::uri::{redact, AmqpUri};
+use crate::amqp_client::{Confirm, Connection};
+use crate::broker::node::Broker;
+use crate::types::{FieldTable, FieldValue};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Longest a round waits for source deliveries when nothing is in flight.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// Longest a round waits for confirms when the source has nothing more to give.
+const CONFIRM_WAIT: Duration = Duration::from_millis(50);
+
+/// Heartbeat asked for on remote connections whose URI names none, seconds (RabbitMQ's
+/// Erlang client's default).
+pub const HEARTBEAT_S_DEFAULT: u16 = 10;
+
+/// Time allowed for each reply of a remote end during setup.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A message forwarded and not yet settled at the source.
+struct InFlight {
+    /// The destination's publish sequence number (0 outside `on-confirm`).
+    seq: u64,
+    /// The source's delivery tag.
+    tag: u64,
+    /// Settled by the destination: `Some(true)` acked, `Some(false)` nacked.
+    settled: Option<bool>,
+}
+
+/// What a shovel's thread needs.
+pub(super) struct Worker {
+    pub(super) broker: Weak<Broker>,
+    pub(super) vhost: String,
+    pub(super) name: String,
+    pub(super) def: ShovelDef,
+    pub(super) status: Arc<Mutex<ShovelStatus>>,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) node: String,
+}
+
+/// How a run of the shovel ended.
+enum Ended {
+    /// Asked to stop (its parameter was cleared or changed, or the broker stops).
+    Stopped,
+    /// `src-delete-after` reached: the shovel deletes itself.
+    Done,
+    /// A failure, with the reason to report.
+    Failed(String),
+}
+
+impl Worker {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, f: impl FnOnce(&mut ShovelStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn label(&self) -> String {
+        format!("'{}' in virtual host '{}'", self.name, self.vhost)
+    }
+
+    /// The thread's body: runs the shovel until stopped, restarting after failures.
+    pub(super) fn run(self) {
+        loop {
+            self.set(|s| s.set_state(ShovelState::Starting));
+            match self.run_once() {
+                Ended::Stopped => return,
+                Ended::Done => {
+                    log::info!(
+                        "shovel {} is stopping: it moved what src-delete-after asked for",
+                        self.label()
+                    );
+                    if let Some(b) = self.broker.upgrade() {
+                        if let Err(e) =
+                            b.clear_parameter(&self.vhost, Shovels::COMPONENT, &self.name)
+                        {
+                            log::warn!("shovel {}: clearing its parameter: {e}", self.label());
+                        }
+                    }
+                    return;
+                }
+                Ended::Failed(why) => {
+                    log::warn!("shovel {} terminated: {why}", self.label());
+                    self.set(|s| s.set_state(ShovelState::Terminated(why)));
+                }
+            }
+            let until = Instant::now() + self.def.reconnect_delay;
+            while Instant::now() < until {
+                if self.stopping() {
+                    return;
+                }
+                std::thread::sleep((until - Instant::now()).min(IDLE_WAIT));
+            }
+            if self.stopping() {
+                return;
+            }
+        }
+    }
+
+    /// Connects a remote end to one of `uris` (picked at random, as RabbitMQ), or
+    /// opens a local one; returns it and the URI shown (redacted).
+    fn connect(&self, uris: &[String], role: &str) -> Result<(End, String), String> {
+        let pick = uris[(crate::broker::shovel::random() as usize) % uris.len()].clone();
+        let shown = redact(&pick);
+        let uri = AmqpUri::parse(&pick).map_err(|e| format!("\"{shown}\" not a valid URI: {e}"))?;
+        let broker = self
+            .broker
+            .upgrade()
+            .ok_or_else(|| "the broker is stopping".to_string())?;
+        if uri.is_local() {
+            let end = LocalEnd::open(&broker, &uri.vhost)?;
+            return Ok((End::Local(Box::new(end)), shown));
+        }
+        let tls = broker.shovels().tls_defaults();
+        let mut opts = uri.connect_options(&format!("Shovel {}", self.name), tls.as_ref())?;
+        if uri.heartbeat.is_none() {
+            opts.heartbeat = HEARTBEAT_S_DEFAULT;
+        }
+        opts.reply_timeout = REPLY_TIMEOUT;
+        let socket = broker.shovels().take_socket().ok_or_else(|| {
+            format!(
+                "no file descriptor left for the {role} connection (the sockets budget is used up)"
+            )
+        })?;
+        let conn = Connection::connect(&opts).map_err(|e| reason(&e))?;
+        Ok((End::Remote(Box::new(conn), Some(socket)), shown))
+    }
+
+    /// One run: connect, set up, move until stopped or failed.
+    fn run_once(&self) -> Ended {
+        let (src, src_uri) = match self.connect(&self.def.src_uris, "source") {
+            Ok(x) => x,
+            Err(why) => return Ended::Failed(format!("failed to connect to source: {why}")),
+        };
+        if self.stopping() {
+            return Ended::Stopped;
+        }
+        let (dest, dest_uri) = match self.connect(&self.def.dest_uris, "destination") {
+            Ok(x) => x,
+            Err(why) => return Ended::Failed(format!("failed to connect to destination: {why}")),
+        };
+        if self.stopping() {
+            return Ended::Stopped;
+        }
+        let (mut dest, _dest_socket) = match self.init_dest(dest) {
+            Ok(d) => d,
+            Err(why) => return Ended::Failed(format!("failed to set up topology: {why}")),
+        };
+        let (mut src, remaining, _src_socket) = match self.init_source(src) {
+            Ok(s) => s,
+            Err(why) => return Ended::Failed(format!("failed to set up topology: {why}")),
+        };
+        if remaining == Some(0) {
+            return Ended::Done;
+        }
+        self.set(|s| {
+            s.src_uri = src_uri.clone();
+            s.dest_uri = dest_uri.clone();
+            s.remaining = remaining;
+            s.set_state(ShovelState::Running);
+        });
+        log::info!("shovel {} running: {src_uri} -> {dest_uri}", self.label());
+        self.forward(src.as_mut(), dest.as_mut(), remaining, &src_uri, &dest_uri)
+    }
+
+    fn init_dest(&self, end: End) -> Result<(Box<dyn Dest>, Option<super::SocketGuard>), String> {
+        let confirms = self.def.ack_mode == AckMode::OnConfirm;
+        match end {
+            End::Local(mut l) => {
+                if let Some(q) = &self.def.dest_queue {
+                    l.ensure_queue(q, &self.def.dest_queue_args, self.def.dest_predeclared)
+                        .map_err(|e| format!("destination queue '{q}': {e}"))?;
+                }
+                Ok((Box::new(l.publisher(confirms)?), None))
+            }
+            End::Remote(mut c, socket) => {
+                if let Some(q) = &self.def.dest_queue {
+                    remote::ensure_queue(
+                        &mut c,
+                        q,
+                        &self.def.dest_queue_args,
+                        self.def.dest_predeclared,
+                    )
+                    .map_err(|e| format!("destination queue '{q}': {}", reason(&e)))?;
+                }
+                if confirms {
+                    c.confirm_select().map_err(|e| reason(&e))?;
+                    c.record_confirms().map_err(|e| reason(&e))?;
+                }
+                Ok((Box::new(RemoteDest { conn: *c }), socket))
+            }
+        }
+    }
+
+    /// Sets up the source and starts consuming; returns it and the messages left to move
+    /// (`src-delete-after`; `None`: unlimited).
+    #[allow(
+        clippy::type_complexity,
+        reason = "a private tuple of what setup yields"
+    )]
+    fn init_source(
+        &self,
+        end: End,
+    ) -> Result<(Box<dyn Source>, Option<u64>, Option<super::SocketGuard>), String> {
+        let d = &self.def;
+        let no_ack = d.ack_mode == AckMode::NoAck;
+        let (queue_len, queue): (u32, String);
+        match end {
+            End::Local(mut l) => {
+                match &d.source {
+                    SourceSpec::Queue {
+                        name,
+                        args,
+                        predeclared,
+                    } => {
+                        queue_len = l
+                            .ensure_queue(name, args, *predeclared)
+                            .map_err(|e| format!("source queue '{name}': {e}"))?;
+                        queue = name.clone();
+                    }
+                    SourceSpec::Exchange { name, key } => {
+                        queue = l
+                            .bind_exchange(name, key)
+                            .map_err(|e| format!("source exchange '{name}': {e}"))?;
+                        queue_len = 0;
+                    }
+                }
+                let remaining = remaining(d.src_delete_after, queue_len);
+                if remaining == Some(0) {
+                    return Ok((
+                        Box::new(l.consume(&queue, 1, true, "", &FieldTable::new())?),
+                        remaining,
+                        None,
+                    ));
+                }
+                let s = l.consume(
+                    &queue,
+                    d.src_prefetch_count,
+                    no_ack,
+                    &d.src_consumer_name,
+                    &d.src_consumer_args,
+                )?;
+                Ok((Box::new(s), remaining, None))
+            }
+            End::Remote(mut c, socket) => {
+                match &d.source {
+                    SourceSpec::Queue {
+                        name,
+                        args,
+                        predeclared,
+                    } => {
+                        queue_len = remote::ensure_queue(&mut c, name, args, *predeclared)
+                            .map_err(|e| format!("source queue '{name}': {}", reason(&e)))?;
+                        queue = name.clone();
+                    }
+                    SourceSpec::Exchange { name, key } => {
+                        let opts = crate::client::QueueDeclareOptions {
+                            exclusive: true,
+                            ..Default::default()
+                        };
+                        let q = c.queue_declare("", opts).map_err(|e| reason(&e))?;
+                        c.queue_bind(&q.queue, name, key, FieldTable::new())
+                            .map_err(|e| format!("source exchange '{name}': {}", reason(&e)))?;
+                        queue = q.queue;
+                        queue_len = 0;
+                    }
+                }
+                let remaining = remaining(d.src_delete_after, queue_len);
+                let s = RemoteSource::consume(
+                    *c,
+                    &queue,
+                    d.src_prefetch_count,
+                    no_ack,
+                    &d.src_consumer_name,
+                    &d.src_consumer_args,
+                )
+                .map_err(|e| format!("consuming from '{queue}': {}", reason(&e)))?;
+                Ok((Box::new(s), remaining, socket))
+            }
+        }
+    }
+
+    /// Moves messages until stopped, done or failed.
+    fn forward(
+        &self,
+        src: &mut dyn Source,
+        dest: &mut dyn Dest,
+        mut remaining: Option<u64>,
+        src_uri: &str,
+        dest_uri: &str,
+    ) -> Ended {
+        let d = &self.def;
+        let mut to_publish = remaining;
+        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+        let mut batch: Vec<Shovelled> = Vec::new();
+        let mut confirms: Vec<Confirm> = Vec::new();
+        let mut seq = 0u64;
+        let forward_header = d
+            .add_forward_headers
+            .then(|| self.forward_header(src_uri, dest_uri));
+        let mut reported = Instant::now();
+        let mut forwarded_since = 0u64;
+        loop {
+            if self.stopping() {
+                return Ended::Stopped;
+            }
+            let blocked = dest.is_blocked();
+            batch.clear();
+            if !blocked {
+                let wait = if in_flight.is_empty() {
+                    IDLE_WAIT
+                } else {
+                    Duration::ZERO
+                };
+                if let Err(why) = src.poll(wait, &mut batch) {
+                    return Ended::Failed(format!("source: {why}"));
+                }
+            }
+            for m in batch.drain(..) {
+                if to_publish == Some(0) {
+                    // Moved what it was asked to: the rest is requeued when the source
+                    // closes (RabbitMQ drops them "on the floor").
+                    continue;
+                }
+                let (exchange, key) = d.route(&m.exchange, &m.routing_key);
+                let mut props = m.properties;
+                d.set_publish_properties(&mut props);
+                if let Some(h) = &forward_header {
+                    prepend_forward_header(&mut props, h.clone());
+                }
+                if d.add_timestamp_header {
+                    let now = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |t| t.as_secs());
+                    props
+                        .headers
+                        .get_or_insert_with(FieldTable::new)
+                        .insert("x-shovelled-timestamp".into(), FieldValue::I64(now as i64));
+                }
+                if let Err(why) = dest.publish(exchange, key, &props, &m.body) {
+                    return Ended::Failed(format!("destination: {why}"));
+                }
+                forwarded_since += 1;
+                if let Some(n) = &mut to_publish {
+                    *n -= 1;
+                }
+                match d.ack_mode {
+                    AckMode::OnConfirm => {
+                        seq += 1;
+                        in_flight.push_back(InFlight {
+                            seq,
+                            tag: m.tag,
+                            settled: None,
+                        });
+                    }
+                    AckMode::OnPublish => in_flight.push_back(InFlight {
+                        seq: 0,
+                        tag: m.tag,
+                        settled: Some(true),
+                    }),
+                    AckMode::NoAck => {
+                        if let Some(n) = &mut remaining {
+                            *n -= 1;
+                        }
+                    }
+                }
+            }
+            if let Err(why) = dest.flush() {
+                return Ended::Failed(format!("destination: {why}"));
+            }
+            if d.ack_mode == AckMode::OnConfirm && (!in_flight.is_empty() || blocked) {
+                let wait = if forwarded_since == 0 || blocked {
+                    CONFIRM_WAIT
+                } else {
+                    Duration::ZERO
+                };
+                confirms.clear();
+                if let Err(why) = dest.poll_confirms(wait, &mut confirms) {
+                    return Ended::Failed(format!("destination: {why}"));
+                }
+                for c in &confirms {
+                    for f in in_flight.iter_mut() {
+                        if f.seq > c.seq {
+                            break;
+                        }
+                        if f.settled.is_none() && (c.multiple || f.seq == c.seq) {
+                            f.settled = Some(c.ack);
+                        }
+                    }
+                }
+            } else if blocked {
+                if let Err(why) = dest.poll_confirms(CONFIRM_WAIT, &mut confirms) {
+                    return Ended::Failed(format!("destination: {why}"));
+                }
+            }
+            let settled = match settle_front(&mut in_flight, src) {
+                Ok(n) => n,
+                Err(why) => return Ended::Failed(format!("source: {why}")),
+            };
+            if let Some(n) = &mut remaining {
+                *n = n.saturating_sub(settled);
+            }
+            if let Err(why) = src.flush() {
+                return Ended::Failed(format!("source: {why}"));
+            }
+            let now = Instant::now();
+            if forwarded_since > 0 || settled > 0 || now.duration_since(reported) >= IDLE_WAIT {
+                let backlog = src.backlog();
+                let pending = in_flight.len() as u64;
+                self.set(|s| {
+                    s.forwarded += forwarded_since;
+                    s.pending = pending;
+                    s.remaining = remaining;
+                    s.backlog = backlog;
+                    s.blocked = blocked;
+                });
+                forwarded_since = 0;
+                reported = now;
+            }
+            if remaining == Some(0) {
+                return Ended::Done;
+            }
+        }
+    }
+
+    /// The `x-shovelled` entry this shovel adds (`rabbit_shovel_util:update_headers/5`):
+    /// who shovelled it, from where to where.
+    fn forward_header(&self, src_uri: &str, dest_uri: &str) -> FieldTable {
+        let mut t = FieldTable::new();
+        let mut put = |k: &str, v: &str| {
+            t.insert(k.into(), FieldValue::string(v));
+        };
+        put("shovelled-by", &self.node);
+        put("shovel-type", "dynamic");
+        put("shovel-name", &self.name);
+        put("shovel-vhost", &self.vhost);
+        put("src-uri", src_uri);
+        put("dest-uri", dest_uri);
+        for (k, v) in self.def.source_fields() {
+            put(&k.replace('_', "-"), &v);
+        }
+        for (k, v) in self.def.dest_fields() {
+            put(&k.replace('_', "-"), &v);
+        }
+        t
+    }
+}
+
+/// Messages left to move for `src-delete-after` with `queue_len` ready at start.
+fn remaining(after: DeleteAfter, queue_len: u32) -> Option<u64> {
+    match after {
+        DeleteAfter::Never => None,
+        DeleteAfter::QueueLength => Some(u64::from(queue_len)),
+        DeleteAfter::Count(n) => Some(n),
+    }
+}
+
+/// Prepends `entry` to the message's `x-shovelled` header array
+/// (`rabbit_basic:prepend_table_header/3`).
+fn prepend_forward_header(props: &mut crate::types::BasicProperties, entry: FieldTable) {
+    let headers = props.headers.get_or_insert_with(FieldTable::new);
+    let mut list = match headers.remove("x-shovelled") {
+        Some(FieldValue::Array(a)) => a,
+        _ => Vec::new(),
+    };
+    list.insert(0, FieldValue::Table(entry));
+    headers.insert("x-shovelled".into(), FieldValue::Array(list));
+}
+
+/// Settles the settled front of `in_flight` at the source: a run of acked messages with
+/// one `multiple` ack, each nacked one with a requeueing nack. Returns how many were
+/// settled.
+///
+/// # Errors
+/// The source's failure.
+fn settle_front(in_flight: &mut VecDeque<InFlight>, src: &mut dyn Source) -> Result<u64, String> {
+    let mut n = 0u64;
+    let mut ack_through: Option<u64> = None;
+    while let Some(f) = in_flight.front() {
+        match f.settled {
+            None => break,
+            Some(true) => ack_through = Some(f.tag),
+            Some(false) => {
+                if let Some(t) = ack_through.take() {
+                    src.ack(t, true)?;
+                }
+                src.nack(f.tag)?;
+            }
+        }
+        in_flight.pop_front();
+        n += 1;
+    }
+    if let Some(t) = ack_through {
+        src.ack(t, true)?;
+    }
+    Ok(n)
+}
+
+/// A connected end, before its role is set up.
+enum End {
+    /// An in-process session.
+    Local(Box<LocalEnd>),
+    /// A remote connection, holding its place in the sockets budget.
+    Remote(Box<Connection>, Option<super::SocketGuard>),
+}
