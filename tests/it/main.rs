@@ -63,6 +63,7 @@ mod queues;
 mod quorum_queues;
 mod raw_smoke;
 mod restart;
+mod shovels;
 mod store_recovery;
 mod tls;
 mod topic_routing;
