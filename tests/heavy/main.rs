@@ -18,5 +18,6 @@ mod persistent_throughput;
 mod quorum_dead_letter_crash;
 mod replay_crash;
 mod shell_scripts;
+mod shovel_crash;
 mod store_power_loss;
 mod throughput;

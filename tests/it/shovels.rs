@@ -64,7 +64,12 @@ fn set_shovel(s: &TestServer, name: &str, value: Value) {
         &format!("/parameters/shovel/%2F/{name}"),
         &json!({ "value": value }),
     );
-    assert!(r.status == 201 || r.status == 204, "{}: {}", r.status, r.text());
+    assert!(
+        r.status == 201 || r.status == 204,
+        "{}: {}",
+        r.status,
+        r.text()
+    );
 }
 
 /// The `/api/shovels` element of shovel `name`, once `ready` accepts it.
@@ -109,12 +114,17 @@ fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     let dest_uri = st["dest_uri"].as_str().unwrap();
     assert!(!dest_uri.contains("guest"), "{dest_uri}");
     assert_eq!(st["src_uri"], "amqp://");
-    assert_eq!((st["src_queue"].as_str(), st["dest_queue"].as_str()), (Some("src"), Some("dst")));
+    assert_eq!(
+        (st["src_queue"].as_str(), st["dest_queue"].as_str()),
+        (Some("src"), Some("dst"))
+    );
     assert_eq!(st["type"], "dynamic");
     assert_eq!(st["remaining"], "unlimited");
     let (_cb, chb) = channel(&b);
     // The destination queue was declared durable by the shovel (no dest-predeclared).
-    wait_until(LIMIT, "500 messages at the destination", || ready_count(&chb, "dst") == 500);
+    wait_until(LIMIT, "500 messages at the destination", || {
+        ready_count(&chb, "dst") == 500
+    });
     assert_eq!(ready_count(&cha, "src"), 0, "every source message acked");
     let m = chb.basic_get("dst", true).unwrap().unwrap();
     assert_eq!(m.body, b"0");
@@ -126,11 +136,19 @@ fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     let FieldValue::Table(hop) = &hops[0] else {
         panic!("{hops:?}")
     };
-    assert_eq!(hop.get("shovel-name").and_then(|v| v.as_str()), Some("move"));
+    assert_eq!(
+        hop.get("shovel-name").and_then(|v| v.as_str()),
+        Some("move")
+    );
     assert_eq!(hop.get("src-queue").and_then(|v| v.as_str()), Some("src"));
-    assert_eq!(hop.get("shovel-type").and_then(|v| v.as_str()), Some("dynamic"));
+    assert_eq!(
+        hop.get("shovel-type").and_then(|v| v.as_str()),
+        Some("dynamic")
+    );
     assert!(!format!("{hop:?}").contains("guest"));
-    assert!(h.get("x-shovelled-timestamp").is_some_and(|t| t.as_i64() > Some(0)));
+    assert!(h
+        .get("x-shovelled-timestamp")
+        .is_some_and(|t| t.as_i64() > Some(0)));
     let mut bodies: HashSet<String> = drain(&chb, "dst").into_iter().collect();
     bodies.insert("0".into());
     assert_eq!(bodies.len(), 500);
@@ -163,7 +181,9 @@ fn a_remote_exchange_source_and_a_local_exchange_destination_keep_routing_keys()
                           "dest-exchange": "amq.topic", "ack-mode": "on-publish"}}),
     );
     assert_eq!(r.status, 201, "{}", r.text());
-    status_when(&b, "pull", "the shovel running", |s| s["state"] == "running");
+    status_when(&b, "pull", "the shovel running", |s| {
+        s["state"] == "running"
+    });
     let (_ca, cha) = channel(&a);
     cha.confirm_select().unwrap();
     for i in 0..20 {
@@ -172,9 +192,14 @@ fn a_remote_exchange_source_and_a_local_exchange_destination_keep_routing_keys()
             .unwrap();
     }
     assert!(cha.wait_for_confirms(Duration::from_secs(10)).unwrap());
-    wait_until(LIMIT, "10 orders routed by b", || ready_count(&chb, "orders") == 10);
+    wait_until(LIMIT, "10 orders routed by b", || {
+        ready_count(&chb, "orders") == 10
+    });
     let m = chb.basic_get("orders", true).unwrap().unwrap();
-    assert_eq!((m.exchange.as_str(), m.routing_key.as_str()), ("amq.topic", "order.new"));
+    assert_eq!(
+        (m.exchange.as_str(), m.routing_key.as_str()),
+        ("amq.topic", "order.new")
+    );
 }
 
 #[test]
@@ -183,24 +208,53 @@ fn status_says_why_a_shovel_terminated_and_it_recovers_when_the_source_appears()
     let b = server_with_api(true);
     let dest = amqp_uri(&b, "guest");
     // Nothing listens on port 1.
-    set_shovel(&a, "nowhere", json!({"src-uri": "amqp://guest:secret@127.0.0.1:1",
-        "src-queue": "q", "dest-uri": dest, "reconnect-delay": 1}));
-    let st = status_when(&a, "nowhere", "terminated: refused", |s| s["state"] == "terminated");
+    set_shovel(
+        &a,
+        "nowhere",
+        json!({"src-uri": "amqp://guest:secret@127.0.0.1:1",
+        "src-queue": "q", "dest-uri": dest, "reconnect-delay": 1}),
+    );
+    let st = status_when(&a, "nowhere", "terminated: refused", |s| {
+        s["state"] == "terminated"
+    });
     let why = st["reason"].as_str().unwrap();
-    assert!(why.starts_with("failed to connect to source: cannot connect to 127.0.0.1:1"), "{why}");
+    assert!(
+        why.starts_with("failed to connect to source: cannot connect to 127.0.0.1:1"),
+        "{why}"
+    );
     assert!(!why.contains("secret"));
     // A refused login.
-    set_shovel(&a, "login", json!({"src-uri": "amqp://", "src-queue": "q",
-        "dest-uri": amqp_uri(&b, "wrong"), "reconnect-delay": 1}));
-    let st = status_when(&a, "login", "terminated: login", |s| s["state"] == "terminated");
+    set_shovel(
+        &a,
+        "login",
+        json!({"src-uri": "amqp://", "src-queue": "q",
+        "dest-uri": amqp_uri(&b, "wrong"), "reconnect-delay": 1}),
+    );
+    let st = status_when(&a, "login", "terminated: login", |s| {
+        s["state"] == "terminated"
+    });
     let why = st["reason"].as_str().unwrap();
-    assert!(why.contains("failed to connect to destination") && why.contains("403 ACCESS_REFUSED"), "{why}");
+    assert!(
+        why.contains("failed to connect to destination") && why.contains("403 ACCESS_REFUSED"),
+        "{why}"
+    );
     // A missing source queue the shovel may not declare; recovers once it exists.
-    set_shovel(&a, "missing", json!({"src-uri": "amqp://", "src-queue": "later",
-        "src-predeclared": true, "dest-uri": dest, "dest-queue": "got", "reconnect-delay": 1}));
-    let st = status_when(&a, "missing", "terminated: missing queue", |s| s["state"] == "terminated");
+    set_shovel(
+        &a,
+        "missing",
+        json!({"src-uri": "amqp://", "src-queue": "later",
+        "src-predeclared": true, "dest-uri": dest, "dest-queue": "got", "reconnect-delay": 1}),
+    );
+    let st = status_when(&a, "missing", "terminated: missing queue", |s| {
+        s["state"] == "terminated"
+    });
     let why = st["reason"].as_str().unwrap();
-    assert!(why.contains("failed to set up topology") && why.contains("404 NOT_FOUND") && why.contains("later"), "{why}");
+    assert!(
+        why.contains("failed to set up topology")
+            && why.contains("404 NOT_FOUND")
+            && why.contains("later"),
+        "{why}"
+    );
     let (_ca, cha) = channel(&a);
     common::declare_queue(&cha, "later", true, &[]);
     publish(&cha, "later", 5, false);
@@ -210,10 +264,18 @@ fn status_says_why_a_shovel_terminated_and_it_recovers_when_the_source_appears()
     let (_cb, chb) = channel(&b);
     wait_until(LIMIT, "5 moved", || ready_count(&chb, "got") == 5);
     // An invalid definition is refused with RabbitMQ's text, and nothing runs for it.
-    let r = a.api().put("/parameters/shovel/%2F/bad", &json!({"value": {"src-uri": "amqp://",
-        "dest-uri": "amqp://"}}));
+    let r = a.api().put(
+        "/parameters/shovel/%2F/bad",
+        &json!({"value": {"src-uri": "amqp://",
+        "dest-uri": "amqp://"}}),
+    );
     assert_eq!(r.status, 400);
-    assert!(r.text().contains("Must specify 'src-exchange' or 'src-queue'"), "{}", r.text());
+    assert!(
+        r.text()
+            .contains("Must specify 'src-exchange' or 'src-queue'"),
+        "{}",
+        r.text()
+    );
     assert_eq!(a.api().get("/shovels/vhost/%2F/bad").status, 404);
     assert_eq!(a.api().get_ok("/shovels/%2F").as_array().unwrap().len(), 3);
 }
@@ -224,9 +286,13 @@ fn delete_after_queue_length_moves_what_was_there_then_deletes_itself() {
     let (_ca, ch) = channel(&a);
     common::declare_queue(&ch, "old", true, &[]);
     publish(&ch, "old", 300, true);
-    set_shovel(&a, "drain", json!({"src-uri": "amqp://", "src-queue": "old",
+    set_shovel(
+        &a,
+        "drain",
+        json!({"src-uri": "amqp://", "src-queue": "old",
         "dest-uri": "amqp://", "dest-queue": "new", "src-delete-after": "queue-length",
-        "src-prefetch-count": 7}));
+        "src-prefetch-count": 7}),
+    );
     wait_until(LIMIT, "the shovel deleted itself", || {
         a.api().get("/parameters/shovel/%2F/drain").status == 404
             && a.api().get_ok("/shovels") == json!([])
@@ -244,12 +310,18 @@ fn a_shovel_is_restarted_with_the_broker() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let start = || {
-        common::ServerProcess::start(&data, &["--http-listen", "127.0.0.1:0", "--amqp-listen", "off"])
+        common::ServerProcess::start(
+            &data,
+            &["--http-listen", "127.0.0.1:0", "--amqp-listen", "off"],
+        )
     };
     let s = start();
     let api = s.api();
-    let r = api.put("/parameters/shovel/%2F/keep", &json!({"value": {"src-uri": "amqp://",
-        "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out", "ack-mode": "no-ack"}}));
+    let r = api.put(
+        "/parameters/shovel/%2F/keep",
+        &json!({"value": {"src-uri": "amqp://",
+        "src-queue": "in", "dest-uri": "amqp://", "dest-queue": "out", "ack-mode": "no-ack"}}),
+    );
     assert_eq!(r.status, 201, "{}", r.text());
     eventually(LIMIT, "running", || {
         (api.get_ok("/shovels")[0]["state"] == "running").then_some(())
@@ -263,6 +335,8 @@ fn a_shovel_is_restarted_with_the_broker() {
     let c = common::connect_process(&s, Duration::from_secs(10));
     let ch = c.open_channel().unwrap();
     publish(&ch, "in", 10, true);
-    wait_until(LIMIT, "10 moved after the restart", || ready_count(&ch, "out") == 10);
+    wait_until(LIMIT, "10 moved after the restart", || {
+        ready_count(&ch, "out") == 10
+    });
     assert_eq!(api.get_ok("/shovels/vhost/%2F/keep")["forwarded"], 10);
 }
