@@ -160,6 +160,8 @@ pub struct Connection {
     /// The server sent `connection.blocked` and no `unblocked` since (RabbitMQ's
     /// "Connection Blocked Notifications": a resource alarm).
     pub(super) blocked: bool,
+    /// The server's `connection.start` properties (product, version, `cluster_name`).
+    server_properties: FieldTable,
 }
 
 impl Connection {
@@ -235,6 +237,7 @@ impl Connection {
             last_read: now,
             last_write: now,
             blocked: false,
+            server_properties: FieldTable::new(),
         };
         c.handshake(opts)?;
         Ok(c)
@@ -245,7 +248,15 @@ impl Connection {
         self.wbuf.extend_from_slice(&PROTOCOL_HEADER);
         self.flush()?;
         match self.recv_method(deadline)? {
-            (0, AmqpMethod::ConnectionStart { mechanisms, .. }) => {
+            (
+                0,
+                AmqpMethod::ConnectionStart {
+                    mechanisms,
+                    server_properties,
+                    ..
+                },
+            ) => {
+                self.server_properties = server_properties;
                 if !mechanisms.split(|b| *b == b' ').any(|m| m == b"PLAIN") {
                     return Err(AmqpClientError::Protocol(format!(
                         "the server does not offer SASL PLAIN (it offers '{}')",
@@ -396,6 +407,12 @@ impl Connection {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// The server's properties from `connection.start` (`product`, `version`,
+    /// `cluster_name` for RabbitMQ and RelayMQ, `capabilities`).
+    pub fn server_properties(&self) -> &FieldTable {
+        &self.server_properties
     }
 
     /// Whether the server has blocked this connection's publishes (`connection.blocked`

@@ -18,6 +18,7 @@
 
 pub mod definition;
 pub mod endpoint;
+pub mod forward;
 pub mod local;
 mod worker;
 
@@ -337,6 +338,12 @@ impl Shovels {
     /// The node name statuses report.
     pub fn node(&self) -> String {
         self.node.get().cloned().unwrap_or_default()
+    }
+
+    /// The cluster's name as other brokers see it: the `cluster_name` global parameter,
+    /// else the node's name (`rabbit_nodes:cluster_name/0`).
+    pub fn cluster_name(&self, broker: &Broker) -> String {
+        broker.cluster_name().unwrap_or_else(|| self.node())
     }
 }
 

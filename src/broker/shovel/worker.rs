@@ -12,22 +12,19 @@
 use super::definition::{AckMode, DeleteAfter, ShovelDef, SourceSpec};
 use super::endpoint::remote::{self, RemoteDest, RemoteSource};
 use super::endpoint::{reason, Dest, Shovelled, Source};
+use super::forward::{self, Ended, Forwarding, Progress};
 use super::local::LocalEnd;
 use super::{ShovelState, ShovelStatus, Shovels};
 use crate::amqp_client::uri::{redact, AmqpUri};
-use crate::amqp_client::{Confirm, Connection};
+use crate::amqp_client::Connection;
 use crate::broker::node::Broker;
 use crate::types::{FieldTable, FieldValue};
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Longest a round waits for source deliveries when nothing is in flight.
-const IDLE_WAIT: Duration = Duration::from_millis(100);
-
-/// Longest a round waits for confirms when the source has nothing more to give.
-const CONFIRM_WAIT: Duration = Duration::from_millis(50);
+/// Longest the thread sleeps between looks at its stop flag.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// Heartbeat asked for on remote connections whose URI names none, seconds (RabbitMQ's
 /// Erlang client's default).
@@ -35,16 +32,6 @@ pub const HEARTBEAT_S_DEFAULT: u16 = 10;
 
 /// Time allowed for each reply of a remote end during setup.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// A message forwarded and not yet settled at the source.
-struct InFlight {
-    /// The destination's publish sequence number (0 outside `on-confirm`).
-    seq: u64,
-    /// The source's delivery tag.
-    tag: u64,
-    /// Settled by the destination: `Some(true)` acked, `Some(false)` nacked.
-    settled: Option<bool>,
-}
 
 /// What a shovel's thread needs.
 pub(super) struct Worker {
@@ -57,15 +44,6 @@ pub(super) struct Worker {
     pub(super) node: String,
 }
 
-/// How a run of the shovel ended.
-enum Ended {
-    /// Asked to stop (its parameter was cleared or changed, or the broker stops).
-    Stopped,
-    /// `src-delete-after` reached: the shovel deletes itself.
-    Done,
-    /// A failure, with the reason to report.
-    Failed(String),
-}
 
 impl Worker {
     fn stopping(&self) -> bool {
@@ -110,7 +88,7 @@ impl Worker {
                 if self.stopping() {
                     return;
                 }
-                std::thread::sleep((until - Instant::now()).min(IDLE_WAIT));
+                std::thread::sleep((until - Instant::now()).min(STOP_POLL));
             }
             if self.stopping() {
                 return;
@@ -181,7 +159,14 @@ impl Worker {
             s.set_state(ShovelState::Running);
         });
         log::info!("shovel {} running: {src_uri} -> {dest_uri}", self.label());
-        self.forward(src.as_mut(), dest.as_mut(), remaining, &src_uri, &dest_uri)
+        let mut f = ShovelForwarding {
+            w: self,
+            forward_header: self
+                .def
+                .add_forward_headers
+                .then(|| self.forward_header(&src_uri, &dest_uri)),
+        };
+        forward::run(src.as_mut(), dest.as_mut(), self.def.ack_mode, remaining, &mut f)
     }
 
     fn init_dest(&self, end: End) -> Result<(Box<dyn Dest>, Option<super::SocketGuard>), String> {
@@ -301,149 +286,6 @@ impl Worker {
         }
     }
 
-    /// Moves messages until stopped, done or failed.
-    fn forward(
-        &self,
-        src: &mut dyn Source,
-        dest: &mut dyn Dest,
-        mut remaining: Option<u64>,
-        src_uri: &str,
-        dest_uri: &str,
-    ) -> Ended {
-        let d = &self.def;
-        let mut to_publish = remaining;
-        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
-        let mut batch: Vec<Shovelled> = Vec::new();
-        let mut confirms: Vec<Confirm> = Vec::new();
-        let mut seq = 0u64;
-        let forward_header = d
-            .add_forward_headers
-            .then(|| self.forward_header(src_uri, dest_uri));
-        let mut reported = Instant::now();
-        let mut forwarded_since = 0u64;
-        loop {
-            if self.stopping() {
-                return Ended::Stopped;
-            }
-            let blocked = dest.is_blocked();
-            batch.clear();
-            if !blocked {
-                let wait = if in_flight.is_empty() {
-                    IDLE_WAIT
-                } else {
-                    Duration::ZERO
-                };
-                if let Err(why) = src.poll(wait, &mut batch) {
-                    return Ended::Failed(format!("source: {why}"));
-                }
-            }
-            for m in batch.drain(..) {
-                if to_publish == Some(0) {
-                    // Moved what it was asked to: the rest is requeued when the source
-                    // closes (RabbitMQ drops them "on the floor").
-                    continue;
-                }
-                let (exchange, key) = d.route(&m.exchange, &m.routing_key);
-                let mut props = m.properties;
-                d.set_publish_properties(&mut props);
-                if let Some(h) = &forward_header {
-                    prepend_forward_header(&mut props, h.clone());
-                }
-                if d.add_timestamp_header {
-                    let now = SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0, |t| t.as_secs());
-                    props
-                        .headers
-                        .get_or_insert_with(FieldTable::new)
-                        .insert("x-shovelled-timestamp".into(), FieldValue::I64(now as i64));
-                }
-                if let Err(why) = dest.publish(exchange, key, &props, &m.body) {
-                    return Ended::Failed(format!("destination: {why}"));
-                }
-                forwarded_since += 1;
-                if let Some(n) = &mut to_publish {
-                    *n -= 1;
-                }
-                match d.ack_mode {
-                    AckMode::OnConfirm => {
-                        seq += 1;
-                        in_flight.push_back(InFlight {
-                            seq,
-                            tag: m.tag,
-                            settled: None,
-                        });
-                    }
-                    AckMode::OnPublish => in_flight.push_back(InFlight {
-                        seq: 0,
-                        tag: m.tag,
-                        settled: Some(true),
-                    }),
-                    AckMode::NoAck => {
-                        if let Some(n) = &mut remaining {
-                            *n -= 1;
-                        }
-                    }
-                }
-            }
-            if let Err(why) = dest.flush() {
-                return Ended::Failed(format!("destination: {why}"));
-            }
-            if d.ack_mode == AckMode::OnConfirm && (!in_flight.is_empty() || blocked) {
-                let wait = if forwarded_since == 0 || blocked {
-                    CONFIRM_WAIT
-                } else {
-                    Duration::ZERO
-                };
-                confirms.clear();
-                if let Err(why) = dest.poll_confirms(wait, &mut confirms) {
-                    return Ended::Failed(format!("destination: {why}"));
-                }
-                for c in &confirms {
-                    for f in in_flight.iter_mut() {
-                        if f.seq > c.seq {
-                            break;
-                        }
-                        if f.settled.is_none() && (c.multiple || f.seq == c.seq) {
-                            f.settled = Some(c.ack);
-                        }
-                    }
-                }
-            } else if blocked {
-                if let Err(why) = dest.poll_confirms(CONFIRM_WAIT, &mut confirms) {
-                    return Ended::Failed(format!("destination: {why}"));
-                }
-            }
-            let settled = match settle_front(&mut in_flight, src) {
-                Ok(n) => n,
-                Err(why) => return Ended::Failed(format!("source: {why}")),
-            };
-            if let Some(n) = &mut remaining {
-                *n = n.saturating_sub(settled);
-            }
-            if let Err(why) = src.flush() {
-                return Ended::Failed(format!("source: {why}"));
-            }
-            let now = Instant::now();
-            if forwarded_since > 0 || settled > 0 || now.duration_since(reported) >= IDLE_WAIT {
-                let backlog = src.backlog();
-                let pending = in_flight.len() as u64;
-                self.set(|s| {
-                    s.forwarded += forwarded_since;
-                    s.pending = pending;
-                    s.remaining = remaining;
-                    s.backlog = backlog;
-                    s.blocked = blocked;
-                });
-                forwarded_since = 0;
-                reported = now;
-            }
-            if remaining == Some(0) {
-                return Ended::Done;
-            }
-        }
-    }
-
     /// The `x-shovelled` entry this shovel adds (`rabbit_shovel_util:update_headers/5`):
     /// who shovelled it, from where to where.
     fn forward_header(&self, src_uri: &str, dest_uri: &str) -> FieldTable {
@@ -488,33 +330,51 @@ fn prepend_forward_header(props: &mut crate::types::BasicProperties, entry: Fiel
     headers.insert("x-shovelled".into(), FieldValue::Array(list));
 }
 
-/// Settles the settled front of `in_flight` at the source: a run of acked messages with
-/// one `multiple` ack, each nacked one with a requeueing nack. Returns how many were
-/// settled.
-///
-/// # Errors
-/// The source's failure.
-fn settle_front(in_flight: &mut VecDeque<InFlight>, src: &mut dyn Source) -> Result<u64, String> {
-    let mut n = 0u64;
-    let mut ack_through: Option<u64> = None;
-    while let Some(f) = in_flight.front() {
-        match f.settled {
-            None => break,
-            Some(true) => ack_through = Some(f.tag),
-            Some(false) => {
-                if let Some(t) = ack_through.take() {
-                    src.ack(t, true)?;
-                }
-                src.nack(f.tag)?;
-            }
+/// The shovel's part of the forwarding loop: routing, properties, headers, status.
+struct ShovelForwarding<'a> {
+    w: &'a Worker,
+    /// The `x-shovelled` entry, with `add-forward-headers`.
+    forward_header: Option<FieldTable>,
+}
+
+impl Forwarding for ShovelForwarding<'_> {
+    fn prepare(&mut self, m: &mut Shovelled) -> Result<Option<(String, String)>, String> {
+        let d = &self.w.def;
+        let (exchange, key) = d.route(&m.exchange, &m.routing_key);
+        let route = (exchange.to_string(), key.to_string());
+        d.set_publish_properties(&mut m.properties);
+        if let Some(h) = &self.forward_header {
+            prepend_forward_header(&mut m.properties, h.clone());
         }
-        in_flight.pop_front();
-        n += 1;
+        if d.add_timestamp_header {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |t| t.as_secs());
+            m.properties
+                .headers
+                .get_or_insert_with(FieldTable::new)
+                .insert("x-shovelled-timestamp".into(), FieldValue::I64(now as i64));
+        }
+        Ok(Some(route))
     }
-    if let Some(t) = ack_through {
-        src.ack(t, true)?;
+
+    fn tick(&mut self) -> Result<(), String> {
+        Ok(())
     }
-    Ok(n)
+
+    fn stopping(&self) -> bool {
+        self.w.stopping()
+    }
+
+    fn report(&mut self, p: Progress) {
+        self.w.set(|s| {
+            s.forwarded += p.forwarded;
+            s.pending = p.pending;
+            s.remaining = p.remaining;
+            s.backlog = p.backlog;
+            s.blocked = p.blocked;
+        });
+    }
 }
 
 /// A connected end, before its role is set up.

@@ -266,6 +266,11 @@ impl AmqpHandler {
             FieldValue::string("RelayMQ, a single-node broker in the RabbitMQ family"),
         );
         props.insert("capabilities".into(), FieldValue::Table(capabilities));
+        // RabbitMQ's: federation links name the upstream by it (`x-received-from`).
+        props.insert(
+            "cluster_name".into(),
+            FieldValue::string(self.broker.shovels().cluster_name(&self.broker)),
+        );
         self.send(
             0,
             &AmqpMethod::ConnectionStart {
