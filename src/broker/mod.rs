@@ -18,6 +18,7 @@ pub mod definitions;
 pub mod delayed;
 pub mod direct_reply;
 pub mod exchange;
+pub mod federation;
 pub mod housekeeping;
 pub mod limits;
 pub mod listing;

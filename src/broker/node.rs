@@ -237,6 +237,8 @@ pub struct Broker {
     delay_schedule: Arc<DelaySchedule>,
     /// The dynamic shovels (`crate::broker::shovel`).
     pub(crate) shovels: crate::broker::shovel::Shovels,
+    /// The federation links (`crate::broker::federation`).
+    pub(crate) federation: crate::broker::federation::Federation,
 }
 
 impl Broker {
@@ -283,6 +285,7 @@ impl Broker {
             global_parameters: Mutex::default(),
             delay_schedule,
             shovels: Default::default(),
+            federation: Default::default(),
             config,
         }
     }
@@ -474,6 +477,7 @@ impl Broker {
             global_parameters: Mutex::new(global_parameters),
             delay_schedule,
             shovels: Default::default(),
+            federation: Default::default(),
             config,
         }
     }

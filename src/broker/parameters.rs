@@ -11,13 +11,16 @@
 //! | `operator_policy` | the vhost's operator policies ([`crate::broker::policy::operator`]), enforced |
 //! | `policy` | refused, as RabbitMQ: "policies may not be set using this method" |
 //! | `shovel` | validated as RabbitMQ validates it, stored, and run: a dynamic shovel ([`crate::broker::shovel`]) |
-//! | [`STORED_COMPONENTS`] (`federation-upstream`, `federation-upstream-set`, ...) | stored in `meta.db`, listed and exported, **not acted on** (RelayMQ has no federation yet): a warning "stored but not acted on by RelayMQ" is logged |
+//! | `federation-upstream`, `federation-upstream-set` | validated as RabbitMQ validates them, stored, and used by exchange federation ([`crate::broker::federation`]) |
+//! | [`STORED_COMPONENTS`] (`federation`) | stored in `meta.db`, listed and exported, **not acted on**: a warning "stored but not acted on by RelayMQ" is logged |
 //! | anything else | refused, as RabbitMQ refuses a component no plugin registered: "component X not found" |
 //!
 //! A global parameter is a name → a JSON value. `cluster_name` is the cluster's name
 //! ([`Broker::cluster_name`]); every other one is stored, listed and exported, and not acted
 //! on. Everything is committed to `meta.db` before it takes effect.
 
+use crate::broker::federation::upstream::{self, Upstream};
+use crate::broker::federation::{UPSTREAM_COMPONENT, UPSTREAM_SET_COMPONENT};
 use crate::broker::limits::{self, VHOST_LIMITS, VHOST_LIMITS_COMPONENT, VHOST_LIMITS_TERM};
 use crate::broker::policy::operator;
 use crate::broker::policy::{Policy, PolicyDef};
@@ -48,12 +51,31 @@ pub const GLOBAL_PARAMETERS_MAX: usize = 1024;
 pub const PARAMETER_NAME_BYTES_MAX: usize = 255;
 
 /// Components RabbitMQ's plugins register that RelayMQ stores but does not act on
-/// (`rabbit_federation_parameters`).
-pub const STORED_COMPONENTS: [&str; 3] = [
-    "federation",
-    "federation-upstream",
-    "federation-upstream-set",
+/// (`rabbit_federation_parameters`' `federation`, which holds `local-nodename`).
+pub const STORED_COMPONENTS: [&str; 1] = ["federation"];
+
+/// Components RelayMQ acts on beyond limits and operator policies: dynamic shovels and
+/// exchange federation.
+pub const ACTED_ON_COMPONENTS: [&str; 3] = [
+    Shovels::COMPONENT,
+    UPSTREAM_COMPONENT,
+    UPSTREAM_SET_COMPONENT,
 ];
+
+/// Checks the value of a component RelayMQ acts on beyond limits and operator policies
+/// (`shovel`, `federation-upstream`, `federation-upstream-set`): `None` for any other
+/// component.
+///
+/// # Errors
+/// The validation's text, in RabbitMQ's words.
+pub fn check_acted_on(component: &str, name: &str, value: &Value) -> Option<Result<(), String>> {
+    match component {
+        Shovels::COMPONENT => Some(ShovelDef::parse(name, value).map(|_| ())),
+        UPSTREAM_COMPONENT => Some(Upstream::parse(name, value, None).map(|_| ())),
+        UPSTREAM_SET_COMPONENT => Some(upstream::check_set(name, value)),
+        _ => None,
+    }
+}
 
 /// The component of operator policies (`rabbit_policy`).
 pub const OPERATOR_POLICY_COMPONENT: &str = "operator_policy";
@@ -309,6 +331,18 @@ impl Broker {
                 self.shovels.adjust(vhost, name, &value);
                 Ok(created)
             }
+            UPSTREAM_COMPONENT | UPSTREAM_SET_COMPONENT => {
+                let checked = if component == UPSTREAM_COMPONENT {
+                    Upstream::parse(name, &value, None).map(|_| ())
+                } else {
+                    upstream::check_set(name, &value)
+                };
+                checked.map_err(|why| {
+                    BrokerError::precondition(format!("Validation failed\n\n{why}\n"))
+                })?;
+                // The federation manager picks the change up at its next scan.
+                vh.store_parameter(component, name, value)
+            }
             c if STORED_COMPONENTS.contains(&c) => {
                 let created = vh.store_parameter(component, name, value)?;
                 log::warn!(
@@ -529,7 +563,7 @@ mod tests {
     fn components_are_stored_refused_or_routed() {
         let b = broker();
         assert!(b
-            .set_parameter("/", "federation-upstream", "s", json!({"uri": "amqp://"}))
+            .set_parameter("/", "federation-upstream", "s", json!({"uri": "amqp://g"}))
             .unwrap());
         assert!(!b
             .set_parameter("/", "federation-upstream", "s", json!({"uri": "amqp://h"}))

@@ -156,6 +156,7 @@ impl ServerHandle {
             let _ = w.join();
         }
         self.broker.shovels().stop_all();
+        self.broker.federation().stop();
         self.housekeeper.stop();
         self.delay_timer.stop();
         self.alarm_monitor.stop();
@@ -440,6 +441,7 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
         outbound_tls,
         fd_budget.sockets / crate::limits::fds::FD_OUTBOUND_DIVISOR,
     );
+    broker.start_federation()?;
     Ok(ServerHandle {
         addr,
         amqp_addr,

@@ -20,12 +20,11 @@ use crate::broker::limits::{
 };
 use crate::broker::names;
 use crate::broker::parameters::{
-    check_operator_policy, operator_policy_from_value, CLUSTER_NAME, OPERATOR_POLICY_COMPONENT,
-    PARAMETER_VALUE_BYTES_MAX, STORED_COMPONENTS,
+    check_acted_on, check_operator_policy, operator_policy_from_value, ACTED_ON_COMPONENTS,
+    CLUSTER_NAME, OPERATOR_POLICY_COMPONENT, PARAMETER_VALUE_BYTES_MAX, STORED_COMPONENTS,
 };
 use crate::broker::policy::{Policy, PolicyDef};
 use crate::broker::queue::queue_type::DeclaredProperties;
-use crate::broker::shovel::{ShovelDef, Shovels};
 use crate::broker::vhost::check_queue_arguments;
 use crate::broker::{ExchangeSpec, QueueSpec};
 use crate::error::BrokerError;
@@ -248,7 +247,7 @@ fn unsupported_sections(doc: &Document, summary: &mut ImportSummary) -> Result<(
         if component == VHOST_LIMITS_COMPONENT
             || component == OPERATOR_POLICY_COMPONENT
             || STORED_COMPONENTS.contains(&component)
-            || component == Shovels::COMPONENT
+            || ACTED_ON_COMPONENTS.contains(&component)
         {
             continue;
         }
@@ -279,20 +278,18 @@ fn parameters<'a>(
                 .map_err(|err| e.invalid(err))?;
             let policy = check_operator_policy(def).map_err(|err| e.invalid(err))?;
             operator_policies.push(PolicyItem { at: e, policy });
-        } else if STORED_COMPONENTS.contains(&component) || component == Shovels::COMPONENT {
+        } else if STORED_COMPONENTS.contains(&component) || ACTED_ON_COMPONENTS.contains(&component)
+        {
             if value.to_string().len() > PARAMETER_VALUE_BYTES_MAX {
                 return Err(e.error(format!(
                     "'value' is longer than {PARAMETER_VALUE_BYTES_MAX} bytes"
                 )));
             }
-            if component == Shovels::COMPONENT {
-                ShovelDef::parse(e.str("name")?, &value)
-                    .map_err(|why| e.invalid(BrokerError::precondition(why)))?;
-            } else {
-                summary.skip(format!(
-                    "{}: stored but not acted on (RelayMQ has no federation)",
-                    e.label()
-                ));
+            match check_acted_on(component, e.str("name")?, &value) {
+                Some(checked) => {
+                    checked.map_err(|why| e.invalid(BrokerError::precondition(why)))?;
+                }
+                None => summary.skip(format!("{}: stored but not acted on by RelayMQ", e.label())),
             }
             stored.push(ParameterItem {
                 at: e,

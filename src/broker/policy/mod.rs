@@ -35,9 +35,9 @@ pub const POLICY_NAME_BYTES_MAX: usize = 255;
 
 /// Definition keys RabbitMQ accepts that RelayMQ stores, lists and exports but does not
 /// act on (alternate exchanges by policy: only the exchange argument is honoured; mirroring, lazy mode,
-/// federation, stream and quorum-queue settings): a definitions file from RabbitMQ
+/// stream and quorum-queue settings): a definitions file from RabbitMQ
 /// imports with them, and they are reported by name.
-pub const NOT_HONOURED_KEYS: [&str; 21] = [
+pub const NOT_HONOURED_KEYS: [&str; 19] = [
     "alternate-exchange",
     "ha-mode",
     "ha-params",
@@ -55,8 +55,6 @@ pub const NOT_HONOURED_KEYS: [&str; 21] = [
     "stream-max-segment-size-bytes",
     "initial-cluster-size",
     "target-group-size",
-    "federation-upstream",
-    "federation-upstream-set",
     "consumer-timeout",
     "dead-letter-strategy",
 ];
@@ -376,6 +374,14 @@ impl PolicySettings {
                         s.delayed_retry_min = Some(n);
                     } else {
                         s.delayed_retry_max = Some(n);
+                    }
+                }
+                // Read by the federation manager (`broker/federation`) from the definition.
+                "federation-upstream" | "federation-upstream-set" => {
+                    if !v.is_string() {
+                        return Err(BrokerError::precondition(format!(
+                            "Validation failed\n\n{key} should be binary, actually was {v}\n"
+                        )));
                     }
                 }
                 k if NOT_HONOURED_KEYS.contains(&k) => not_honoured.push(key.clone()),

@@ -13,6 +13,8 @@ use std::time::Duration;
 pub struct Shovelled {
     /// The source's delivery tag.
     pub tag: u64,
+    /// The source delivered it before.
+    pub redelivered: bool,
     /// The exchange it was published to.
     pub exchange: String,
     /// Its routing key.
@@ -82,7 +84,7 @@ pub trait Dest: Send {
 }
 
 /// A readable reason for a client error.
-pub(super) fn reason(e: &AmqpClientError) -> String {
+pub(crate) fn reason(e: &AmqpClientError) -> String {
     match e {
         AmqpClientError::ConnectionClosed { code, text }
         | AmqpClientError::ChannelClosed { code, text } => {
@@ -182,6 +184,7 @@ pub mod remote {
                 .poll_deliveries(timeout, |e| match e {
                     DeliveryEvent::Start { head, header } => {
                         partial.tag = head.delivery_tag;
+                        partial.redelivered = head.redelivered;
                         partial.exchange.clone_from(&head.exchange);
                         partial.routing_key.clone_from(&head.routing_key);
                         partial.body.clear();

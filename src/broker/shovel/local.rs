@@ -65,9 +65,10 @@ impl LocalSink {
 }
 
 impl ClientSink for LocalSink {
-    fn deliver(&self, _: u16, _: &str, tag: u64, _: bool, m: &Message) {
+    fn deliver(&self, _: u16, _: &str, tag: u64, redelivered: bool, m: &Message) {
         let d = Shovelled {
             tag,
+            redelivered,
             exchange: m.exchange().to_string(),
             routing_key: m.routing_key().to_string(),
             properties: m.properties().clone(),

@@ -138,7 +138,7 @@ impl ShovelStatus {
 
 /// A time as RabbitMQ's shovel status writes it: `2026-12-02 14:05:09` (UTC here;
 /// RabbitMQ writes the node's local time).
-fn format_timestamp(t: SystemTime) -> String {
+pub(crate) fn format_timestamp(t: SystemTime) -> String {
     jiff::Timestamp::try_from(t)
         .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
         .unwrap_or_default()
@@ -193,7 +193,7 @@ impl std::fmt::Debug for Shovels {
 }
 
 /// A pseudo-random number (picks one of an end's URIs).
-fn random() -> u64 {
+pub(crate) fn random() -> u64 {
     let n = SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -226,7 +226,7 @@ impl Shovels {
     }
 
     /// Takes a place for a remote connection; `None` when the budget is used up.
-    fn take_socket(&self) -> Option<SocketGuard> {
+    pub(crate) fn take_socket(&self) -> Option<SocketGuard> {
         let max = self.sockets_max.load(Ordering::Relaxed);
         let n = self.sockets.fetch_add(1, Ordering::Relaxed);
         let guard = SocketGuard {

@@ -44,7 +44,6 @@ pub(super) struct Worker {
     pub(super) node: String,
 }
 
-
 impl Worker {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
@@ -166,7 +165,13 @@ impl Worker {
                 .add_forward_headers
                 .then(|| self.forward_header(&src_uri, &dest_uri)),
         };
-        forward::run(src.as_mut(), dest.as_mut(), self.def.ack_mode, remaining, &mut f)
+        forward::run(
+            src.as_mut(),
+            dest.as_mut(),
+            self.def.ack_mode,
+            remaining,
+            &mut f,
+        )
     }
 
     fn init_dest(&self, end: End) -> Result<(Box<dyn Dest>, Option<super::SocketGuard>), String> {

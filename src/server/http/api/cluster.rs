@@ -1,13 +1,14 @@
 //! What RabbitMQ's API has for clusters and plugins, answered as a one-node broker
 //! without those plugins answers it, so that tools listing them do not fail: feature
-//! flags and deprecated features (none), federation links and stream connections,
-//! consumers and publishers (empty lists; RelayMQ has no streams and no federation
-//! yet; shovels are `shovels.rs`), authentication
+//! flags and deprecated features (none), federation links (their status), stream
+//! connections, consumers and publishers (empty lists: RelayMQ has no streams; shovels
+//! are `shovels.rs`), authentication
 //! attempts (empty), and `/api/version` (unauthenticated, as RabbitMQ's).
 
-use super::auth::{require, require_vhost, Need};
+use super::auth::{require, require_vhost, sees_vhost, Need};
 use super::node::RABBITMQ_VERSION_FOLLOWED;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
+use crate::broker::federation::LinkState;
 use crate::server::http::response::Response;
 use serde_json::json;
 
@@ -26,6 +27,27 @@ pub(super) fn public(method: &str, path: &[&str]) -> Result<Response, ApiError> 
 
 fn empty() -> Response {
     json_reply(200, &json!([]))
+}
+
+/// `/api/federation-links[/{vhost}][/state/down]`: the links' status
+/// (`rabbit_federation_mgmt`), those not running with `down`, of the vhosts the caller
+/// sees, sorted by vhost, exchange and upstream.
+fn links(ctx: &Ctx<'_>, vhost: Option<&str>, down: bool) -> Response {
+    let broker = ctx.broker();
+    let node = broker.shovels().node();
+    let mut all = broker.federation().statuses();
+    all.retain(|l| {
+        vhost.is_none_or(|v| l.vhost == v)
+            && (!down || l.state != LinkState::Running)
+            && (ctx.caller.is_admin() || sees_vhost(broker, &ctx.caller, &l.vhost))
+    });
+    all.sort_by(|a, b| {
+        (&a.vhost, &a.exchange, &a.upstream).cmp(&(&b.vhost, &b.exchange, &b.upstream))
+    });
+    json_reply(
+        200,
+        &serde_json::Value::Array(all.iter().map(|l| l.to_json(&node)).collect()),
+    )
 }
 
 /// A vhost in a plugin list's path must exist and be visible.
@@ -47,12 +69,18 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
         ("GET", ["feature-flags"]) => Ok(empty()),
         ("PUT", ["feature-flags", _, "enable"]) => Err(ApiError::not_found()),
         ("GET", ["deprecated-features"]) | ("GET", ["deprecated-features", "used"]) => Ok(empty()),
-        ("GET", ["federation-links"])
-        | ("GET", ["federation-links", "state", "down"])
-        | ("GET", ["stream", "connections" | "consumers" | "publishers"]) => Ok(empty()),
-        ("GET", ["federation-links", vhost])
-        | ("GET", ["federation-links", vhost, "state", "down"])
-        | ("GET", ["stream", "connections" | "consumers" | "publishers", vhost]) => {
+        ("GET", ["federation-links"]) => Ok(links(ctx, None, false)),
+        ("GET", ["federation-links", "state", "down"]) => Ok(links(ctx, None, true)),
+        ("GET", ["federation-links", vhost]) => {
+            vhost_in_path(ctx, vhost)?;
+            Ok(links(ctx, Some(vhost), false))
+        }
+        ("GET", ["federation-links", vhost, "state", "down"]) => {
+            vhost_in_path(ctx, vhost)?;
+            Ok(links(ctx, Some(vhost), true))
+        }
+        ("GET", ["stream", "connections" | "consumers" | "publishers"]) => Ok(empty()),
+        ("GET", ["stream", "connections" | "consumers" | "publishers", vhost]) => {
             vhost_in_path(ctx, vhost)?;
             Ok(empty())
         }

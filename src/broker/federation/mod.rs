@@ -1,0 +1,340 @@
+//! Exchange federation (RabbitMQ's `rabbitmq_exchange_federation`): an exchange matched
+//! by a policy with `federation-upstream-set` (a set's name, or `all`) or
+//! `federation-upstream` (one upstream's name) gets a link per upstream; each link
+//! ([`link`]) copies what the upstream exchange routes for the downstream exchange's
+//! binding keys into the downstream exchange.
+//!
+//! Upstreams are `federation-upstream` runtime parameters ([`upstream`]), sets are
+//! `federation-upstream-set` ones. A manager thread (`relaymq-federation`) looks at the
+//! policies, exchanges and parameters every [`SCAN_INTERVAL`] and starts, restarts (an
+//! upstream changed) or stops links; their status is `/api/federation-links`.
+//!
+//! Federated queues are not supported.
+
+pub mod link;
+pub mod upstream;
+
+use crate::broker::node::Broker;
+use crate::broker::policy;
+use crate::stoppable_thread::StoppableThread;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, SystemTime};
+use upstream::Upstream;
+
+/// How often the manager compares the links that should run with those that do.
+pub const SCAN_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Links one broker runs at most (each is a thread and two sockets).
+pub const LINKS_MAX: usize = 256;
+
+/// The runtime parameter component of upstreams.
+pub const UPSTREAM_COMPONENT: &str = "federation-upstream";
+
+/// The runtime parameter component of upstream sets.
+pub const UPSTREAM_SET_COMPONENT: &str = "federation-upstream-set";
+
+/// Where a link is (RabbitMQ's link states).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Connecting and declaring.
+    Starting,
+    /// Moving messages.
+    Running,
+    /// Failed, with the reason; it starts again after the upstream's `reconnect-delay`.
+    Error(String),
+}
+
+/// A link's status, as `/api/federation-links` shows it.
+#[derive(Clone, Debug)]
+pub struct LinkStatus {
+    /// The downstream vhost.
+    pub vhost: String,
+    /// The downstream exchange.
+    pub exchange: String,
+    /// The upstream's name.
+    pub upstream: String,
+    /// The upstream exchange.
+    pub upstream_exchange: String,
+    /// The URI in use, credentials left out.
+    pub uri: String,
+    /// Its state.
+    pub state: LinkState,
+    /// When the state last changed.
+    pub timestamp: SystemTime,
+    /// Messages republished downstream.
+    pub forwarded: u64,
+    /// Messages republished and not yet confirmed downstream.
+    pub pending: u64,
+}
+
+impl LinkStatus {
+    /// Moves to `state`, stamping the time.
+    pub fn set_state(&mut self, state: LinkState) {
+        self.state = state;
+        self.timestamp = SystemTime::now();
+    }
+
+    /// The link's id: 8 hex digits of a hash of vhost, exchange and upstream (as
+    /// RabbitMQ's `unique_id/1`, another hash).
+    pub fn id(&self) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in [&self.vhost, &self.exchange, &self.upstream]
+            .iter()
+            .flat_map(|s| s.bytes().chain([0]))
+        {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        format!("{:08x}", h as u32)
+    }
+
+    /// The status as RabbitMQ's `/api/federation-links` element
+    /// (`rabbit_federation_status:format/1`) on node `node`.
+    pub fn to_json(&self, node: &str) -> Value {
+        let mut m = Map::new();
+        m.insert("node".into(), json!(node));
+        m.insert("exchange".into(), json!(self.exchange));
+        m.insert("upstream_exchange".into(), json!(self.upstream_exchange));
+        m.insert("type".into(), json!("exchange"));
+        m.insert("vhost".into(), json!(self.vhost));
+        m.insert("upstream".into(), json!(self.upstream));
+        m.insert("id".into(), json!(self.id()));
+        match &self.state {
+            LinkState::Starting => {
+                m.insert("status".into(), json!("starting"));
+            }
+            LinkState::Running => {
+                m.insert("status".into(), json!("running"));
+                m.insert(
+                    "local_connection".into(),
+                    json!(format!("<{node}.federation.{}>", self.id())),
+                );
+            }
+            LinkState::Error(why) => {
+                m.insert("status".into(), json!("error"));
+                m.insert("error".into(), json!(why));
+            }
+        }
+        m.insert("uri".into(), json!(self.uri));
+        m.insert(
+            "timestamp".into(),
+            json!(crate::broker::shovel::format_timestamp(self.timestamp)),
+        );
+        m.insert("messages_forwarded".into(), json!(self.forwarded));
+        m.insert("messages_pending".into(), json!(self.pending));
+        Value::Object(m)
+    }
+}
+
+/// A running link's handle.
+struct Running {
+    upstream: Upstream,
+    status: Arc<Mutex<LinkStatus>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The broker's federation links.
+#[derive(Default)]
+pub struct Federation {
+    links: Mutex<BTreeMap<(String, String, String), Running>>,
+    manager: Mutex<Option<StoppableThread>>,
+}
+
+impl std::fmt::Debug for Federation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Federation").finish_non_exhaustive()
+    }
+}
+
+impl Federation {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String, String), Running>> {
+        self.links.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every link's status, by vhost, exchange and upstream.
+    pub fn statuses(&self) -> Vec<LinkStatus> {
+        self.lock()
+            .values()
+            .map(|r| r.status.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect()
+    }
+
+    /// Stops the manager and every link (the broker stops).
+    pub fn stop(&self) {
+        if let Some(mut m) = self
+            .manager
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            m.stop();
+        }
+        let mut links = self.lock();
+        for r in links.values() {
+            r.stop.store(true, Ordering::Relaxed);
+        }
+        links.clear();
+    }
+
+    /// Starts, restarts and stops links so that those running are those `desired`.
+    fn reconcile(
+        &self,
+        broker: &Weak<Broker>,
+        desired: BTreeMap<(String, String, String), Upstream>,
+    ) {
+        let mut links = self.lock();
+        links.retain(|k, r| {
+            let keep = desired.get(k).is_some_and(|u| *u == r.upstream);
+            if !keep {
+                r.stop.store(true, Ordering::Relaxed);
+            }
+            keep
+        });
+        for (k, u) in desired {
+            if links.contains_key(&k) || links.len() >= LINKS_MAX {
+                continue;
+            }
+            let (vhost, exchange, name) = k.clone();
+            let status = Arc::new(Mutex::new(LinkStatus {
+                vhost: vhost.clone(),
+                exchange: exchange.clone(),
+                upstream: name,
+                upstream_exchange: u.exchange.clone().unwrap_or_else(|| exchange.clone()),
+                uri: String::new(),
+                state: LinkState::Starting,
+                timestamp: SystemTime::now(),
+                forwarded: 0,
+                pending: 0,
+            }));
+            let stop = Arc::new(AtomicBool::new(false));
+            let l = link::Link {
+                broker: Weak::clone(broker),
+                vhost,
+                exchange,
+                upstream: u.clone(),
+                status: Arc::clone(&status),
+                stop: Arc::clone(&stop),
+            };
+            match std::thread::Builder::new()
+                .name("relaymq-federation-link".into())
+                .spawn(move || l.run())
+            {
+                Ok(_) => {
+                    links.insert(
+                        k,
+                        Running {
+                            upstream: u,
+                            status,
+                            stop,
+                        },
+                    );
+                }
+                Err(e) => log::error!("federation link not started: {e}"),
+            }
+        }
+    }
+}
+
+/// The links that should run: per vhost, each exchange whose policy names an upstream
+/// set or an upstream, once per upstream found.
+fn desired(broker: &Broker) -> BTreeMap<(String, String, String), Upstream> {
+    let mut out = BTreeMap::new();
+    for vh in broker.vhosts() {
+        let policies = vh.policies();
+        if !policies.iter().any(|p| {
+            p.def.definition.contains_key("federation-upstream-set")
+                || p.def.definition.contains_key("federation-upstream")
+        }) {
+            continue;
+        }
+        let params = vh.runtime_parameters();
+        let upstream_value = |name: &str| {
+            params
+                .iter()
+                .find(|p| p.component == UPSTREAM_COMPONENT && p.name == name)
+                .map(|p| p.value.clone())
+        };
+        for x in vh.all_exchanges() {
+            if x.name.is_empty() {
+                continue;
+            }
+            let Some(p) = policy::for_exchange(&policies, &x.name) else {
+                continue;
+            };
+            let d = &p.def.definition;
+            // (upstream name, set entry overrides)
+            let mut chosen: Vec<(String, Option<Map<String, Value>>)> = Vec::new();
+            if let Some(set) = d.get("federation-upstream-set").and_then(Value::as_str) {
+                if set == "all" {
+                    chosen.extend(
+                        params
+                            .iter()
+                            .filter(|p| p.component == UPSTREAM_COMPONENT)
+                            .map(|p| (p.name.clone(), None)),
+                    );
+                } else if let Some(list) = params
+                    .iter()
+                    .find(|p| p.component == UPSTREAM_SET_COMPONENT && p.name == set)
+                    .and_then(|p| p.value.as_array().cloned())
+                {
+                    for e in list {
+                        if let Some(o) = e.as_object() {
+                            if let Some(n) = o.get("upstream").and_then(Value::as_str) {
+                                chosen.push((n.to_string(), Some(o.clone())));
+                            }
+                        }
+                    }
+                }
+            } else if let Some(n) = d.get("federation-upstream").and_then(Value::as_str) {
+                chosen.push((n.to_string(), None));
+            }
+            for (name, overrides) in chosen {
+                let Some(value) = upstream_value(&name) else {
+                    continue;
+                };
+                match Upstream::parse(&name, &value, overrides.as_ref()) {
+                    Ok(u) => {
+                        out.insert((vh.name.to_string(), x.name.to_string(), name), u);
+                    }
+                    Err(why) => log::warn!("federation upstream '{name}' not used: {why}"),
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Broker {
+    /// The broker's federation links.
+    pub fn federation(&self) -> &Federation {
+        &self.federation
+    }
+
+    /// Starts the federation manager thread.
+    ///
+    /// # Errors
+    /// The thread cannot be spawned.
+    pub fn start_federation(self: &Arc<Broker>) -> std::io::Result<()> {
+        let weak = Arc::downgrade(self);
+        let t = StoppableThread::spawn("relaymq-federation", move |stop| loop {
+            if let Some(b) = weak.upgrade() {
+                let want = desired(&b);
+                b.federation.reconcile(&weak, want);
+            } else {
+                return;
+            }
+            if stop.recv_timeout(SCAN_INTERVAL) != Err(crossbeam_channel::RecvTimeoutError::Timeout)
+            {
+                return;
+            }
+        })?;
+        *self
+            .federation
+            .manager
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(t);
+        Ok(())
+    }
+}
