@@ -1,9 +1,10 @@
 //! Vhost limits, user limits, runtime parameters and global parameters over a connection
 //! (channel-0 `vhost-limit.set`/`.clear`, `user-limit.set`/`.clear`, `parameter.set`/
 //! `.clear`, `global-parameter.set`/`.clear` and their `list` kinds of the native
-//! protocol; docs/protocol.md §12). Limits need the `administrator` tag; runtime
-//! parameters `policymaker` (with permissions in the vhost) or `administrator`; global
-//! parameters `policymaker` or `administrator` — the management API's rules.
+//! protocol, with the shovels' status list; docs/protocol.md §12). Limits need the
+//! `administrator` tag; runtime parameters `policymaker` (with permissions in the vhost)
+//! or `administrator`; global parameters `policymaker` or `administrator` — the
+//! management API's rules.
 //!
 //! Values travel as JSON text and are checked by the server with the management API's
 //! checks, so a refusal has the API's text (`max-queues should be a number, actually was
@@ -113,8 +114,8 @@ impl Connection {
     /// Sets the runtime parameter `name` of `component` in `vhost` to `value`, any JSON
     /// value as text, as `rabbitmqctl set_parameter` and `PUT
     /// /api/parameters/{component}/{vhost}/{name}` (docs/operations.md, "Limits,
-    /// parameters and operator policies": `vhost-limits` and `operator_policy` are acted on, federation
-    /// and shovel components stored only).
+    /// parameters and operator policies": `vhost-limits`, `operator_policy` and `shovel`
+    /// (a dynamic shovel, "Shovels") are acted on, federation components stored only).
     ///
     /// # Errors
     /// The server's refusal: 403 without `policymaker` (with permissions in the vhost) or
@@ -171,6 +172,21 @@ impl Connection {
     /// connection's close error.
     pub fn list_parameters(&self) -> Result<Vec<FieldTable>, ClientError> {
         self.list(ListKind::Parameters)
+    }
+
+    /// Every dynamic shovel's status, sorted by vhost and name, one row each with the
+    /// fields of its `GET /api/shovels` element: `name`, `vhost`, `type`, `state`
+    /// (`starting`, `running`, `blocked`, `terminated`), `timestamp`; `reason` when
+    /// terminated; while running `src_uri`, `dest_uri` (credentials left out), `src_queue`
+    /// or `src_exchange`…, `forwarded`, `pending`, `remaining` (docs/protocol.md §12, kind
+    /// 15). A user without `administrator` or `monitoring` sees the vhosts it has
+    /// permissions in. Shovels are set and cleared as runtime parameters of component
+    /// `shovel` ([`Connection::set_parameter`]).
+    ///
+    /// # Errors
+    /// The server's refusal (403 without a management tag), the connection's close error.
+    pub fn list_shovels(&self) -> Result<Vec<FieldTable>, ClientError> {
+        self.list(ListKind::Shovels)
     }
 
     /// Sets the global parameter `name` to `value`, any JSON value as text, as

@@ -57,6 +57,9 @@ pub enum ListKind {
     /// Operator policies of every vhost (`rabbitmqctl list_operator_policies`, `GET
     /// /api/operator-policies`): management users, for the vhosts they see.
     OperatorPolicies = 14,
+    /// Dynamic shovels' statuses, every vhost's (`rabbitmqctl shovel_status`, `GET
+    /// /api/shovels`): management users, for the vhosts they see.
+    Shovels = 15,
 }
 
 impl ListKind {
@@ -80,6 +83,7 @@ impl ListKind {
             12 => ListKind::Parameters,
             13 => ListKind::GlobalParameters,
             14 => ListKind::OperatorPolicies,
+            15 => ListKind::Shovels,
             _ => return Err(DecodeError::new(format!("unknown list kind {v}"))),
         })
     }

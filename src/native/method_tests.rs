@@ -580,10 +580,12 @@ fn list_kind_number(k: ListKind) -> u8 {
         ListKind::Parameters => 12,
         ListKind::GlobalParameters => 13,
         ListKind::OperatorPolicies => 14,
+        ListKind::Shovels => 15,
     }
 }
 
-const LIST_KINDS: [ListKind; 14] = [
+const LIST_KINDS: [ListKind; 15] = [
+    ListKind::Shovels,
     ListKind::Policies,
     ListKind::VhostLimits,
     ListKind::UserLimits,
@@ -724,7 +726,7 @@ fn list_kind_numbers_round_trip() {
                 assert_eq!(list_kind_number(k), v);
                 assert_eq!(k as u8, v);
             }
-            Err(_) => assert!(!(1..=14).contains(&v), "kind {v} refused"),
+            Err(_) => assert!(!(1..=15).contains(&v), "kind {v} refused"),
         }
     }
     for k in LIST_KINDS {
@@ -869,7 +871,7 @@ fn malformed_fields_are_refused() {
         },
         1,
     );
-    buf[6] = 15;
+    buf[6] = 16;
     assert!(Method::decode(&buf).is_err());
     // An unknown memory watermark form.
     let mut buf = encode(

@@ -1,6 +1,7 @@
 //! `relaymq-cli` can do what the management HTTP API can (the project's rule, as
 //! `rabbitmqctl` can): vhost limits, user limits, runtime parameters, global parameters
-//! with the cluster name, and operator policies — set, list (text and `--json`), clear —
+//! with the cluster name, operator policies and dynamic shovels (with their status and
+//! metrics) — set, list (text and `--json`), clear —
 //! over the native protocol's channel-0 methods (docs/protocol.md §12). Each test drives the
 //! real binary against a server with the API on, reads the change back through the API,
 //! and checks that a refused user and a bad value get what the API's rule and text say.
@@ -486,5 +487,219 @@ fn operator_policies_are_set_listed_and_cleared_from_the_cli() {
     refused(
         &cli(&server, &["operator-policy", "clear", "cap"]),
         "NOT_FOUND (404)",
+    );
+}
+
+/// `GET /metrics` of `server` (which must have the metrics listener on).
+fn scrape(server: &TestServer) -> String {
+    let addr = server.handle.metrics_addr().expect("metrics listener on");
+    let reply = request(addr, "GET", "/metrics", None, None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    reply.text()
+}
+
+/// The value of the sample `line_start` (name and labels as written) on the page.
+fn sample(page: &str, line_start: &str) -> Option<String> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' '))
+        .map(str::to_string)
+}
+
+#[test]
+fn shovels_are_set_listed_measured_and_cleared_from_the_cli() {
+    let server = TestServer::start_with(|c| {
+        c.http_listen = Some("127.0.0.1:0".parse().unwrap());
+        c.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    });
+    let def = r#"{"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","dest-queue":"b"}"#;
+    ok(&server, &["shovel", "set", "s", def]);
+    // A shovel of another vhost, for who sees what (`amqp://` is vhost `/` wherever the
+    // shovel is, as RabbitMQ's `amqp_uri`: this one names its vhost).
+    ok(&server, &["declare", "vhost", "other"]);
+    let other = r#"{"src-uri":"amqp:///other","src-queue":"c","dest-uri":"amqp:///other","dest-queue":"d"}"#;
+    ok(&server, &["shovel", "set", "t", other, "--vhost", "other"]);
+    let api = server.api().get_ok("/parameters/shovel/%2F/s");
+    assert_eq!(api["value"]["src-queue"], "a", "{api}");
+
+    // Running: the shovel declared its queues (a local shovel needs no AMQP listener).
+    let limit = std::time::Duration::from_secs(10);
+    common::wait_until(limit, "shovel s running", || {
+        let json = rows(&server, &["shovel", "list"]);
+        json.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|r| r["name"] == "s" && r["state"] == "running")
+        })
+    });
+    const N: usize = 5;
+    for i in 0..N {
+        ok(&server, &["publish", "", "a", &format!("m{i}")]);
+    }
+    let json = common::eventually(limit, "shovel s forwarded every message", || {
+        let json = rows(&server, &["shovel", "list"]);
+        let s = json.as_array()?.iter().find(|r| r["name"] == "s")?.clone();
+        (s["state"] == "running" && s["forwarded"] == N && s["pending"] == 0).then_some(json)
+    });
+    let s = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "s")
+        .unwrap();
+    assert_eq!(s["vhost"], "/", "{json}");
+    assert_eq!(s["type"], "dynamic", "{json}");
+    assert_eq!(s["src_queue"], "a", "{json}");
+    assert_eq!(s["dest_queue"], "b", "{json}");
+    assert_eq!(s["src_uri"], "amqp://", "{json}");
+    assert_eq!(s["remaining"], "unlimited", "{json}");
+    assert_eq!(s["src_queue_messages"], 0, "{json}");
+    assert_eq!(
+        json.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].clone())
+            .collect::<Vec<_>>(),
+        ["s", "t"],
+        "sorted by vhost and name: {json}"
+    );
+    // Every field as /api/shovels has it: the two lists are made by the same code.
+    let api = server.api().get_ok("/shovels/%2F");
+    assert_eq!(api[0], *s, "CLI row vs /api/shovels element");
+    let queues = rows(&server, &["list", "queues"]);
+    let b = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "b")
+        .unwrap_or_else(|| panic!("{queues}"));
+    assert_eq!(b["messages_ready"], N, "{queues}");
+
+    let text = ok(&server, &["shovel", "list"]);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        [
+            "vhost",
+            "name",
+            "state",
+            "src_uri",
+            "source",
+            "dest_uri",
+            "destination",
+            "forwarded",
+            "pending",
+            "remaining",
+            "reason"
+        ],
+        "{text}"
+    );
+    let line = lines.next().unwrap_or_default();
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        [
+            "/",
+            "s",
+            "running",
+            "amqp://",
+            "a",
+            "amqp://",
+            "b",
+            "5",
+            "0",
+            "unlimited"
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        rows(&server, &["list", "shovels"]).as_array().map(Vec::len),
+        Some(2)
+    );
+    // `--vhost` narrows the list to that vhost.
+    let json = rows(&server, &["--vhost", "other", "shovel", "list"]);
+    assert_eq!(json.as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(json[0]["name"], "t", "{json}");
+
+    let page = scrape(&server);
+    let labels = r#"{vhost="/",shovel="s"}"#;
+    for (name, want) in [
+        ("relaymq_shovel_messages_forwarded_total", "5"),
+        ("relaymq_shovel_messages_pending", "0"),
+        ("relaymq_shovel_source_messages", "0"),
+        ("relaymq_shovel_running", "1"),
+        ("relaymq_shovel_blocked", "0"),
+    ] {
+        assert_eq!(
+            sample(&page, &format!("{name}{labels}")).as_deref(),
+            Some(want),
+            "{name}: {page}"
+        );
+    }
+    assert_eq!(
+        sample(&page, "relaymq_shovels").as_deref(),
+        Some("2"),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"relaymq_shovel_messages_forwarded_total{vhost="other",shovel="t"} 0"#),
+        "{page}"
+    );
+
+    // Who sees what: as /api/shovels, a management user the vhosts it has permissions in
+    // (here `/`), a monitoring user every vhost.
+    user(&server, "plain", &["management"]);
+    user(&server, "watcher", &["monitoring"]);
+    let names = |who: &str| -> Vec<String> {
+        let out = cli_as(&server, who, &["shovel", "list", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        json.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names("plain"), ["s"]);
+    assert_eq!(names("watcher"), ["s", "t"]);
+    refused(
+        &cli_as(&server, "plain", &["shovel", "set", "u", def]),
+        "parameter.set refused for user 'plain': needs the policymaker or administrator tag",
+    );
+
+    // An invalid definition: the API's validation text, nothing stored.
+    let bad = r#"{"src-uri":"amqp://","dest-uri":"amqp://","dest-queue":"b"}"#;
+    let out = cli(&server, &["shovel", "set", "bad", bad]);
+    let reason = api_reason(&put_raw(
+        &server,
+        "/parameters/shovel/%2F/bad",
+        &format!(r#"{{"value": {bad}}}"#),
+    ));
+    assert!(
+        reason.contains("Validation failed")
+            && reason.contains("Must specify 'src-exchange' or 'src-queue'"),
+        "{reason}"
+    );
+    refused(&out, "PRECONDITION_FAILED (406): Validation failed");
+    refused(&out, "Must specify 'src-exchange' or 'src-queue'");
+    refused(
+        &cli(&server, &["shovel", "set", "bad", "not json"]),
+        "not_json",
+    );
+    assert_eq!(server.api().get("/parameters/shovel/%2F/bad").status, 404);
+
+    ok(&server, &["shovel", "clear", "s"]);
+    ok(&server, &["--vhost", "other", "shovel", "clear", "t"]);
+    assert_eq!(rows(&server, &["shovel", "list"]), serde_json::json!([]));
+    let text = ok(&server, &["shovel", "list"]);
+    assert_eq!(text.lines().count(), 1, "only the header: {text}");
+    assert_eq!(server.api().get_ok("/shovels"), serde_json::json!([]));
+    let page = scrape(&server);
+    assert_eq!(
+        sample(&page, "relaymq_shovels").as_deref(),
+        Some("0"),
+        "{page}"
+    );
+    assert!(!page.contains(labels), "{page}");
+    refused(
+        &cli(&server, &["shovel", "clear", "s"]),
+        "NOT_FOUND (404): Parameter does not exist",
     );
 }

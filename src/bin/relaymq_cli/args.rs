@@ -61,7 +61,7 @@ commands:
   pause QUEUE | resume QUEUE
       stops deliveries to the queue's consumers (they stay attached) / starts them again
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
-  list vhost-limits|user-limits|parameters|global-parameters|operator-policies [--json]
+  list vhost-limits|user-limits|parameters|global-parameters|operator-policies|shovels [--json]
       queues and vhosts show rates (messages/s over the last 5 s sample):
       publish_rate, deliver_get_rate, ack_rate
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
@@ -116,7 +116,8 @@ policies (the --user needs the policymaker or administrator tag; in the --vhost)
   policy list [--json]
   parameter set COMPONENT NAME VALUE                 (in the --vhost) VALUE is JSON, like
       rabbitmqctl set_parameter; components: vhost-limits (name limits), operator_policy,
-      federation-upstream, federation-upstream-set, federation, shovel (stored only)
+      shovel (as shovel set), federation-upstream, federation-upstream-set, federation
+      (stored only)
   parameter clear COMPONENT NAME                     (in the --vhost)
   parameter list [--json]                            every vhost's (a policymaker: the vhosts
       it has permissions in)
@@ -125,11 +126,23 @@ policies (the --user needs the policymaker or administrator tag; in the --vhost)
   global-parameter clear NAME
   global-parameter list [--json]
 
+shovels (set/clear are parameter set/clear of component shovel: policymaker or administrator):
+  shovel set NAME JSON                               (in the --vhost) JSON as the parameter's
+      value, e.g. '{\"src-uri\":\"amqp://\",\"src-queue\":\"a\",\"dest-uri\":\"amqp://\",\"dest-queue\":\"b\"}'
+      (amqp:// without a host: this broker)
+  shovel clear NAME                                  (in the --vhost) stops and deletes it
+  shovel list [--vhost V] [--json]                   every shovel's status (state, source,
+      destination, forwarded, pending, remaining; management users: the vhosts they see);
+      with --vhost on the command line, that vhost's only
+
 values: K=V gives an integer for a decimal integer that fits in 64 bits (a longer one stays
         a string), a boolean for true/false, else a string;
         K:=JSON gives any JSON value (n:='\"10\"' is the string 10).
 exit codes: 0 ok, 1 refused by the server, 2 usage, 3 cannot connect or authenticate,
             4 timeout, 5 a message was nacked or returned (--confirm, --mandatory)";
+
+/// The runtime parameter component `shovel set` and `shovel clear` act on.
+const SHOVEL_COMPONENT: &str = relaymq::broker::shovel::Shovels::COMPONENT;
 
 /// Default address with `--tls`: the server's native TLS listener
 /// (`relaymq-server --tls-listen`).
@@ -327,6 +340,13 @@ pub enum Command {
         /// JSON output.
         json: bool,
     },
+    /// `shovel list` / `list shovels`: every shovel's status the user may see.
+    ListShovels {
+        /// Only this vhost's (`--vhost` given on the command line); `None`: every vhost's.
+        vhost: Option<String>,
+        /// JSON output.
+        json: bool,
+    },
     /// `status`.
     Status {
         /// JSON output.
@@ -349,7 +369,8 @@ pub enum Command {
         /// What to do with which limit.
         command: ValueCommand,
     },
-    /// `parameter set|clear COMPONENT ...` (in the global `--vhost`).
+    /// `parameter set|clear COMPONENT ...` and `shovel set|clear` (component `shovel`),
+    /// in the global `--vhost`.
     Parameter {
         /// Component (`federation-upstream`, `vhost-limits`, …).
         component: String,
@@ -470,7 +491,7 @@ pub enum PolicyCommand {
 }
 
 /// A `set NAME VALUE` / `clear NAME` subcommand of a limit or parameter
-/// (`vhost-limit`, `user-limit`, `parameter`, `global-parameter`).
+/// (`vhost-limit`, `user-limit`, `parameter`, `global-parameter`, `shovel`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ValueCommand {
     /// `set NAME VALUE`; the value as JSON text.
@@ -554,6 +575,9 @@ const FLAG_OPTIONS: &[&str] = &[
 struct Raw {
     positionals: Vec<String>,
     options: Vec<(String, Option<String>)>,
+    /// The `--vhost` given on the command line (not from `RELAYMQ_VHOST`): narrows `shovel
+    /// list`.
+    vhost: Option<String>,
 }
 
 impl Raw {
@@ -644,6 +668,7 @@ pub fn parse(
     let mut raw = Raw {
         positionals: Vec::new(),
         options: Vec::new(),
+        vhost: None,
     };
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next().map_err(usage)? {
@@ -673,7 +698,10 @@ pub fn parse(
                         global.addr = value;
                         addr_given = true;
                     }
-                    "vhost" => global.vhost = value,
+                    "vhost" => {
+                        global.vhost = value.clone();
+                        raw.vhost = Some(value);
+                    }
                     "user" => global.user = value,
                     "password" => global.password = value,
                     _ => raw.options.push((name, Some(value))),
@@ -868,7 +896,7 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
             }
         }
         "user" | "permission" | "policy" | "operator-policy" | "vhost-limit" | "user-limit"
-        | "parameter" | "global-parameter" => {
+        | "parameter" | "global-parameter" | "shovel" => {
             if raw.positionals.is_empty() {
                 return Err(CliError::Usage(format!(
                     "'{word}' needs a subcommand: {}",
@@ -891,12 +919,18 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 [
                     "vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|\
                   policies|vhost-limits|user-limits|parameters|global-parameters|\
-                  operator-policies",
+                  operator-policies|shovels",
                 ],
             )?;
-            Command::List {
-                kind: list_kind(&what)?,
-                json: raw.flag("json"),
+            match list_kind(&what)? {
+                ListKind::Shovels => Command::ListShovels {
+                    vhost: raw.vhost.clone(),
+                    json: raw.flag("json"),
+                },
+                kind => Command::List {
+                    kind,
+                    json: raw.flag("json"),
+                },
             }
         }
         "status" => {
@@ -1100,7 +1134,7 @@ fn timeout(raw: &mut Raw) -> Result<Option<Duration>, CliError> {
 }
 
 /// `user …`, `permission …`, `policy …`, `operator-policy …`, `vhost-limit …`, `user-limit …`,
-/// `parameter …` and `global-parameter …`.
+/// `parameter …`, `global-parameter …` and `shovel …`.
 fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Command, CliError> {
     let tags = |raw: &mut Raw| -> Result<Vec<String>, CliError> {
         Ok(raw
@@ -1168,6 +1202,13 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
                 .map(str::to_string)
                 .collect();
             Command::User(UserCommand::Tags(user, tags))
+        }
+        ("shovel", "list") => {
+            raw.positionals(name, [])?;
+            Command::ListShovels {
+                vhost: raw.vhost.clone(),
+                json: raw.flag("json"),
+            }
         }
         (_, "list") => {
             raw.positionals(name, [])?;
@@ -1258,6 +1299,25 @@ fn admin_command(raw: &mut Raw, word: &str, sub: &str, name: &str) -> Result<Com
                 command: ValueCommand::Clear(parameter),
             }
         }
+        ("shovel", "set") => {
+            // The value goes as given: the server checks it and refuses with the API's
+            // text (`not_json`, `Validation failed …`).
+            let [shovel, value] = raw.positionals(name, ["NAME", "JSON"])?;
+            Command::Parameter {
+                component: SHOVEL_COMPONENT.into(),
+                command: ValueCommand::Set {
+                    name: shovel,
+                    value,
+                },
+            }
+        }
+        ("shovel", "clear") => {
+            let [shovel] = raw.positionals(name, ["NAME"])?;
+            Command::Parameter {
+                component: SHOVEL_COMPONENT.into(),
+                command: ValueCommand::Clear(shovel),
+            }
+        }
         ("global-parameter", "set") => {
             let [parameter, value] = raw.positionals(name, ["NAME", "VALUE"])?;
             Command::GlobalParameter(ValueCommand::Set {
@@ -1340,11 +1400,12 @@ fn list_kind(what: &str) -> Result<ListKind, CliError> {
         "parameters" => ListKind::Parameters,
         "global-parameters" => ListKind::GlobalParameters,
         "operator-policies" => ListKind::OperatorPolicies,
+        "shovels" => ListKind::Shovels,
         other => {
             return Err(CliError::Usage(format!(
                 "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers, \
                  connections, users, permissions, policies, vhost-limits, user-limits, \
-                 parameters, global-parameters or operator-policies"
+                 parameters, global-parameters, operator-policies or shovels"
             )))
         }
     })
@@ -1544,6 +1605,94 @@ mod tests {
         assert!(usage_error(&["operator-policy", "set", "p", ".*", "[1]"]).contains("JSON object"));
         assert!(usage_error(&["vhost-limit", "set", "max-queues"]).contains("VALUE"));
         assert!(usage_error(&["vhost-limit", "set", "-x", "1"]).contains("unknown option -x"));
+    }
+
+    #[test]
+    fn shovel_commands_are_the_shovel_parameter_and_its_status_list() {
+        let def = r#"{"src-uri":"amqp://","src-queue":"a","dest-uri":"amqp://","dest-queue":"b"}"#;
+        // The vhost is the global option, wherever it is given; the value goes as given
+        // (the server validates it, with the API's texts).
+        match run(&["shovel", "set", "s", def, "--vhost", "v1"]) {
+            Ok(Invocation::Run(global, command)) => {
+                assert_eq!(global.vhost, "v1");
+                assert_eq!(
+                    command,
+                    Command::Parameter {
+                        component: "shovel".into(),
+                        command: ValueCommand::Set {
+                            name: "s".into(),
+                            value: def.into(),
+                        },
+                    }
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            cmd(&["shovel", "set", "s", "not json"]),
+            Command::Parameter {
+                component: "shovel".into(),
+                command: ValueCommand::Set {
+                    name: "s".into(),
+                    value: "not json".into(),
+                },
+            }
+        );
+        assert_eq!(
+            cmd(&["shovel", "clear", "s"]),
+            Command::Parameter {
+                component: "shovel".into(),
+                command: ValueCommand::Clear("s".into()),
+            }
+        );
+        assert_eq!(
+            cmd(&["shovel", "list"]),
+            Command::ListShovels {
+                vhost: None,
+                json: false,
+            }
+        );
+        for words in [
+            &["shovel", "list", "--json"][..],
+            &["list", "shovels", "--json"],
+        ] {
+            assert_eq!(
+                cmd(words),
+                Command::ListShovels {
+                    vhost: None,
+                    json: true,
+                }
+            );
+        }
+        // `--vhost` on the command line narrows the list; RELAYMQ_VHOST only picks the
+        // vhost the connection opens.
+        assert_eq!(
+            cmd(&["--vhost", "v1", "shovel", "list"]),
+            Command::ListShovels {
+                vhost: Some("v1".into()),
+                json: false,
+            }
+        );
+        let env = |k: &str| (k == "RELAYMQ_VHOST").then(|| "v2".to_string());
+        match parse(["shovel", "list"].map(OsString::from), env) {
+            Ok(Invocation::Run(global, command)) => {
+                assert_eq!(global.vhost, "v2");
+                assert_eq!(
+                    command,
+                    Command::ListShovels {
+                        vhost: None,
+                        json: false,
+                    }
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(usage_error(&["shovel", "set", "s"]).contains("JSON"));
+        assert!(usage_error(&["shovel", "clear"]).contains("NAME"));
+        assert!(usage_error(&["shovel", "list", "x"]).contains("unexpected argument 'x'"));
+        assert!(usage_error(&["shovel"]).contains("set, clear or list"));
+        assert!(usage_error(&["shovel", "restart", "s"]).contains("unknown command"));
+        assert!(usage_error(&["list", "nope"]).contains("shovels"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::output::{self, Printed};
 use super::{code_name, CliError};
 use relaymq::client::{
     BlockedStatus, Channel, ClientError, ConnectOptions, Connection, ConsumeOptions, ConsumerEvent,
-    PublishMessage, ReturnedMessage,
+    ListKind, PublishMessage, ReturnedMessage,
 };
 use relaymq::types::field_table::table_to_json;
 use std::io::{self, BufRead, Read, Write};
@@ -188,11 +188,16 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
         Command::SetClusterName(name) => conn.set_cluster_name(&name)?,
         Command::List { kind, json } => {
             let rows = conn.list(kind)?;
-            let text = if json {
-                format!("{}\n", output::rows_json(&rows))
-            } else {
-                output::format_table(output::columns(kind), &rows)
-            };
+            stdout
+                .lock()
+                .write_all(output::rows_text(kind, &rows, json).as_bytes())?;
+        }
+        Command::ListShovels { vhost, json } => {
+            let mut rows = conn.list_shovels()?;
+            if let Some(v) = vhost {
+                rows.retain(|r| r.get("vhost").and_then(|f| f.as_str()) == Some(v.as_str()));
+            }
+            let text = output::rows_text(ListKind::Shovels, &rows, json);
             stdout.lock().write_all(text.as_bytes())?;
         }
         Command::Status { json } => {

@@ -165,12 +165,32 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
     const USER_LIMITS: &[Column] = &[col("user"), col("value")];
     const PARAMETERS: &[Column] = &[col("vhost"), col("component"), col("name"), col("value")];
     const GLOBAL_PARAMETERS: &[Column] = &[col("name"), col("value")];
+    const SHOVELS: &[Column] = &[
+        col("vhost"),
+        col("name"),
+        col("state"),
+        col("src_uri"),
+        Column {
+            header: "source",
+            fields: &["src_queue", "src_exchange"],
+        },
+        col("dest_uri"),
+        Column {
+            header: "destination",
+            fields: &["dest_queue", "dest_exchange"],
+        },
+        col("forwarded"),
+        col("pending"),
+        col("remaining"),
+        col("reason"),
+    ];
     match kind {
         ListKind::Policies | ListKind::OperatorPolicies => POLICIES,
         ListKind::VhostLimits => VHOST_LIMITS,
         ListKind::UserLimits => USER_LIMITS,
         ListKind::Parameters => PARAMETERS,
         ListKind::GlobalParameters => GLOBAL_PARAMETERS,
+        ListKind::Shovels => SHOVELS,
         ListKind::Users => USERS,
         ListKind::Permissions => PERMISSIONS,
         ListKind::Vhosts => VHOSTS,
@@ -265,6 +285,16 @@ pub fn format_table(columns: &[Column], rows: &[FieldTable]) -> String {
 /// Rows as one JSON array of objects.
 pub fn rows_json(rows: &[FieldTable]) -> Value {
     Value::Array(rows.iter().map(table_to_json).collect())
+}
+
+/// The output of a `list` of `kind`: one JSON array line with `json`, else the table of
+/// [`columns`].
+pub fn rows_text(kind: ListKind, rows: &[FieldTable], json: bool) -> String {
+    if json {
+        format!("{}\n", rows_json(rows))
+    } else {
+        format_table(columns(kind), rows)
+    }
 }
 
 /// `key: value` lines, keys in order.

@@ -1,4 +1,4 @@
-//! The Prometheus page (`GET /metrics`): per-queue, per-vhost and
+//! The Prometheus page (`GET /metrics`): per-queue, per-vhost, per-shovel and
 //! broker-wide metrics in the text format ([`crate::metrics::text`]).
 //!
 //! Names follow RabbitMQ's `rabbitmq_prometheus` plugin with `relaymq_` for `rabbitmq_`
@@ -12,6 +12,7 @@
 //! 10,000 queues takes each queue lock once, for a few field copies.
 
 use crate::broker::queue::QueueStats;
+use crate::broker::shovel::{ShovelState, ShovelStatus};
 use crate::broker::Broker;
 use crate::metrics::text::{Exposition, Kind};
 use crate::metrics::{EventSnapshot, DEAD_LETTER_REASONS};
@@ -216,6 +217,7 @@ pub fn render(broker: &Broker) -> String {
         }
     }
     write_delayed(&mut page, &mut delayed);
+    write_shovels(&mut page, broker);
     page.finish()
 }
 
@@ -249,6 +251,74 @@ fn write_delayed(page: &mut Exposition, rows: &mut [DelayedRow]) {
                 &[("vhost", &r.vhost), ("exchange", &r.name)],
                 ms / 1000,
             );
+        }
+    }
+}
+
+/// A per-shovel metric: name, type, help and how to read it from a status (`None`: no
+/// sample for that shovel).
+type ShovelMetric = (
+    &'static str,
+    Kind,
+    &'static str,
+    fn(&ShovelStatus) -> Option<u64>,
+);
+
+/// Whether the shovel moves messages now (RabbitMQ's `running` and `blocked` states).
+fn shovel_running(s: &ShovelStatus) -> bool {
+    s.state == ShovelState::Running
+}
+
+const SHOVEL_METRICS: [ShovelMetric; 5] = [
+    (
+        "relaymq_shovel_messages_forwarded_total",
+        Kind::Counter,
+        "Messages the shovel published to its destination since it was set",
+        |s| Some(s.forwarded),
+    ),
+    (
+        "relaymq_shovel_messages_pending",
+        Kind::Gauge,
+        "Messages the shovel forwarded and has not yet settled at its source (awaiting confirms)",
+        |s| Some(s.pending),
+    ),
+    (
+        "relaymq_shovel_source_messages",
+        Kind::Gauge,
+        "Ready messages in the source queue of a running shovel whose source is this broker",
+        |s| s.backlog.filter(|_| shovel_running(s)),
+    ),
+    (
+        "relaymq_shovel_running",
+        Kind::Gauge,
+        "1 while the shovel is running or blocked, else 0 (starting, terminated)",
+        |s| Some(u64::from(shovel_running(s))),
+    ),
+    (
+        "relaymq_shovel_blocked",
+        Kind::Gauge,
+        "1 while the shovel's destination blocks publishers, else 0",
+        |s| Some(u64::from(shovel_running(s) && s.blocked)),
+    ),
+];
+
+/// The dynamic shovels' metrics (labels `vhost`, `shovel`) and their number; the families
+/// are written without samples when there is no shovel, as the queues'.
+fn write_shovels(page: &mut Exposition, broker: &Broker) {
+    let mut rows = broker.shovels().statuses();
+    rows.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
+    gauge(
+        page,
+        "relaymq_shovels",
+        "Dynamic shovels set (shovel runtime parameters), all vhosts",
+        rows.len() as u64,
+    );
+    for (name, kind, help, read) in SHOVEL_METRICS {
+        page.family(name, kind, help);
+        for r in &rows {
+            if let Some(v) = read(r) {
+                page.sample(name, &[("vhost", &r.vhost), ("shovel", &r.name)], v);
+            }
         }
     }
 }

@@ -781,6 +781,7 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         ListKind::Parameters => listing::parameters(broker),
         ListKind::GlobalParameters => listing::global_parameters(broker),
         ListKind::OperatorPolicies => listing::operator_policies(broker),
+        ListKind::Shovels => listing::shovels(broker),
     };
     // A `management` user (without `administrator` or `monitoring`) sees, as in
     // RabbitMQ, only the vhosts it may open and its own connections.
@@ -798,7 +799,7 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         match kind {
             ListKind::Vhosts => rows.retain(|r| may_use(r, "name")),
             ListKind::Connections => rows.retain(|r| field(r, "user").as_deref() == Some(user)),
-            ListKind::VhostLimits | ListKind::OperatorPolicies => {
+            ListKind::VhostLimits | ListKind::OperatorPolicies | ListKind::Shovels => {
                 rows.retain(|r| may_use(r, "vhost"))
             }
             _ => {}
