@@ -32,6 +32,7 @@ mod delivery_limit;
 mod disk_trouble;
 mod docs;
 mod exchanges;
+mod federation;
 mod fuzz_corpus;
 mod golden_shape;
 mod hostile_clients;
