@@ -13,6 +13,7 @@ mod bench_tool;
 mod crash;
 mod crash_many_queues;
 mod delayed_crash;
+mod migrate_rabbitmq;
 mod open_files;
 mod persistent_throughput;
 mod quorum_dead_letter_crash;

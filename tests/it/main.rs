@@ -53,6 +53,7 @@ mod management_clients;
 mod messages;
 mod meta_store;
 mod metrics;
+mod migrate;
 mod policies;
 mod priorities;
 mod publishing;

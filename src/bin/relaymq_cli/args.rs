@@ -83,6 +83,10 @@ administration (the --user needs the administrator tag):
   export definitions [FILE|-]                        RabbitMQ's JSON format (stdout without FILE)
   import definitions FILE|-                          e.g. from rabbitmqctl export_definitions;
       prints what was created and what was not honoured
+  migrate --from amqp://USER:PASS@HOST[:PORT] [--from-api URL] [--definitions FILE] [--no-wait]
+      imports a RabbitMQ's definitions (its management API, default http://HOST:15672, or
+      FILE), then moves every queue's messages with one shovel each (on-confirm), reporting
+      progress until all are drained (docs/operations.md, Migrating from RabbitMQ)
   set memory-high-watermark FRACTION|SIZE            e.g. 0.4 (of the memory available; up to 1.0)
                                                      or 2GiB (at least 64MiB)
   set disk-free-limit SIZE                           e.g. 1GiB or 5GB; publishers are blocked below it
@@ -396,6 +400,8 @@ pub enum Command {
     ExportDefinitions(Option<String>),
     /// `import definitions FILE` (`-` is standard input).
     ImportDefinitions(String),
+    /// `migrate --from URI [--from-api URL] [--definitions FILE] [--no-wait]`.
+    Migrate(super::migrate::MigrateArgs),
     /// `pause QUEUE` (`true`) or `resume QUEUE` (`false`).
     PauseQueue {
         /// Queue name.
@@ -549,6 +555,9 @@ const VALUE_OPTIONS: &[&str] = &[
     "to-queue",
     "in",
     "limit",
+    "from",
+    "from-api",
+    "definitions",
 ];
 
 /// Options without a value.
@@ -569,6 +578,7 @@ const FLAG_OPTIONS: &[&str] = &[
     "json",
     "to-origin",
     "ignore-case",
+    "no-wait",
 ];
 
 /// The tokens of a command line: positionals and command options in order.
@@ -1002,6 +1012,20 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 (_, Some(file)) => Command::ImportDefinitions(file),
                 (_, None) => return Err(CliError::Usage("import definitions needs FILE".into())),
             }
+        }
+        "migrate" => {
+            raw.positionals("migrate", [])?;
+            let from = raw.value("from")?.ok_or_else(|| {
+                CliError::Usage(
+                    "migrate needs --from amqp://USER:PASS@HOST[:PORT] (the source broker)".into(),
+                )
+            })?;
+            Command::Migrate(super::migrate::MigrateArgs {
+                from,
+                api: raw.value("from-api")?,
+                definitions: raw.value("definitions")?,
+                wait: !raw.flag("no-wait"),
+            })
         }
         "help" => return Err(CliError::Usage("use --help".into())),
         other => return Err(CliError::Usage(format!("unknown command '{other}'"))),

@@ -63,7 +63,7 @@ pub fn run(global: &Global, command: Command) -> Result<(), CliError> {
     };
     // An import declares durable objects one commit at a time (about 1 ms each).
     let options = match command {
-        Command::ImportDefinitions(_) => ConnectOptions {
+        Command::ImportDefinitions(_) | Command::Migrate(_) => ConnectOptions {
             timeout: IMPORT_TIMEOUT,
             ..options
         },
@@ -235,6 +235,7 @@ fn execute(conn: &Connection, command: Command, vhost: &str) -> Result<(), CliEr
                 .lock()
                 .write_all(output::import_summary(&summary).as_bytes())?;
         }
+        Command::Migrate(a) => super::migrate::migrate(conn, a, &mut stdout.lock())?,
         Command::Publish(a) => publish(conn, a)?,
         Command::Consume(a) => consume(conn, a)?,
         Command::Get(a) => get(conn, a)?,

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod commands;
+pub mod migrate;
 pub mod output;
 
 use relaymq::client::ClientError;
