@@ -327,6 +327,12 @@ impl Broker {
                 ShovelDef::parse(name, &value).map_err(|why| {
                     BrokerError::precondition(format!("Validation failed\n\n{why}\n"))
                 })?;
+                if !self.shovels.has_room_for(vhost, name) {
+                    return Err(BrokerError::precondition(format!(
+                        "Validation failed\n\n{} shovels run already, the most a broker runs\n",
+                        crate::broker::shovel::SHOVELS_MAX
+                    )));
+                }
                 let created = vh.store_parameter(component, name, value.clone())?;
                 self.shovels.adjust(vhost, name, &value);
                 Ok(created)

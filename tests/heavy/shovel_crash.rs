@@ -185,3 +185,59 @@ fn an_on_confirm_shovel_loses_nothing_across_kills_of_either_server() {
     );
     assert_eq!(seen.len(), MESSAGES, "only published bodies arrive");
 }
+
+/// Messages of the local shovel's throughput run.
+const THROUGHPUT_MESSAGES: usize = 100_000;
+
+/// The figure of docs/operations.md, "Shovels": a local `on-confirm` shovel moving
+/// 16-byte persistent messages between two durable queues of one `relaymq-server`
+/// (printed; the assertion is only that every message moved).
+#[test]
+fn a_local_shovel_moves_persistent_messages_between_two_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start_a(&dir.path().join("data"));
+    let c = common::connect_process(&s, Duration::from_secs(30));
+    let ch = c.open_channel().unwrap();
+    common::declare_queue(&ch, "src", true, &[]);
+    common::declare_queue(&ch, "dst", true, &[]);
+    ch.confirm_select().unwrap();
+    let props = BasicProperties {
+        delivery_mode: Some(2),
+        ..BasicProperties::default()
+    };
+    for start in (0..THROUGHPUT_MESSAGES).step_by(BATCH) {
+        let batch: Vec<PublishMessage> = (start..start + BATCH)
+            .map(|i| PublishMessage {
+                exchange: String::new(),
+                routing_key: "src".into(),
+                mandatory: false,
+                properties: props.clone(),
+                body: format!("{i:016}").into_bytes(),
+            })
+            .collect();
+        ch.publish_batch(&batch).unwrap();
+        assert!(ch.wait_for_confirms(Duration::from_secs(60)).unwrap());
+    }
+    let started = Instant::now();
+    let r = s.api().put(
+        "/parameters/shovel/%2F/local",
+        &json!({"value": {"src-uri": "amqp://", "src-queue": "src",
+            "dest-uri": "amqp://", "dest-queue": "dst"}}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let passive = || relaymq::client::QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    eventually(LIMIT, "every message moved", || {
+        let n = ch.queue_declare("dst", passive()).ok()?.message_count as usize;
+        (n == THROUGHPUT_MESSAGES).then_some(())
+    });
+    let took = started.elapsed().as_secs_f64();
+    println!(
+        "local on-confirm shovel: {THROUGHPUT_MESSAGES} persistent 16-byte messages in \
+         {took:.2} s: {:.0} messages/s",
+        THROUGHPUT_MESSAGES as f64 / took
+    );
+    assert_eq!(ch.queue_declare("src", passive()).unwrap().message_count, 0);
+}

@@ -6,17 +6,18 @@
 //!    (`--from-api`, default `http://HOST:15672`, the `--from` credentials), or
 //!    `--definitions FILE` (an export) when the API is not reachable.
 //! 2. Imports them here (as `import definitions`).
-//! 3. Sets one shovel per queue holding messages (per `GET /api/queues`; every queue of
-//!    the definitions when only a file is given): named `migrate-QUEUE` in the queue's
-//!    vhost, source the RabbitMQ queue (`src-predeclared`), destination the imported
-//!    queue here (a local end), `ack-mode` `on-confirm`, `src-delete-after`
-//!    `queue-length`: each moves what its queue held when it started, then deletes
-//!    itself.
-//! 4. Reports progress every [`PROGRESS_INTERVAL`] until every `migrate-` shovel is gone
-//!    (`--no-wait`: returns once they are set).
+//! 3. Asks the source (AMQP, a passive `queue.declare` per queue of the definitions)
+//!    what each queue holds, and sets one shovel per queue holding messages, at most
+//!    [`SHOVELS_AT_ONCE`] at a time: named `migrate-QUEUE` in the queue's vhost, source
+//!    the source's queue (`src-predeclared`), destination the imported queue here (a
+//!    local end), `ack-mode` `on-confirm`, `src-delete-after` `queue-length`: each moves
+//!    what its queue held when it started, then deletes itself.
+//! 4. Reports progress every [`PROGRESS_INTERVAL`] until every shovel is gone
+//!    (`--no-wait`: returns once the shovels are set, when they fit in one go).
 
 use super::CliError;
 use relaymq::amqp_client::uri::{percent_encode, redact, AmqpUri};
+use relaymq::amqp_client::Connection as AmqpConnection;
 use relaymq::client::Connection;
 use relaymq::types::FieldTable;
 use serde_json::{json, Value};
@@ -33,8 +34,15 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often progress is reported while waiting.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
+/// How often the shovels are looked at (a finished one's place goes to the next queue).
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Prefix of the shovels `migrate` sets.
 pub const SHOVEL_PREFIX: &str = "migrate-";
+
+/// Shovels `migrate` runs at once (each a thread and a connection to the source); the
+/// next queue's is set when one finishes.
+pub const SHOVELS_AT_ONCE: usize = 16;
 
 /// Longest shovel name (an AMQP short string), bytes.
 const NAME_BYTES_MAX: usize = 255;
@@ -56,8 +64,8 @@ pub struct MigrateArgs {
 struct Move {
     vhost: String,
     queue: String,
-    /// Messages in it at the source, when the API said.
-    messages: Option<u64>,
+    /// Messages in it at the source when the migration started.
+    messages: u64,
     shovel: String,
 }
 
@@ -114,28 +122,17 @@ pub fn migrate(conn: &Connection, a: MigrateArgs, out: &mut dyn Write) -> Result
         .clone()
         .unwrap_or_else(|| format!("http://{host}:{MANAGEMENT_PORT_DEFAULT}"));
     let api = api.trim_end_matches('/').to_string();
-    let (definitions, counts) = match &a.definitions {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| CliError::Input(format!("cannot read {path}: {e}")))?;
-            (text, None)
-        }
+    let definitions = match &a.definitions {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| CliError::Input(format!("cannot read {path}: {e}")))?,
         None => {
-            let defs = http_get(&format!("{api}/api/definitions"), &uri.user, &uri.password)
-                .map_err(|e| {
-                    CliError::Input(format!(
-                        "cannot read the source's definitions from {api}/api/definitions ({e}); \
-                         give --from-api URL, or --definitions FILE (rabbitmqctl \
-                         export_definitions FILE)"
-                    ))
-                })?;
-            let queues = http_get(
-                &format!("{api}/api/queues?columns=name,vhost,messages"),
-                &uri.user,
-                &uri.password,
-            )
-            .map_err(|e| CliError::Input(format!("cannot list the source's queues: {e}")))?;
-            (defs, Some(queues))
+            http_get(&format!("{api}/api/definitions"), &uri.user, &uri.password).map_err(|e| {
+                CliError::Input(format!(
+                    "cannot read the source's definitions from {api}/api/definitions ({e}); \
+                     give --from-api URL, or --definitions FILE (rabbitmqctl \
+                     export_definitions FILE)"
+                ))
+            })?
         }
     };
     let doc: Value = serde_json::from_str(&definitions)
@@ -143,87 +140,173 @@ pub fn migrate(conn: &Connection, a: MigrateArgs, out: &mut dyn Write) -> Result
     writeln!(out, "importing the definitions of {}", redact(&a.from))?;
     let summary = conn.import_definitions(&definitions)?;
     out.write_all(super::output::import_summary(&summary).as_bytes())?;
-    let counts: Option<BTreeMap<(String, String), u64>> = match counts {
-        None => None,
-        Some(text) => {
-            let v: Value = serde_json::from_str(&text).map_err(|e| {
-                CliError::Input(format!("the source's queue list is not JSON: {e}"))
-            })?;
-            Some(
-                v.as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|q| {
-                        Some((
-                            (
-                                q["vhost"].as_str()?.to_string(),
-                                q["name"].as_str()?.to_string(),
-                            ),
-                            q["messages"].as_u64().unwrap_or(0),
-                        ))
-                    })
-                    .collect(),
-            )
-        }
-    };
-    let mut moves = Vec::new();
+    // What each queue holds now, asked of the source itself (a passive declare; its
+    // management API's counts lag by seconds).
+    let mut by_vhost: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for q in doc["queues"].as_array().into_iter().flatten() {
-        let (Some(vhost), Some(queue)) = (q["vhost"].as_str(), q["name"].as_str()) else {
-            continue;
-        };
-        if queue.starts_with("amq.") {
+        if let (Some(vhost), Some(queue)) = (q["vhost"].as_str(), q["name"].as_str()) {
             // Server-named and reserved queues are not imported.
-            continue;
+            if !queue.starts_with("amq.") {
+                by_vhost.entry(vhost.into()).or_default().push(queue.into());
+            }
         }
-        let messages = match &counts {
-            Some(c) => match c.get(&(vhost.to_string(), queue.to_string())) {
-                Some(0) | None => continue,
-                Some(n) => Some(*n),
-            },
-            None => None,
-        };
-        moves.push(Move {
-            vhost: vhost.to_string(),
-            queue: queue.to_string(),
-            messages,
-            shovel: shovel_name(queue),
-        });
     }
-    let total: u64 = moves.iter().filter_map(|m| m.messages).sum();
-    for m in &moves {
-        let value = json!({
-            "src-uri": with_vhost(&a.from, &m.vhost),
-            "src-queue": m.queue,
-            "src-predeclared": true,
-            "dest-uri": format!("amqp:///{}", percent_encode(&m.vhost)),
-            "dest-queue": m.queue,
-            "dest-predeclared": true,
-            "src-delete-after": "queue-length",
-            "ack-mode": "on-confirm",
-        });
-        conn.set_parameter("shovel", &m.vhost, &m.shovel, &value.to_string())?;
-        match m.messages {
-            Some(n) => writeln!(
-                out,
-                "moving {n} messages of queue '{}' in vhost '{}'",
-                m.queue, m.vhost
-            )?,
-            None => writeln!(out, "moving queue '{}' in vhost '{}'", m.queue, m.vhost)?,
+    let mut moves = Vec::new();
+    for (vhost, queues) in &by_vhost {
+        for (queue, n) in source_counts(&uri, vhost, queues)? {
+            if n > 0 {
+                moves.push(Move {
+                    vhost: vhost.clone(),
+                    shovel: shovel_name(&queue),
+                    queue,
+                    messages: n,
+                });
+            }
         }
     }
     if moves.is_empty() {
         writeln!(out, "no queue holds messages: nothing to move")?;
         return Ok(());
     }
-    if !a.wait {
-        writeln!(
-            out,
-            "{} shovels set; 'relaymq-cli shovel list' shows them until each has drained its queue",
-            moves.len()
-        )?;
-        return Ok(());
+    let total: u64 = moves.iter().map(|m| m.messages).sum();
+    writeln!(out, "moving {total} messages of {} queues", moves.len())?;
+    let started = Instant::now();
+    let mut waiting: std::collections::VecDeque<&Move> = moves.iter().collect();
+    let mut active: Vec<&Move> = Vec::new();
+    let mut last_reasons: BTreeMap<String, String> = BTreeMap::new();
+    let mut printed = Instant::now();
+    loop {
+        while active.len() < SHOVELS_AT_ONCE {
+            let Some(m) = waiting.pop_front() else { break };
+            set_shovel(conn, &a.from, m)?;
+            writeln!(
+                out,
+                "moving {} messages of queue '{}' in vhost '{}'",
+                m.messages, m.queue, m.vhost
+            )?;
+            active.push(m);
+        }
+        if !a.wait && waiting.is_empty() {
+            writeln!(
+                out,
+                "{} shovels set; 'relaymq-cli shovel list' shows them until each has drained \
+                 its queue",
+                moves.len()
+            )?;
+            return Ok(());
+        }
+        let rows: Vec<FieldTable> = conn.list_shovels()?;
+        let row = |m: &Move| {
+            rows.iter()
+                .find(|r| text(r, "name") == m.shovel && text(r, "vhost") == m.vhost)
+        };
+        let mut left = 0u64;
+        active.retain(|m| match row(m) {
+            Some(r) => {
+                left += r
+                    .get("remaining")
+                    .and_then(|v| v.as_i64())
+                    .map_or(m.messages, |n| n.max(0) as u64);
+                true
+            }
+            None => false,
+        });
+        for m in &active {
+            if let Some(r) = row(m).filter(|r| text(r, "state") == "terminated") {
+                let why = text(r, "reason");
+                if last_reasons.get(&m.shovel) != Some(&why) {
+                    writeln!(
+                        out,
+                        "shovel '{}' in vhost '{}' is retrying: {why}",
+                        m.shovel, m.vhost
+                    )?;
+                    last_reasons.insert(m.shovel.clone(), why);
+                }
+            }
+        }
+        left += waiting.iter().map(|m| m.messages).sum::<u64>();
+        let secs = started.elapsed().as_secs_f64().max(0.001);
+        let moved = total.saturating_sub(left);
+        if active.is_empty() && waiting.is_empty() {
+            writeln!(
+                out,
+                "done: {} queues drained ({total} messages) in {secs:.1} s ({:.0} messages/s)",
+                moves.len(),
+                total as f64 / secs
+            )?;
+            return Ok(());
+        }
+        if printed.elapsed() >= PROGRESS_INTERVAL {
+            writeln!(
+                out,
+                "{} of {} queues drained; {moved} of {total} messages moved ({:.0}/s)",
+                moves.len() - active.len() - waiting.len(),
+                moves.len(),
+                moved as f64 / secs
+            )?;
+            out.flush()?;
+            printed = Instant::now();
+        }
+        std::thread::sleep(POLL_INTERVAL);
     }
-    wait(conn, &moves, total, out)
+}
+
+/// Sets the shovel that moves `m` from the source `from` into the same queue here.
+fn set_shovel(conn: &Connection, from: &str, m: &Move) -> Result<(), CliError> {
+    let value = json!({
+        "src-uri": with_vhost(from, &m.vhost),
+        "src-queue": m.queue,
+        "src-predeclared": true,
+        "dest-uri": format!("amqp:///{}", percent_encode(&m.vhost)),
+        "dest-queue": m.queue,
+        "dest-predeclared": true,
+        "src-delete-after": "queue-length",
+        "ack-mode": "on-confirm",
+    });
+    conn.set_parameter("shovel", &m.vhost, &m.shovel, &value.to_string())?;
+    Ok(())
+}
+
+/// The messages each of `queues` of `vhost` holds at the source (passive declares over
+/// AMQP 0-9-1); a queue the source does not have is left out.
+///
+/// # Errors
+/// The source cannot be reached or refuses the login.
+fn source_counts(
+    uri: &AmqpUri,
+    vhost: &str,
+    queues: &[String],
+) -> Result<Vec<(String, u64)>, CliError> {
+    let mut at = uri.clone();
+    at.vhost = vhost.to_string();
+    let opts = at
+        .connect_options("relaymq-cli migrate", None)
+        .map_err(CliError::Usage)?;
+    let fail = |e: relaymq::amqp_client::AmqpClientError| {
+        CliError::Input(format!("the source {}: {e}", redact(&at_text(&at))))
+    };
+    let mut c = AmqpConnection::connect(&opts).map_err(fail)?;
+    let mut out = Vec::new();
+    for q in queues {
+        let passive = relaymq::client::QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        match c.queue_declare(q, passive) {
+            Ok(ok) => out.push((q.clone(), u64::from(ok.message_count))),
+            Err(e) if e.reply_code() == Some(404) => {
+                c.open_channel().map_err(fail)?;
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+    let _ = c.close();
+    Ok(out)
+}
+
+/// An AMQP URI's text without credentials, for messages.
+fn at_text(u: &AmqpUri) -> String {
+    format!("amqp://{}/{}", u.addr(), percent_encode(&u.vhost))
 }
 
 /// `uri` (the `--from` text, credentials kept) with its vhost path replaced by `vhost`.
@@ -240,61 +323,6 @@ fn with_vhost(uri: &str, vhost: &str) -> String {
         s.push_str(q);
     }
     s
-}
-
-/// Waits until every `migrate-` shovel of `moves` is gone, reporting progress.
-fn wait(
-    conn: &Connection,
-    moves: &[Move],
-    total: u64,
-    out: &mut dyn Write,
-) -> Result<(), CliError> {
-    let started = Instant::now();
-    let mut last_reasons: BTreeMap<String, String> = BTreeMap::new();
-    loop {
-        let rows: Vec<FieldTable> = conn
-            .list_shovels()?
-            .into_iter()
-            .filter(|r| {
-                let (name, vhost) = (text(r, "name"), text(r, "vhost"));
-                moves.iter().any(|m| m.shovel == name && m.vhost == vhost)
-            })
-            .collect();
-        let left: u64 = rows
-            .iter()
-            .filter_map(|r| r.get("remaining").and_then(|v| v.as_i64()))
-            .map(|n| n.max(0) as u64)
-            .sum();
-        for r in &rows {
-            if text(r, "state") == "terminated" {
-                let key = format!("{}/{}", text(r, "vhost"), text(r, "name"));
-                let why = text(r, "reason");
-                if last_reasons.get(&key) != Some(&why) {
-                    writeln!(out, "shovel '{key}' is retrying: {why}")?;
-                    last_reasons.insert(key, why);
-                }
-            }
-        }
-        let secs = started.elapsed().as_secs_f64().max(0.001);
-        if rows.is_empty() {
-            writeln!(
-                out,
-                "done: {} queues drained ({total} messages) in {secs:.1} s",
-                moves.len()
-            )?;
-            return Ok(());
-        }
-        let moved = total.saturating_sub(left);
-        writeln!(
-            out,
-            "{} of {} queues drained; {moved} of {total} messages moved ({:.0}/s)",
-            moves.len() - rows.len(),
-            moves.len(),
-            moved as f64 / secs
-        )?;
-        out.flush()?;
-        std::thread::sleep(PROGRESS_INTERVAL);
-    }
 }
 
 /// A text column of a row ("" when absent).

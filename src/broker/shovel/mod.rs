@@ -317,6 +317,13 @@ impl Shovels {
         running.clear();
     }
 
+    /// Whether shovel `name` of `vhost` may be set: it runs already, or fewer than
+    /// [`SHOVELS_MAX`] do.
+    pub fn has_room_for(&self, vhost: &str, name: &str) -> bool {
+        let running = self.lock();
+        running.len() < SHOVELS_MAX || running.contains_key(&(vhost.to_string(), name.to_string()))
+    }
+
     /// How many shovels run.
     pub fn len(&self) -> usize {
         self.lock().len()
