@@ -153,6 +153,29 @@ fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     bodies.insert("0".into());
     assert_eq!(bodies.len(), 500);
 
+    // The same definition set again (a re-import) keeps it running: its counters stay.
+    set_shovel(
+        &a,
+        "move",
+        json!({"src-uri": "amqp://", "src-queue": "src",
+               "dest-uri": amqp_uri(&b, "guest"), "dest-queue": "dst",
+               "add-forward-headers": true, "dest-add-timestamp-header": true}),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let again = a.api().get_ok("/shovels/vhost/%2F/move");
+    assert_eq!(
+        (&again["forwarded"], &again["timestamp"]),
+        (&st["forwarded"], &st["timestamp"])
+    );
+    // A restart reconnects it (and starts its counters again).
+    assert_eq!(
+        a.api().delete("/shovels/vhost/%2F/move/restart").status,
+        204
+    );
+    status_when(&a, "move", "running again after the restart", |s| {
+        s["state"] == "running" && s["forwarded"] == 0
+    });
+
     // Cleared: the shovel stops, later messages stay at the source.
     assert_eq!(a.api().delete("/parameters/shovel/%2F/move").status, 204);
     wait_until(LIMIT, "the shovel gone", || {

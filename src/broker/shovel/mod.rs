@@ -148,6 +148,8 @@ pub(crate) fn format_timestamp(t: SystemTime) -> String {
 struct Running {
     status: Arc<Mutex<ShovelStatus>>,
     stop: Arc<AtomicBool>,
+    /// The definition it runs.
+    value: Value,
 }
 
 impl Running {
@@ -235,15 +237,29 @@ impl Shovels {
         (max == 0 || n < max).then_some(guard)
     }
 
-    /// Starts (or restarts) shovel `name` of `vhost` with definition `value`, when the
-    /// shovels are started; an invalid definition is logged and not run (it was
-    /// validated when set: this is a recovered or imported one).
+    /// Starts shovel `name` of `vhost` with definition `value`, or restarts it when it
+    /// runs another definition (an unchanged one, set again or imported again, keeps
+    /// running), once the shovels are started; an invalid definition is logged and not
+    /// run (it was validated when set: this is a recovered or imported one).
     pub(crate) fn adjust(&self, vhost: &str, name: &str, value: &Value) {
+        self.start(vhost, name, value, false);
+    }
+
+    /// Restarts shovel `name` of `vhost` with definition `value` (RabbitMQ's
+    /// `restart_shovel`): it reconnects at once.
+    pub(crate) fn restart(&self, vhost: &str, name: &str, value: &Value) {
+        self.start(vhost, name, value, true);
+    }
+
+    fn start(&self, vhost: &str, name: &str, value: &Value, force: bool) {
         let Some(broker) = self.broker.get().cloned() else {
             return;
         };
         let key = (vhost.to_string(), name.to_string());
         let mut running = self.lock();
+        if !force && running.get(&key).is_some_and(|r| r.value == *value) {
+            return;
+        }
         if let Some(old) = running.remove(&key) {
             old.stop();
         }
@@ -253,6 +269,9 @@ impl Shovels {
                 log::error!("shovel '{name}' in vhost '{vhost}' not started: {why}");
                 return;
             }
+        };
+        let Some(broker_arc) = broker.upgrade() else {
+            return;
         };
         let mut endpoints = def.source_fields();
         endpoints.extend(def.dest_fields());
@@ -278,14 +297,21 @@ impl Shovels {
             def,
             status: Arc::clone(&status),
             stop: Arc::clone(&stop),
-            node: self.node.get().cloned().unwrap_or_default(),
+            cluster: self.cluster_name(&broker_arc),
         };
         let spawned = std::thread::Builder::new()
             .name("relaymq-shovel".into())
             .spawn(move || w.run());
         match spawned {
             Ok(_) => {
-                running.insert(key, Running { status, stop });
+                running.insert(
+                    key,
+                    Running {
+                        status,
+                        stop,
+                        value: value.clone(),
+                    },
+                );
             }
             Err(e) => log::error!("shovel '{name}' in vhost '{vhost}' not started: {e}"),
         }

@@ -41,7 +41,8 @@ pub(super) struct Worker {
     pub(super) def: ShovelDef,
     pub(super) status: Arc<Mutex<ShovelStatus>>,
     pub(super) stop: Arc<AtomicBool>,
-    pub(super) node: String,
+    /// The cluster's name (`shovelled-by` of the forward headers).
+    pub(super) cluster: String,
 }
 
 impl Worker {
@@ -298,7 +299,7 @@ impl Worker {
         let mut put = |k: &str, v: &str| {
             t.insert(k.into(), FieldValue::string(v));
         };
-        put("shovelled-by", &self.node);
+        put("shovelled-by", &self.cluster);
         put("shovel-type", "dynamic");
         put("shovel-name", &self.name);
         put("shovel-vhost", &self.vhost);

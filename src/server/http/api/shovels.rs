@@ -72,7 +72,7 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
             let p = broker
                 .parameter(vhost, Shovels::COMPONENT, name)
                 .ok_or_else(ApiError::not_found)?;
-            broker.shovels().adjust(vhost, name, &p.value);
+            broker.shovels().restart(vhost, name, &p.value);
             Ok(Response::empty(204))
         }
         (_, ["shovels", ..]) => Err(method_not_allowed()),
