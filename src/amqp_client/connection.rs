@@ -384,6 +384,9 @@ impl Connection {
     /// Keeps the heartbeat (AMQP 0-9-1 §4.2.7): sends a heartbeat frame when nothing was
     /// written for half the interval, and fails when nothing came from the server for
     /// two intervals. Call it at least every half interval; nothing without heartbeats.
+    /// It does not read: a consuming connection is read by
+    /// [`Connection::poll_deliveries`]; one that only publishes or makes requests uses
+    /// [`Connection::keep_alive`].
     ///
     /// # Errors
     /// [`AmqpClientError::Io`] (kind `TimedOut`, "missed heartbeats from the server")
@@ -413,6 +416,23 @@ impl Connection {
     /// `cluster_name` for RabbitMQ and RelayMQ, `capabilities`).
     pub fn server_properties(&self) -> &FieldTable {
         &self.server_properties
+    }
+
+    /// [`Connection::heartbeat_tick`] for a connection that does not consume (a
+    /// publisher, a connection for requests): when nothing was read for half the
+    /// heartbeat interval it first reads what the server sent, without blocking, so the
+    /// server's heartbeats (and `connection.blocked`, confirms, a close) are seen while
+    /// the connection is idle. Deliveries read so are dropped: not for a consumer.
+    ///
+    /// # Errors
+    /// As [`Connection::heartbeat_tick`] and [`Connection::check_incoming`].
+    pub fn keep_alive(&mut self) -> Result<(), AmqpClientError> {
+        if let Some(hb) = self.heartbeat {
+            if self.last_read.elapsed() >= hb / 2 {
+                self.check_incoming()?;
+            }
+        }
+        self.heartbeat_tick()
     }
 
     /// Whether the server has blocked this connection's publishes (`connection.blocked`

@@ -575,6 +575,17 @@ pub fn connect_process(server: &ServerProcess, timeout: Duration) -> relaymq::cl
     .expect("connect")
 }
 
+/// Ready messages of `queue` (a passive declare on `ch`); `u32::MAX` when the queue
+/// does not exist (the channel is then closed by the server).
+pub fn ready_messages(ch: &relaymq::client::Channel, queue: &str) -> u32 {
+    let passive = relaymq::client::QueueDeclareOptions {
+        passive: true,
+        ..relaymq::client::QueueDeclareOptions::default()
+    };
+    ch.queue_declare(queue, passive)
+        .map_or(u32::MAX, |ok| ok.message_count)
+}
+
 /// Takes every message of `queue` (no-ack gets), handing each to `each`; returns how many
 /// it took.
 pub fn drain_each(

@@ -83,17 +83,6 @@ fn publish(ch: &Channel, exchange: &str, key: &str, body: &str) {
     .unwrap();
 }
 
-fn ready(ch: &Channel, queue: &str) -> u32 {
-    ch.queue_declare(
-        queue,
-        relaymq::client::QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-    )
-    .map(|ok| ok.message_count)
-    .unwrap_or(u32::MAX)
-}
 
 #[test]
 fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
@@ -139,7 +128,7 @@ fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
     }
     assert!(chu.wait_for_confirms(Duration::from_secs(10)).unwrap());
     wait_until(LIMIT, "5 messages downstream", || {
-        ready(&chd, "orders") == 5
+        common::ready_messages(&chd, "orders") == 5
     });
     let m = chd.basic_get("orders", true).unwrap().unwrap();
     assert_eq!(
@@ -178,7 +167,7 @@ fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
     publish(&chu, "fed.x", "new", "late");
     assert!(chu.wait_for_confirms(Duration::from_secs(10)).unwrap());
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(ready(&chu, fq), 0, "nothing routed to the link's queue");
+    assert_eq!(common::ready_messages(&chu, fq), 0, "nothing routed to the link's queue");
     assert_eq!(
         up.api().get_ok(&format!(
             "/queues/%2F/{}",
@@ -233,14 +222,14 @@ fn ring(max_hops: u32) -> [u32; 3] {
     assert!(ch.wait_for_confirms(Duration::from_secs(10)).unwrap());
     let expect_c = u32::from(max_hops >= 2);
     wait_until(LIMIT, "the message crossed the ring", || {
-        ready(&chans[1].1, "seen") == 1 && ready(&chans[2].1, "seen") == expect_c
+        common::ready_messages(&chans[1].1, "seen") == 1 && common::ready_messages(&chans[2].1, "seen") == expect_c
     });
     // Time for a loop to show, were there one.
     std::thread::sleep(Duration::from_millis(1500));
     [
-        ready(&chans[0].1, "seen"),
-        ready(&chans[1].1, "seen"),
-        ready(&chans[2].1, "seen"),
+        common::ready_messages(&chans[0].1, "seen"),
+        common::ready_messages(&chans[1].1, "seen"),
+        common::ready_messages(&chans[2].1, "seen"),
     ]
 }
 

@@ -149,7 +149,7 @@ fn migrate_says_what_is_missing() {
         ],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(
         err.contains("--definitions FILE") && !err.contains("secret"),
         "{err}"

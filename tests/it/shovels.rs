@@ -81,17 +81,6 @@ fn status_when(s: &TestServer, name: &str, what: &str, ready: impl Fn(&Value) ->
     })
 }
 
-fn ready_count(ch: &Channel, queue: &str) -> u32 {
-    ch.queue_declare(
-        queue,
-        relaymq::client::QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        },
-    )
-    .map(|ok| ok.message_count)
-    .unwrap_or(0)
-}
 
 #[test]
 fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
@@ -123,9 +112,9 @@ fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     let (_cb, chb) = channel(&b);
     // The destination queue was declared durable by the shovel (no dest-predeclared).
     wait_until(LIMIT, "500 messages at the destination", || {
-        ready_count(&chb, "dst") == 500
+        common::ready_messages(&chb, "dst") == 500
     });
-    assert_eq!(ready_count(&cha, "src"), 0, "every source message acked");
+    assert_eq!(common::ready_messages(&cha, "src"), 0, "every source message acked");
     let m = chb.basic_get("dst", true).unwrap().unwrap();
     assert_eq!(m.body, b"0");
     assert_eq!(m.properties.delivery_mode, Some(2));
@@ -184,7 +173,7 @@ fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     std::thread::sleep(Duration::from_millis(300));
     publish(&cha, "src", 3, true);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(ready_count(&cha, "src"), 3);
+    assert_eq!(common::ready_messages(&cha, "src"), 3);
 }
 
 #[test]
@@ -216,7 +205,7 @@ fn a_remote_exchange_source_and_a_local_exchange_destination_keep_routing_keys()
     }
     assert!(cha.wait_for_confirms(Duration::from_secs(10)).unwrap());
     wait_until(LIMIT, "10 orders routed by b", || {
-        ready_count(&chb, "orders") == 10
+        common::ready_messages(&chb, "orders") == 10
     });
     let m = chb.basic_get("orders", true).unwrap().unwrap();
     assert_eq!(
@@ -285,7 +274,7 @@ fn status_says_why_a_shovel_terminated_and_it_recovers_when_the_source_appears()
         s["state"] == "running" && s["forwarded"] == 5
     });
     let (_cb, chb) = channel(&b);
-    wait_until(LIMIT, "5 moved", || ready_count(&chb, "got") == 5);
+    wait_until(LIMIT, "5 moved", || common::ready_messages(&chb, "got") == 5);
     // An invalid definition is refused with RabbitMQ's text, and nothing runs for it.
     let r = a.api().put(
         "/parameters/shovel/%2F/bad",
@@ -320,12 +309,12 @@ fn delete_after_queue_length_moves_what_was_there_then_deletes_itself() {
         a.api().get("/parameters/shovel/%2F/drain").status == 404
             && a.api().get_ok("/shovels") == json!([])
     });
-    assert_eq!(ready_count(&ch, "new"), 300);
-    assert_eq!(ready_count(&ch, "old"), 0);
+    assert_eq!(common::ready_messages(&ch, "new"), 300);
+    assert_eq!(common::ready_messages(&ch, "old"), 0);
     // A later message stays where it is.
     publish(&ch, "old", 1, true);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(ready_count(&ch, "old"), 1);
+    assert_eq!(common::ready_messages(&ch, "old"), 1);
 }
 
 #[test]
@@ -359,7 +348,7 @@ fn a_shovel_is_restarted_with_the_broker() {
     let ch = c.open_channel().unwrap();
     publish(&ch, "in", 10, true);
     wait_until(LIMIT, "10 moved after the restart", || {
-        ready_count(&ch, "out") == 10
+        common::ready_messages(&ch, "out") == 10
     });
     assert_eq!(api.get_ok("/shovels/vhost/%2F/keep")["forwarded"], 10);
 }

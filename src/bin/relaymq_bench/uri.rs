@@ -4,10 +4,7 @@
 //! vhost `/`. `amqp://` may leave out the port (5672).
 
 use super::BenchError;
-use relaymq::amqp_client::uri::{percent_decode, percent_encode};
-
-/// Port of an `amqp://` URI that names none (AMQP 0-9-1's IANA port).
-pub const AMQP_PORT_DEFAULT: u16 = 5672;
+use relaymq::amqp_client::uri::{percent_encode, AmqpUri};
 
 /// The protocol a URI speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,74 +62,43 @@ impl Target {
 pub fn parse_uri(uri: &str) -> Result<Target, BenchError> {
     let bad = |why: &str| BenchError::Usage(format!("URI {uri}: {why}"));
     let lower = uri.to_ascii_lowercase();
-    let (protocol, rest) = if lower.starts_with("amqp://") {
-        (Protocol::Amqp, &uri["amqp://".len()..])
+    // Both schemes have the syntax of RabbitMQ's AMQP URIs: the library's parser reads
+    // them, `relaymq://` read as an `amqp://` that must name its port.
+    let (protocol, amqp_text) = if lower.starts_with("amqp://") {
+        (Protocol::Amqp, uri.to_string())
     } else if lower.starts_with("relaymq://") {
-        (Protocol::Native, &uri["relaymq://".len()..])
+        (Protocol::Native, format!("amqp://{}", &uri["relaymq://".len()..]))
     } else if lower.starts_with("amqps://") {
         return Err(bad("amqps:// (TLS) is not supported; use amqp://"));
     } else {
         return Err(bad("expected relaymq://HOST:PORT or amqp://HOST[:PORT] \
              (like relaymq://127.0.0.1:5673 or amqp://127.0.0.1:5672)"));
     };
-    let (authority, vhost) = match rest.split_once('/') {
-        Some((a, v)) if !v.is_empty() => (a, percent_decode(v).map_err(|e| bad(&e))?),
-        Some((a, _)) => (a, "/".to_string()),
-        None => (rest, "/".to_string()),
-    };
-    let (userinfo, host_port) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let (user, password) = match userinfo {
-        Some(u) => match u.split_once(':') {
-            Some((n, p)) => (
-                percent_decode(n).map_err(|e| bad(&e))?,
-                percent_decode(p).map_err(|e| bad(&e))?,
-            ),
-            None => (percent_decode(u).map_err(|e| bad(&e))?, String::new()),
-        },
-        None => ("guest".to_string(), "guest".to_string()),
-    };
-    let addr = host_and_port(host_port, protocol).ok_or_else(|| {
-        bad(match protocol {
+    let parsed = AmqpUri::parse(&amqp_text).map_err(|e| bad(&e))?;
+    let authority = amqp_text["amqp://".len()..]
+        .split(['/', '?'])
+        .next()
+        .unwrap_or_default();
+    let port_given = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .rsplit_once(':')
+        .is_some_and(|(h, _)| !h.ends_with('[') && !h.is_empty());
+    if parsed.host.is_none() || (protocol == Protocol::Native && !port_given) {
+        return Err(bad(match protocol {
             Protocol::Native => {
                 "expected HOST:PORT after relaymq:// (like relaymq://127.0.0.1:5673)"
             }
             Protocol::Amqp => "expected HOST[:PORT] after amqp:// (like amqp://127.0.0.1:5672)",
-        })
-    })?;
+        }));
+    }
     Ok(Target {
         protocol,
-        addr,
-        user,
-        password,
-        vhost,
+        addr: parsed.addr(),
+        user: parsed.user,
+        password: parsed.password,
+        vhost: parsed.vhost,
     })
-}
-
-/// `HOST:PORT` from the URI's authority, with the default port for `amqp://`; `None`
-/// when the host is empty or the port is not 1–65535.
-fn host_and_port(host_port: &str, protocol: Protocol) -> Option<String> {
-    // A bracketed IPv6 host has colons of its own: the port follows "]:".
-    let (host, port) = if let Some(after) = host_port.strip_prefix('[') {
-        let (h, tail) = after.split_once(']')?;
-        (format!("[{h}]"), tail.strip_prefix(':').map(str::to_string))
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p.to_string())),
-            None => (host_port.to_string(), None),
-        }
-    };
-    if host.is_empty() || host == "[]" {
-        return None;
-    }
-    let port = match (port, protocol) {
-        (Some(p), _) => p.parse::<u16>().ok().filter(|p| *p != 0)?,
-        (None, Protocol::Amqp) => AMQP_PORT_DEFAULT,
-        (None, Protocol::Native) => return None,
-    };
-    Some(format!("{host}:{port}"))
 }
 
 #[cfg(test)]

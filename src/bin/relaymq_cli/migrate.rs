@@ -127,7 +127,7 @@ pub fn migrate(conn: &Connection, a: MigrateArgs, out: &mut dyn Write) -> Result
             .map_err(|e| CliError::Input(format!("cannot read {path}: {e}")))?,
         None => {
             http_get(&format!("{api}/api/definitions"), &uri.user, &uri.password).map_err(|e| {
-                CliError::Input(format!(
+                CliError::Unreachable(format!(
                     "cannot read the source's definitions from {api}/api/definitions ({e}); \
                      give --from-api URL, or --definitions FILE (rabbitmqctl \
                      export_definitions FILE)"
@@ -137,16 +137,15 @@ pub fn migrate(conn: &Connection, a: MigrateArgs, out: &mut dyn Write) -> Result
     };
     let doc: Value = serde_json::from_str(&definitions)
         .map_err(|e| CliError::Input(format!("the source's definitions are not JSON: {e}")))?;
-    writeln!(out, "importing the definitions of {}", redact(&a.from))?;
-    let summary = conn.import_definitions(&definitions)?;
-    out.write_all(super::output::import_summary(&summary).as_bytes())?;
     // What each queue holds now, asked of the source itself (a passive declare; its
     // management API's counts lag by seconds).
     let mut by_vhost: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for q in doc["queues"].as_array().into_iter().flatten() {
         if let (Some(vhost), Some(queue)) = (q["vhost"].as_str(), q["name"].as_str()) {
-            // Server-named and reserved queues are not imported.
-            if !queue.starts_with("amq.") {
+            // Server-named and reserved queues are not imported; a federation link's
+            // queue holds what is on its way to another broker.
+            let federation = q["arguments"]["x-internal-purpose"] == "federation";
+            if !queue.starts_with("amq.") && !federation {
                 by_vhost.entry(vhost.into()).or_default().push(queue.into());
             }
         }
@@ -164,6 +163,10 @@ pub fn migrate(conn: &Connection, a: MigrateArgs, out: &mut dyn Write) -> Result
             }
         }
     }
+    // Imported only once the source answered: a wrong URI or password changes nothing here.
+    writeln!(out, "importing the definitions of {}", redact(&a.from))?;
+    let summary = conn.import_definitions(&definitions)?;
+    out.write_all(super::output::import_summary(&summary).as_bytes())?;
     if moves.is_empty() {
         writeln!(out, "no queue holds messages: nothing to move")?;
         return Ok(());
@@ -283,7 +286,7 @@ fn source_counts(
         .connect_options("relaymq-cli migrate", None)
         .map_err(CliError::Usage)?;
     let fail = |e: relaymq::amqp_client::AmqpClientError| {
-        CliError::Input(format!("the source {}: {e}", redact(&at_text(&at))))
+        CliError::Unreachable(format!("the source {}: {e}", redact(&at_text(&at))))
     };
     let mut c = AmqpConnection::connect(&opts).map_err(fail)?;
     let mut out = Vec::new();

@@ -19,6 +19,8 @@ pub enum CliError {
     Input(String),
     /// Could not connect or authenticate (exit 3).
     Connect(ClientError),
+    /// Could not reach or log in to another broker (`migrate`'s source; exit 3).
+    Unreachable(String),
     /// A request failed (exit 1 when the server refused or the connection was lost
     /// midway, 4 on timeout, 2 for client-side validation).
     Client(ClientError),
@@ -35,7 +37,7 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_) | CliError::Input(_) => 2,
-            CliError::Connect(_) => 3,
+            CliError::Connect(_) | CliError::Unreachable(_) => 3,
             CliError::Client(e) => match e {
                 ClientError::Timeout => 4,
                 ClientError::Auth { .. } => 3,
@@ -57,6 +59,7 @@ impl CliError {
             CliError::Usage(m)
             | CliError::Input(m)
             | CliError::Timeout(m)
+            | CliError::Unreachable(m)
             | CliError::Rejected(m) => m.clone(),
             CliError::Connect(e) | CliError::Client(e) => e.to_string(),
             CliError::Other(e) => format!("{e:#}"),

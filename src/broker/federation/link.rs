@@ -38,6 +38,10 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
 /// Longest between two looks at the downstream exchange's bindings.
 const BINDINGS_POLL: Duration = Duration::from_millis(200);
 
+/// Shortest wait between a link's failure and its next attempt (a `reconnect-delay` of
+/// 0 would retry in a tight loop).
+const RECONNECT_DELAY_MIN: Duration = Duration::from_secs(1);
+
 /// The routing header of federated messages (`?ROUTING_HEADER`).
 pub const RECEIVED_FROM: &str = "x-received-from";
 
@@ -76,7 +80,7 @@ impl Link {
                     self.set(|s| s.set_state(LinkState::Error(why)));
                 }
             }
-            let until = Instant::now() + self.upstream.reconnect_delay;
+            let until = Instant::now() + self.upstream.reconnect_delay.max(RECONNECT_DELAY_MIN);
             while Instant::now() < until {
                 if self.stopping() {
                     return;
@@ -389,7 +393,9 @@ impl Forwarding for LinkForwarding<'_> {
     }
 
     fn tick(&mut self) -> Result<(), String> {
-        self.control.heartbeat_tick().map_err(|e| reason(&e))?;
+        // The control connection is idle between binding changes: the tick reads its
+        // heartbeats.
+        self.control.keep_alive().map_err(|e| reason(&e))?;
         self.bindings.sync(
             self.broker,
             self.link,

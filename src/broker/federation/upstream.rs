@@ -141,17 +141,7 @@ impl Upstream {
                 ));
             }
         }
-        let ack_mode = match def.get("ack-mode") {
-            None => AckMode::OnConfirm,
-            Some(Value::String(s)) if s == "on-confirm" => AckMode::OnConfirm,
-            Some(Value::String(s)) if s == "on-publish" => AckMode::OnPublish,
-            Some(Value::String(s)) if s == "no-ack" => AckMode::NoAck,
-            Some(v) => {
-                return Err(format!(
-                    "ack-mode should be one of [no-ack,on-publish,on-confirm], actually was {v}"
-                ))
-            }
-        };
+        let ack_mode = AckMode::from_json(def.get("ack-mode"))?;
         let exchange = match def.get("exchange") {
             None => None,
             Some(Value::String(s)) => Some(s.clone()),

@@ -33,6 +33,23 @@ pub enum AckMode {
 }
 
 impl AckMode {
+    /// The `ack-mode` key's value (absent: `on-confirm`), as shovels and federation
+    /// upstreams take it.
+    ///
+    /// # Errors
+    /// RabbitMQ's text for another value.
+    pub fn from_json(v: Option<&Value>) -> Result<AckMode, String> {
+        match v {
+            None => Ok(AckMode::OnConfirm),
+            Some(Value::String(s)) if s == "on-confirm" => Ok(AckMode::OnConfirm),
+            Some(Value::String(s)) if s == "on-publish" => Ok(AckMode::OnPublish),
+            Some(Value::String(s)) if s == "no-ack" => Ok(AckMode::NoAck),
+            Some(v) => Err(format!(
+                "ack-mode should be one of [no-ack,on-publish,on-confirm], actually was {v}"
+            )),
+        }
+    }
+
     /// RabbitMQ's name of the mode.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -244,18 +261,7 @@ impl ShovelDef {
                 )),
             }
         };
-        let ack_mode = match def.get("ack-mode") {
-            None => AckMode::OnConfirm,
-            Some(Value::String(s)) if s == "on-confirm" => AckMode::OnConfirm,
-            Some(Value::String(s)) if s == "on-publish" => AckMode::OnPublish,
-            Some(Value::String(s)) if s == "no-ack" => AckMode::NoAck,
-            Some(v) => {
-                return Err(format!(
-                    "ack-mode should be one of [no-ack,on-publish,on-confirm], actually was {}",
-                    shown(v)
-                ))
-            }
-        };
+        let ack_mode = AckMode::from_json(def.get("ack-mode"))?;
         let src_uris = uris(name, def, "src-uri")?;
         let (src_exchange, src_queue) = (str_of("src-exchange")?, str_of("src-queue")?);
         let source = match (src_exchange, src_queue) {
@@ -267,6 +273,9 @@ impl ShovelDef {
                 name: x,
                 key: str_of("src-exchange-key")?.unwrap_or_default(),
             },
+            (None, Some(q)) if q.is_empty() => {
+                return Err("src-queue must name a queue (it is empty)".into())
+            }
             (None, Some(q)) => SourceSpec::Queue {
                 name: q,
                 args: table_of("src-queue-args")?,
@@ -321,6 +330,9 @@ impl ShovelDef {
             return Err("Cannot specify 'dest-exchange' and 'dest-queue'".into());
         }
         if let Some(q) = &dest_queue {
+            if q.is_empty() {
+                return Err("dest-queue must name a queue (it is empty)".into());
+            }
             if q.len() > crate::limits::SHORT_STRING_BYTES_MAX {
                 return Err(format!(
                     "dest-queue should be less than 255 bytes, actually was {}",
@@ -570,5 +582,7 @@ mod tests {
         assert!(with("dest-publish-properties", json!({"colour": "red"}))
             .starts_with("Unrecognised terms"));
         assert!(with("src-prefetch-count", json!("ten")).contains("should be a number"));
+        assert!(with("src-queue", json!("")).contains("empty"));
+        assert!(with("dest-queue", json!("")).contains("empty"));
     }
 }

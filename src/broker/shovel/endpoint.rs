@@ -246,8 +246,9 @@ pub mod remote {
         }
 
         fn flush(&mut self) -> Result<(), String> {
-            self.conn.heartbeat_tick().map_err(|e| reason(&e))?;
-            self.conn.flush().map_err(|e| reason(&e))
+            self.conn.flush().map_err(|e| reason(&e))?;
+            // An idle destination is read nowhere else: this reads its heartbeats.
+            self.conn.keep_alive().map_err(|e| reason(&e))
         }
 
         fn poll_confirms(

@@ -381,6 +381,54 @@ impl Shovels {
 }
 
 impl Broker {
+    /// Sets a runtime parameter for `user` ([`Broker::set_parameter`]); a shovel's local
+    /// ends (URIs without a host) must name vhosts `user` may use, as RabbitMQ's shovel
+    /// validation checks a direct connection's vhost against the user setting it
+    /// (`rabbit_shovel_util:validate_params_user/2`): else a policymaker of one vhost
+    /// could move messages in and out of any other.
+    ///
+    /// # Errors
+    /// 406 "Validation failed … access to vhost 'V' refused for user 'U'"; else as
+    /// [`Broker::set_parameter`].
+    pub fn set_parameter_as(
+        &self,
+        user: &str,
+        vhost: &str,
+        component: &str,
+        name: &str,
+        value: Value,
+    ) -> Result<bool, crate::error::BrokerError> {
+        if component == Shovels::COMPONENT {
+            let admin = self
+                .users()
+                .user(user)
+                .is_some_and(|u| u.has_tag(crate::auth::users::TAG_ADMINISTRATOR));
+            for key in ["src-uri", "dest-uri"] {
+                let uris: Vec<&str> = match value.get(key) {
+                    Some(Value::String(u)) => vec![u.as_str()],
+                    Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                for u in uris {
+                    let Ok(uri) = crate::amqp_client::uri::AmqpUri::parse(u) else {
+                        continue;
+                    };
+                    if uri.is_local()
+                        && !admin
+                        && self.users().permissions(user, &uri.vhost).is_none()
+                    {
+                        return Err(crate::error::BrokerError::precondition(format!(
+                            "Validation failed\n\naccess to vhost '{}' refused for user \
+                             '{user}'\n",
+                            uri.vhost
+                        )));
+                    }
+                }
+            }
+        }
+        self.set_parameter(vhost, component, name, value)
+    }
+
     /// The broker's shovels.
     pub fn shovels(&self) -> &Shovels {
         &self.shovels

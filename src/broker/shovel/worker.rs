@@ -83,6 +83,11 @@ impl Worker {
                     self.set(|s| s.set_state(ShovelState::Terminated(why)));
                 }
             }
+            if self.def.reconnect_delay.is_zero() {
+                // RabbitMQ's `reconnect-delay: 0`: no reconnecting; it stays terminated
+                // until set again or restarted.
+                return;
+            }
             let until = Instant::now() + self.def.reconnect_delay;
             while Instant::now() < until {
                 if self.stopping() {

@@ -207,7 +207,7 @@ pub fn run(broker: &Broker, user: &str, method: Method) -> Result<Method, Broker
             if broker.vhost(&vhost).is_none() {
                 return Err(BrokerError::not_found(format!("no vhost '{vhost}'")));
             }
-            broker.set_parameter(&vhost, &component, &name, json_value(&value)?)?;
+            broker.set_parameter_as(user, &vhost, &component, &name, json_value(&value)?)?;
             log::info!(
                 "runtime parameter '{}' of component '{}' in vhost '{}' set by '{by}'",
                 printable(&name),

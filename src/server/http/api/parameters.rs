@@ -136,7 +136,8 @@ fn parameter(
                 return Err(vhost_not_found());
             }
             let value = value(ctx, body)?;
-            let created = broker.set_parameter(vhost, component, name, value)?;
+            let created =
+                broker.set_parameter_as(&ctx.caller.name, vhost, component, name, value)?;
             log::info!(
                 "runtime parameter '{}' of component '{}' in vhost '{}' set over HTTP by \
                  '{who}'",
