@@ -55,6 +55,7 @@ pub mod error;
 #[cfg(feature = "test-support")]
 pub mod fuzzing;
 pub mod limits;
+pub mod links;
 pub mod metrics;
 pub mod native;
 pub mod server;

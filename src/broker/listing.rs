@@ -508,25 +508,3 @@ pub fn operator_policies(broker: &Broker) -> Vec<FieldTable> {
         })
         .collect()
 }
-
-/// One row per dynamic shovel, sorted by (vhost, name): the fields of its `/api/shovels`
-/// element ([`crate::broker::shovel::ShovelStatus::to_json`], so the native listing and
-/// the HTTP API cannot differ): `node`, `timestamp`, `name`, `vhost`, `type`, `state`;
-/// `reason` when terminated; while running (or blocked) `blocked_status`, `src_uri`,
-/// `dest_uri` (credentials left out), `src_protocol`, `dest_protocol`, `src_queue` or
-/// `src_exchange` and `src_exchange_key`, `dest_queue` / `dest_exchange` /
-/// `dest_exchange_key` (those given), `forwarded`, `pending`, `remaining` (a count, or
-/// `unlimited`), `remaining_unacked`, and `src_queue_messages` for a source on this
-/// broker.
-pub fn shovels(broker: &Broker) -> Vec<FieldTable> {
-    let shovels = broker.shovels();
-    let node = shovels.node();
-    let mut all = shovels.statuses();
-    all.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
-    all.iter()
-        .map(|s| match s.to_json(&node) {
-            serde_json::Value::Object(m) => json_table(&m),
-            _ => FieldTable::new(),
-        })
-        .collect()
-}

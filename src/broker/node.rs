@@ -235,10 +235,9 @@ pub struct Broker {
     /// Due times of delayed messages and delayed retries, shared with every vhost (the
     /// `relaymq-delay` thread runs it: [`crate::broker::delayed::schedule::DelayTimer`]).
     delay_schedule: Arc<DelaySchedule>,
-    /// The dynamic shovels (`crate::broker::shovel`).
-    pub(crate) shovels: crate::broker::shovel::Shovels,
-    /// The federation links (`crate::broker::federation`).
-    pub(crate) federation: crate::broker::federation::Federation,
+    /// What runs shovels and federation links, once the server registered it
+    /// (`crate::broker::links`).
+    pub(crate) links: std::sync::OnceLock<Arc<dyn crate::broker::links::LinkRuntime>>,
 }
 
 impl Broker {
@@ -284,8 +283,7 @@ impl Broker {
             sockets_open: AtomicUsize::new(0),
             global_parameters: Mutex::default(),
             delay_schedule,
-            shovels: Default::default(),
-            federation: Default::default(),
+            links: std::sync::OnceLock::new(),
             config,
         }
     }
@@ -476,8 +474,7 @@ impl Broker {
             sockets_open: AtomicUsize::new(0),
             global_parameters: Mutex::new(global_parameters),
             delay_schedule,
-            shovels: Default::default(),
-            federation: Default::default(),
+            links: std::sync::OnceLock::new(),
             config,
         }
     }
@@ -636,7 +633,9 @@ impl Broker {
             );
         }
         self.users.remove_vhost(name);
-        self.shovels.stop_vhost(name);
+        if let Some(l) = self.links.get() {
+            l.vhost_deleted(name);
+        }
         vh.remove_all();
         Ok(gone)
     }
@@ -790,7 +789,7 @@ impl Broker {
     /// Client sockets open now, handshaking ones included, and the shovels' outbound
     /// connections.
     pub fn sockets_open(&self) -> usize {
-        self.sockets_open.load(Ordering::Relaxed) + self.shovels.sockets_open()
+        self.sockets_open.load(Ordering::Relaxed) + self.links.get().map_or(0, |l| l.sockets_open())
     }
 
     /// The message store's file budget (`None` for an in-memory broker, or a store

@@ -10,8 +10,8 @@
 //! | `vhost-limits` (name `limits`) | the vhost's limits ([`crate::broker::limits`]): the same limits `/api/vhost-limits` reads and writes, enforced |
 //! | `operator_policy` | the vhost's operator policies ([`crate::broker::policy::operator`]), enforced |
 //! | `policy` | refused, as RabbitMQ: "policies may not be set using this method" |
-//! | `shovel` | validated as RabbitMQ validates it, stored, and run: a dynamic shovel ([`crate::broker::shovel`]) |
-//! | `federation-upstream`, `federation-upstream-set` | validated as RabbitMQ validates them, stored, and used by exchange federation ([`crate::broker::federation`]) |
+//! | `shovel` | validated as RabbitMQ validates it ([`crate::broker::shovel_definition`]), stored, and run by the link runtime: a dynamic shovel |
+//! | `federation-upstream`, `federation-upstream-set` | validated as RabbitMQ validates them ([`crate::broker::federation_upstream`]), stored, and used by exchange federation |
 //! | [`STORED_COMPONENTS`] (`federation`) | stored in `meta.db`, listed and exported, **not acted on**: a warning "stored but not acted on by RelayMQ" is logged |
 //! | anything else | refused, as RabbitMQ refuses a component no plugin registered: "component X not found" |
 //!
@@ -19,12 +19,13 @@
 //! ([`Broker::cluster_name`]); every other one is stored, listed and exported, and not acted
 //! on. Everything is committed to `meta.db` before it takes effect.
 
-use crate::broker::federation::upstream::{self, Upstream};
-use crate::broker::federation::{UPSTREAM_COMPONENT, UPSTREAM_SET_COMPONENT};
+use crate::broker::federation_upstream::{
+    self as upstream, Upstream, UPSTREAM_COMPONENT, UPSTREAM_SET_COMPONENT,
+};
 use crate::broker::limits::{self, VHOST_LIMITS, VHOST_LIMITS_COMPONENT, VHOST_LIMITS_TERM};
 use crate::broker::policy::operator;
 use crate::broker::policy::{Policy, PolicyDef};
-use crate::broker::shovel::{ShovelDef, Shovels};
+use crate::broker::shovel_definition::{ShovelDef, SHOVEL_COMPONENT};
 use crate::broker::vhost::VirtualHost;
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -56,11 +57,8 @@ pub const STORED_COMPONENTS: [&str; 1] = ["federation"];
 
 /// Components RelayMQ acts on beyond limits and operator policies: dynamic shovels and
 /// exchange federation.
-pub const ACTED_ON_COMPONENTS: [&str; 3] = [
-    Shovels::COMPONENT,
-    UPSTREAM_COMPONENT,
-    UPSTREAM_SET_COMPONENT,
-];
+pub const ACTED_ON_COMPONENTS: [&str; 3] =
+    [SHOVEL_COMPONENT, UPSTREAM_COMPONENT, UPSTREAM_SET_COMPONENT];
 
 /// Checks the value of a component RelayMQ acts on beyond limits and operator policies
 /// (`shovel`, `federation-upstream`, `federation-upstream-set`): `None` for any other
@@ -70,7 +68,7 @@ pub const ACTED_ON_COMPONENTS: [&str; 3] = [
 /// The validation's text, in RabbitMQ's words.
 pub fn check_acted_on(component: &str, name: &str, value: &Value) -> Option<Result<(), String>> {
     match component {
-        Shovels::COMPONENT => Some(ShovelDef::parse(name, value).map(|_| ())),
+        SHOVEL_COMPONENT => Some(ShovelDef::parse(name, value).map(|_| ())),
         UPSTREAM_COMPONENT => Some(Upstream::parse(name, value, None).map(|_| ())),
         UPSTREAM_SET_COMPONENT => Some(upstream::check_set(name, value)),
         _ => None,
@@ -259,6 +257,54 @@ impl VirtualHost {
 }
 
 impl Broker {
+    /// Sets a runtime parameter for `user` ([`Broker::set_parameter`]); a shovel's local
+    /// ends (URIs without a host) must name vhosts `user` may use, as RabbitMQ's shovel
+    /// validation checks a direct connection's vhost against the user setting it
+    /// (`rabbit_shovel_util:validate_params_user/2`): else a policymaker of one vhost
+    /// could move messages in and out of any other.
+    ///
+    /// # Errors
+    /// 406 "Validation failed … access to vhost 'V' refused for user 'U'"; else as
+    /// [`Broker::set_parameter`].
+    pub fn set_parameter_as(
+        &self,
+        user: &str,
+        vhost: &str,
+        component: &str,
+        name: &str,
+        value: Value,
+    ) -> Result<bool, crate::error::BrokerError> {
+        if component == SHOVEL_COMPONENT {
+            let admin = self
+                .users()
+                .user(user)
+                .is_some_and(|u| u.has_tag(crate::auth::users::TAG_ADMINISTRATOR));
+            for key in ["src-uri", "dest-uri"] {
+                let uris: Vec<&str> = match value.get(key) {
+                    Some(Value::String(u)) => vec![u.as_str()],
+                    Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                for u in uris {
+                    let Ok(uri) = crate::types::amqp_uri::AmqpUri::parse(u) else {
+                        continue;
+                    };
+                    if uri.is_local()
+                        && !admin
+                        && self.users().permissions(user, &uri.vhost).is_none()
+                    {
+                        return Err(crate::error::BrokerError::precondition(format!(
+                            "Validation failed\n\naccess to vhost '{}' refused for user \
+                             '{user}'\n",
+                            uri.vhost
+                        )));
+                    }
+                }
+            }
+        }
+        self.set_parameter(vhost, component, name, value)
+    }
+
     fn vhost_or_404(&self, vhost: &str) -> Result<Arc<VirtualHost>, BrokerError> {
         self.vhost(vhost)
             .ok_or_else(|| BrokerError::not_found(format!("no vhost '{vhost}'")))
@@ -323,18 +369,20 @@ impl Broker {
             OPERATOR_POLICY_COMPONENT => self
                 .set_operator_policy(operator_policy_from_value(vhost, name, &value)?)
                 .map(|replaced| !replaced),
-            Shovels::COMPONENT => {
+            SHOVEL_COMPONENT => {
                 ShovelDef::parse(name, &value).map_err(|why| {
                     BrokerError::precondition(format!("Validation failed\n\n{why}\n"))
                 })?;
-                if !self.shovels.has_room_for(vhost, name) {
+                let links = self.links.get();
+                if let Some(why) = links.and_then(|l| l.shovel_refusal(vhost, name)) {
                     return Err(BrokerError::precondition(format!(
-                        "Validation failed\n\n{} shovels run already, the most a broker runs\n",
-                        crate::broker::shovel::SHOVELS_MAX
+                        "Validation failed\n\n{why}\n"
                     )));
                 }
                 let created = vh.store_parameter(component, name, value.clone())?;
-                self.shovels.adjust(vhost, name, &value);
+                if let Some(l) = links {
+                    l.shovel_set(vhost, name, &value);
+                }
                 Ok(created)
             }
             UPSTREAM_COMPONENT | UPSTREAM_SET_COMPONENT => {
@@ -403,8 +451,10 @@ impl Broker {
                     m.delete_parameter(vhost, component, name)
                 })?;
                 vh.parameter_map().remove(&key);
-                if component == Shovels::COMPONENT {
-                    self.shovels.stop(vhost, name);
+                if component == SHOVEL_COMPONENT {
+                    if let Some(l) = self.links.get() {
+                        l.shovel_cleared(vhost, name);
+                    }
                 }
                 Ok(())
             }

@@ -155,8 +155,9 @@ impl ServerHandle {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
-        self.broker.shovels().stop_all();
-        self.broker.federation().stop();
+        if let Some(links) = crate::links::Links::of(&self.broker) {
+            links.stop();
+        }
         self.housekeeper.stop();
         self.delay_timer.stop();
         self.alarm_monitor.stop();
@@ -436,12 +437,12 @@ pub fn start(mut config: ServerConfig) -> io::Result<ServerHandle> {
                 server_name: None,
             })
     });
-    broker.start_shovels(
+    crate::links::Links::start(
+        &broker,
         &http::api::node::node_name(),
         outbound_tls,
         fd_budget.sockets / crate::limits::fds::FD_OUTBOUND_DIVISOR,
-    );
-    broker.start_federation()?;
+    )?;
     Ok(ServerHandle {
         addr,
         amqp_addr,

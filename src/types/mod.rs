@@ -2,6 +2,7 @@
 //! properties, sizes with units, the memory watermark, the default vhost's name and the
 //! big-endian primitives they are encoded with.
 
+pub mod amqp_uri;
 pub mod codec;
 pub mod field_table;
 pub mod properties;

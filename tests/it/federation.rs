@@ -83,7 +83,6 @@ fn publish(ch: &Channel, exchange: &str, key: &str, body: &str) {
     .unwrap();
 }
 
-
 #[test]
 fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
     let up = broker("up-cluster");
@@ -167,7 +166,11 @@ fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
     publish(&chu, "fed.x", "new", "late");
     assert!(chu.wait_for_confirms(Duration::from_secs(10)).unwrap());
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(common::ready_messages(&chu, fq), 0, "nothing routed to the link's queue");
+    assert_eq!(
+        common::ready_messages(&chu, fq),
+        0,
+        "nothing routed to the link's queue"
+    );
     assert_eq!(
         up.api().get_ok(&format!(
             "/queues/%2F/{}",
@@ -222,7 +225,8 @@ fn ring(max_hops: u32) -> [u32; 3] {
     assert!(ch.wait_for_confirms(Duration::from_secs(10)).unwrap());
     let expect_c = u32::from(max_hops >= 2);
     wait_until(LIMIT, "the message crossed the ring", || {
-        common::ready_messages(&chans[1].1, "seen") == 1 && common::ready_messages(&chans[2].1, "seen") == expect_c
+        common::ready_messages(&chans[1].1, "seen") == 1
+            && common::ready_messages(&chans[2].1, "seen") == expect_c
     });
     // Time for a loop to show, were there one.
     std::thread::sleep(Duration::from_millis(1500));

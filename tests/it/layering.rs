@@ -61,7 +61,13 @@ const RULES: &[(&[&str], &[&str])] = &[
         &["broker", "server", "client", "amqp_client", "config"],
     ),
     // The core: never the adapters, the clients or the configuration files.
-    (&["broker"], &["server", "client", "amqp_client", "config"]),
+    (
+        &["broker"],
+        &["server", "client", "amqp_client", "config", "links"],
+    ),
+    // Links to other brokers (shovels, federation): the core and the clients, never the
+    // adapters or the configuration files.
+    (&["links"], &["server", "config"]),
 ];
 
 fn src() -> PathBuf {

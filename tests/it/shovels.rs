@@ -81,7 +81,6 @@ fn status_when(s: &TestServer, name: &str, what: &str, ready: impl Fn(&Value) ->
     })
 }
 
-
 #[test]
 fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     let a = server_with_api(false);
@@ -114,7 +113,11 @@ fn a_local_source_moves_every_message_to_another_broker_on_confirm() {
     wait_until(LIMIT, "500 messages at the destination", || {
         common::ready_messages(&chb, "dst") == 500
     });
-    assert_eq!(common::ready_messages(&cha, "src"), 0, "every source message acked");
+    assert_eq!(
+        common::ready_messages(&cha, "src"),
+        0,
+        "every source message acked"
+    );
     let m = chb.basic_get("dst", true).unwrap().unwrap();
     assert_eq!(m.body, b"0");
     assert_eq!(m.properties.delivery_mode, Some(2));
@@ -274,7 +277,9 @@ fn status_says_why_a_shovel_terminated_and_it_recovers_when_the_source_appears()
         s["state"] == "running" && s["forwarded"] == 5
     });
     let (_cb, chb) = channel(&b);
-    wait_until(LIMIT, "5 moved", || common::ready_messages(&chb, "got") == 5);
+    wait_until(LIMIT, "5 moved", || {
+        common::ready_messages(&chb, "got") == 5
+    });
     // An invalid definition is refused with RabbitMQ's text, and nothing runs for it.
     let r = a.api().put(
         "/parameters/shovel/%2F/bad",
@@ -351,4 +356,78 @@ fn a_shovel_is_restarted_with_the_broker() {
         common::ready_messages(&ch, "out") == 10
     });
     assert_eq!(api.get_ok("/shovels/vhost/%2F/keep")["forwarded"], 10);
+}
+
+#[test]
+fn a_policymaker_may_not_reach_other_vhosts_through_a_local_end() {
+    let a = server_with_api(false);
+    let api = a.api();
+    assert_eq!(api.put("/vhosts/mine", &json!({})).status, 201);
+    let r = api.put(
+        "/users/pm",
+        &json!({"password": "pmpw", "tags": "policymaker"}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let r = api.put(
+        "/permissions/mine/pm",
+        &json!({"configure": ".*", "write": ".*", "read": ".*"}),
+    );
+    assert!(r.status == 201 || r.status == 204);
+    let pm = common::http::Api::as_user(a.http_addr(), "pm", "pmpw");
+    // Out of '/' into its own vhost: refused, as RabbitMQ checks a direct URI's vhost.
+    let r = pm.put(
+        "/parameters/shovel/mine/out",
+        &json!({"value": {"src-uri": "amqp:///", "src-queue": "secret",
+                          "dest-uri": "amqp:///mine", "dest-queue": "stolen"}}),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text()
+            .contains("access to vhost '/' refused for user 'pm'"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(api.get("/parameters/shovel/mine/out").status, 404);
+    // Within its own vhost: allowed.
+    let r = pm.put(
+        "/parameters/shovel/mine/ok",
+        &json!({"value": {"src-uri": "amqp:///mine", "src-queue": "a",
+                          "dest-uri": "amqp:///mine", "dest-queue": "b"}}),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+}
+
+#[test]
+fn an_idle_remote_destination_keeps_its_heartbeats_and_delay_0_does_not_retry() {
+    let a = server_with_api(false);
+    let b = server_with_api(true);
+    let uri = format!("{}?heartbeat=1", amqp_uri(&b, "guest"));
+    set_shovel(
+        &a,
+        "idle",
+        json!({"src-uri": "amqp://", "src-queue": "quiet",
+        "dest-uri": uri, "dest-queue": "q2"}),
+    );
+    let st = status_when(&a, "idle", "running", |s| s["state"] == "running");
+    // Two heartbeat intervals and more with nothing to move: still the same run.
+    std::thread::sleep(Duration::from_millis(3_500));
+    let now = a.api().get_ok("/shovels/vhost/%2F/idle");
+    assert_eq!(
+        (&now["state"], &now["timestamp"]),
+        (&st["state"], &st["timestamp"]),
+        "{now}"
+    );
+    // reconnect-delay 0: terminated once, never retried (RabbitMQ's meaning).
+    set_shovel(
+        &a,
+        "once",
+        json!({"src-uri": "amqp://guest:guest@127.0.0.1:1",
+        "src-queue": "q", "dest-uri": "amqp://", "reconnect-delay": 0}),
+    );
+    let st = status_when(&a, "once", "terminated", |s| s["state"] == "terminated");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        a.api().get_ok("/shovels/vhost/%2F/once")["timestamp"],
+        st["timestamp"]
+    );
 }

@@ -67,7 +67,10 @@ pub fn parse_uri(uri: &str) -> Result<Target, BenchError> {
     let (protocol, amqp_text) = if lower.starts_with("amqp://") {
         (Protocol::Amqp, uri.to_string())
     } else if lower.starts_with("relaymq://") {
-        (Protocol::Native, format!("amqp://{}", &uri["relaymq://".len()..]))
+        (
+            Protocol::Native,
+            format!("amqp://{}", &uri["relaymq://".len()..]),
+        )
     } else if lower.starts_with("amqps://") {
         return Err(bad("amqps:// (TLS) is not supported; use amqp://"));
     } else {

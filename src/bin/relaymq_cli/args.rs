@@ -146,7 +146,7 @@ exit codes: 0 ok, 1 refused by the server, 2 usage, 3 cannot connect or authenti
             4 timeout, 5 a message was nacked or returned (--confirm, --mandatory)";
 
 /// The runtime parameter component `shovel set` and `shovel clear` act on.
-const SHOVEL_COMPONENT: &str = relaymq::broker::shovel::Shovels::COMPONENT;
+const SHOVEL_COMPONENT: &str = relaymq::broker::shovel_definition::SHOVEL_COMPONENT;
 
 /// Default address with `--tls`: the server's native TLS listener
 /// (`relaymq-server --tls-listen`).

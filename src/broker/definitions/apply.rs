@@ -307,7 +307,7 @@ pub(super) fn apply_to_vhost(
             .iter()
             .filter(|p| p.vhost == name)
             .map(|p| {
-                if p.component != crate::broker::shovel::Shovels::COMPONENT {
+                if p.component != crate::broker::shovel_definition::SHOVEL_COMPONENT {
                     log::warn!(
                         "runtime parameter '{}' of component '{}' in vhost '{name}' \
                          imported: stored but not acted on by RelayMQ",

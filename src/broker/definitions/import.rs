@@ -211,9 +211,11 @@ fn commit_and_apply(
             dropped.push((Arc::clone(vh), out));
         }
         drop(guards);
-        for p in &changes.parameters {
-            if p.component == crate::broker::shovel::Shovels::COMPONENT {
-                broker.shovels().adjust(&p.vhost, &p.name, &p.value);
+        if let Some(links) = broker.links() {
+            for p in &changes.parameters {
+                if p.component == crate::broker::shovel_definition::SHOVEL_COMPONENT {
+                    links.shovel_set(&p.vhost, &p.name, &p.value);
+                }
             }
         }
         let Changes {

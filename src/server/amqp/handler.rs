@@ -269,7 +269,11 @@ impl AmqpHandler {
         // RabbitMQ's: federation links name the upstream by it (`x-received-from`).
         props.insert(
             "cluster_name".into(),
-            FieldValue::string(self.broker.shovels().cluster_name(&self.broker)),
+            FieldValue::string(
+                self.broker
+                    .cluster_name()
+                    .unwrap_or_else(crate::server::http::api::node::node_name),
+            ),
         );
         self.send(
             0,

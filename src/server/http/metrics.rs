@@ -12,8 +12,8 @@
 //! 10,000 queues takes each queue lock once, for a few field copies.
 
 use crate::broker::queue::QueueStats;
-use crate::broker::shovel::{ShovelState, ShovelStatus};
 use crate::broker::Broker;
+use crate::links::shovel::{ShovelState, ShovelStatus};
 use crate::metrics::text::{Exposition, Kind};
 use crate::metrics::{EventSnapshot, DEAD_LETTER_REASONS};
 use std::collections::HashMap;
@@ -305,7 +305,7 @@ const SHOVEL_METRICS: [ShovelMetric; 5] = [
 /// The dynamic shovels' metrics (labels `vhost`, `shovel`) and their number; the families
 /// are written without samples when there is no shovel, as the queues'.
 fn write_shovels(page: &mut Exposition, broker: &Broker) {
-    let mut rows = broker.shovels().statuses();
+    let mut rows = crate::links::Links::of(broker).map_or_else(Vec::new, |l| l.shovels.statuses());
     rows.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
     gauge(
         page,

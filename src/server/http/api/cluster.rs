@@ -8,7 +8,7 @@
 use super::auth::{require, require_vhost, sees_vhost, Need};
 use super::node::RABBITMQ_VERSION_FOLLOWED;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
-use crate::broker::federation::LinkState;
+use crate::links::federation::LinkState;
 use crate::server::http::response::Response;
 use serde_json::json;
 
@@ -34,8 +34,11 @@ fn empty() -> Response {
 /// sees, sorted by vhost, exchange and upstream.
 fn links(ctx: &Ctx<'_>, vhost: Option<&str>, down: bool) -> Response {
     let broker = ctx.broker();
-    let node = broker.shovels().node();
-    let mut all = broker.federation().statuses();
+    let Some(links) = crate::links::Links::of(broker) else {
+        return json_reply(200, &serde_json::json!([]));
+    };
+    let node = links.shovels.node();
+    let mut all = links.federation.statuses();
     all.retain(|l| {
         vhost.is_none_or(|v| l.vhost == v)
             && (!down || l.state != LinkState::Running)

@@ -6,16 +6,16 @@
 use super::auth::{require_vhost, sees_vhost};
 use super::parameters::require_policies;
 use super::{json_reply, method_not_allowed, ApiError, Ctx};
-use crate::broker::shovel::{ShovelStatus, Shovels};
+use crate::links::shovel::{ShovelStatus, SHOVEL_COMPONENT};
+use crate::links::Links;
 use crate::server::http::response::Response;
 use serde_json::Value;
 
 /// The statuses `ctx`'s caller may see, of `vhost` when given, sorted by vhost and name.
 fn visible(ctx: &Ctx<'_>, vhost: Option<&str>) -> Vec<ShovelStatus> {
     let broker = ctx.broker();
-    let mut all: Vec<ShovelStatus> = broker
-        .shovels()
-        .statuses()
+    let mut all: Vec<ShovelStatus> = Links::of(broker)
+        .map_or_else(Vec::new, |l| l.shovels.statuses())
         .into_iter()
         .filter(|s| vhost.is_none_or(|v| s.vhost == v))
         .filter(|s| ctx.caller.is_admin() || sees_vhost(broker, &ctx.caller, &s.vhost))
@@ -24,8 +24,13 @@ fn visible(ctx: &Ctx<'_>, vhost: Option<&str>) -> Vec<ShovelStatus> {
     all
 }
 
+/// The node name statuses show.
+fn node(ctx: &Ctx<'_>) -> String {
+    Links::of(ctx.broker()).map_or_else(String::new, |l| l.shovels.node())
+}
+
 fn list(ctx: &Ctx<'_>, vhost: Option<&str>) -> Response {
-    let node = ctx.broker().shovels().node();
+    let node = node(ctx);
     let items: Vec<Value> = visible(ctx, vhost)
         .iter()
         .map(|s| s.to_json(&node))
@@ -49,7 +54,7 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
         }
         ("GET", ["shovels", "vhost", vhost, name]) => {
             require_vhost(broker, &ctx.caller, vhost)?;
-            let node = broker.shovels().node();
+            let node = node(ctx);
             visible(ctx, Some(vhost))
                 .into_iter()
                 .find(|s| s.name == *name)
@@ -58,7 +63,7 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
         }
         ("DELETE", ["shovels", "vhost", vhost, name]) => {
             require_policies(ctx, Some(vhost))?;
-            broker.clear_parameter(vhost, Shovels::COMPONENT, name)?;
+            broker.clear_parameter(vhost, SHOVEL_COMPONENT, name)?;
             log::info!(
                 "shovel '{}' in vhost '{}' deleted by '{}' over HTTP",
                 name.escape_debug(),
@@ -70,9 +75,11 @@ pub(super) fn route(ctx: &Ctx<'_>, method: &str, path: &[&str]) -> Result<Respon
         ("DELETE", ["shovels", "vhost", vhost, name, "restart"]) => {
             require_policies(ctx, Some(vhost))?;
             let p = broker
-                .parameter(vhost, Shovels::COMPONENT, name)
+                .parameter(vhost, SHOVEL_COMPONENT, name)
                 .ok_or_else(ApiError::not_found)?;
-            broker.shovels().restart(vhost, name, &p.value);
+            if let Some(l) = Links::of(broker) {
+                l.shovels.restart(vhost, name, &p.value);
+            }
             Ok(Response::empty(204))
         }
         (_, ["shovels", ..]) => Err(method_not_allowed()),

@@ -2,10 +2,13 @@
 //! and read as RabbitMQ's `rabbit_shovel_parameters` and `rabbit_amqp091_shovel` read
 //! it (key names, defaults, the legacy aliases, the refusal texts).
 
-use crate::amqp_client::uri::{redact, AmqpUri};
+use crate::types::amqp_uri::{redact, AmqpUri};
 use crate::types::{BasicProperties, FieldTable, FieldValue};
 use serde_json::{Map, Value};
 use std::time::Duration;
+
+/// The runtime parameter component of shovels (`rabbit_shovel_parameters`).
+pub const SHOVEL_COMPONENT: &str = "shovel";
 
 /// Prefetch of the source consumer when the definition gives none
 /// (`src-prefetch-count`, RabbitMQ's default).

@@ -7,9 +7,9 @@
 //! `multiple` ack (RabbitMQ's `rabbit_shovel_behaviour` and
 //! `rabbit_federation_link_util:forward/9`).
 
-use super::definition::AckMode;
 use super::endpoint::{Dest, Shovelled, Source};
 use crate::amqp_client::Confirm;
+use crate::broker::shovel_definition::AckMode;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

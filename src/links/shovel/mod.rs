@@ -16,13 +16,15 @@
 //! Stopping sets a flag the thread reads at least every 100 ms between its blocking
 //! steps; a connect or setup step in progress finishes first (bounded by its timeouts).
 
-pub mod definition;
 pub mod endpoint;
 pub mod forward;
 pub mod local;
 mod worker;
 
-pub use definition::{AckMode, DeleteAfter, ShovelDef, SourceSpec};
+pub use crate::broker::shovel_definition as definition;
+pub use crate::broker::shovel_definition::{
+    AckMode, DeleteAfter, ShovelDef, SourceSpec, SHOVEL_COMPONENT,
+};
 
 use crate::broker::node::Broker;
 use crate::client::TlsOptions;
@@ -199,7 +201,7 @@ pub(crate) fn random() -> u64 {
     let n = SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    crate::broker::shovel::mix(u64::from(n))
+    crate::links::shovel::mix(u64::from(n))
 }
 
 /// SplitMix64's finaliser.
@@ -210,9 +212,6 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl Shovels {
-    /// The runtime parameter component of shovels.
-    pub const COMPONENT: &'static str = "shovel";
-
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), Running>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -380,81 +379,49 @@ impl Shovels {
     }
 }
 
-impl Broker {
-    /// Sets a runtime parameter for `user` ([`Broker::set_parameter`]); a shovel's local
-    /// ends (URIs without a host) must name vhosts `user` may use, as RabbitMQ's shovel
-    /// validation checks a direct connection's vhost against the user setting it
-    /// (`rabbit_shovel_util:validate_params_user/2`): else a policymaker of one vhost
-    /// could move messages in and out of any other.
-    ///
-    /// # Errors
-    /// 406 "Validation failed … access to vhost 'V' refused for user 'U'"; else as
-    /// [`Broker::set_parameter`].
-    pub fn set_parameter_as(
+impl Shovels {
+    /// Starts the shovels of `broker`: from now on a `shovel` parameter runs, and every
+    /// stored one starts now. `node` names this node in statuses; `tls` is the server's
+    /// TLS CA and certificate (for `amqps://` URIs naming none); `sockets_max` bounds
+    /// the remote connections of shovels and federation links (0: no bound).
+    pub fn init(
         &self,
-        user: &str,
-        vhost: &str,
-        component: &str,
-        name: &str,
-        value: Value,
-    ) -> Result<bool, crate::error::BrokerError> {
-        if component == Shovels::COMPONENT {
-            let admin = self
-                .users()
-                .user(user)
-                .is_some_and(|u| u.has_tag(crate::auth::users::TAG_ADMINISTRATOR));
-            for key in ["src-uri", "dest-uri"] {
-                let uris: Vec<&str> = match value.get(key) {
-                    Some(Value::String(u)) => vec![u.as_str()],
-                    Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
-                    _ => Vec::new(),
-                };
-                for u in uris {
-                    let Ok(uri) = crate::amqp_client::uri::AmqpUri::parse(u) else {
-                        continue;
-                    };
-                    if uri.is_local()
-                        && !admin
-                        && self.users().permissions(user, &uri.vhost).is_none()
-                    {
-                        return Err(crate::error::BrokerError::precondition(format!(
-                            "Validation failed\n\naccess to vhost '{}' refused for user \
-                             '{user}'\n",
-                            uri.vhost
-                        )));
-                    }
-                }
-            }
-        }
-        self.set_parameter(vhost, component, name, value)
-    }
-
-    /// The broker's shovels.
-    pub fn shovels(&self) -> &Shovels {
-        &self.shovels
-    }
-
-    /// Starts the shovels: from now on a `shovel` parameter runs, and every stored one
-    /// starts now. `node` names this node in statuses and forward headers; `tls` is the
-    /// server's TLS CA and certificate (for `amqps://` URIs naming none);
-    /// `sockets_max` bounds the shovels' remote connections (0: no bound).
-    pub fn start_shovels(
-        self: &Arc<Broker>,
+        broker: &Arc<Broker>,
         node: &str,
         tls: Option<TlsOptions>,
         sockets_max: usize,
     ) {
-        let s = &self.shovels;
-        let _ = s.node.set(node.to_string());
-        let _ = s.tls.set(tls);
-        s.sockets_max.store(sockets_max, Ordering::Relaxed);
-        if s.broker.set(Arc::downgrade(self)).is_err() {
+        let _ = self.node.set(node.to_string());
+        let _ = self.tls.set(tls);
+        self.sockets_max.store(sockets_max, Ordering::Relaxed);
+        if self.broker.set(Arc::downgrade(broker)).is_err() {
             return;
         }
-        for p in self.parameters() {
-            if p.component == Shovels::COMPONENT {
-                s.adjust(&p.vhost, &p.name, &p.value);
+        for p in broker.parameters() {
+            if p.component == SHOVEL_COMPONENT {
+                self.adjust(&p.vhost, &p.name, &p.value);
             }
         }
+    }
+
+    /// One row per shovel, sorted by (vhost, name): the fields of its `/api/shovels`
+    /// element ([`ShovelStatus::to_json`]; the native protocol's `shovels` list, so it
+    /// and the HTTP API cannot differ).
+    pub fn rows(&self) -> Vec<crate::types::FieldTable> {
+        let node = self.node();
+        let mut all = self.statuses();
+        all.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
+        all.iter()
+            .map(|s| {
+                s.to_json(&node)
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), crate::types::FieldValue::from_json(v)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 }

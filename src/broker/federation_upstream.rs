@@ -2,10 +2,16 @@
 //! `federation-upstream-set`, validated and read as RabbitMQ's
 //! `rabbit_federation_parameters` reads them (keys, defaults, refusal texts).
 
-use crate::amqp_client::uri::{redact, AmqpUri};
-use crate::broker::shovel::definition::AckMode;
+use crate::broker::shovel_definition::AckMode;
+use crate::types::amqp_uri::{redact, AmqpUri};
 use serde_json::{Map, Value};
 use std::time::Duration;
+
+/// The runtime parameter component of upstreams.
+pub const UPSTREAM_COMPONENT: &str = "federation-upstream";
+
+/// The runtime parameter component of upstream sets.
+pub const UPSTREAM_SET_COMPONENT: &str = "federation-upstream-set";
 
 /// Prefetch of the link's consumer when the upstream gives none (RabbitMQ's default).
 pub const PREFETCH_COUNT_DEFAULT: u16 = 1000;

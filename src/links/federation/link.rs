@@ -10,20 +10,20 @@
 //! RabbitMQ's `should_forward`: a message that already crossed `max-hops` links, or
 //! whose `x-received-from` shows it passed this broker's vhost, is acked and dropped.
 
-use super::upstream::Upstream;
 use super::{LinkState, LinkStatus};
 use crate::amqp::AmqpMethod;
 use crate::amqp_client::uri::{redact, AmqpUri};
 use crate::amqp_client::Connection;
+use crate::broker::federation_upstream::Upstream;
 use crate::broker::node::Broker;
-use crate::broker::shovel::definition::AckMode;
-use crate::broker::shovel::endpoint::remote::RemoteSource;
-use crate::broker::shovel::endpoint::{reason, Shovelled};
-use crate::broker::shovel::forward::{self, Ended, Forwarding, Progress};
-use crate::broker::shovel::local::LocalEnd;
-use crate::broker::shovel::SocketGuard;
 use crate::broker::topology;
 use crate::client::{ExchangeDeclareOptions, QueueDeclareOptions};
+use crate::links::shovel::definition::AckMode;
+use crate::links::shovel::endpoint::remote::RemoteSource;
+use crate::links::shovel::endpoint::{reason, Shovelled};
+use crate::links::shovel::forward::{self, Ended, Forwarding, Progress};
+use crate::links::shovel::local::LocalEnd;
+use crate::links::shovel::SocketGuard;
 use crate::types::{FieldTable, FieldValue};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -99,14 +99,17 @@ impl Link {
         uri: &AmqpUri,
         what: &str,
     ) -> Result<(Connection, SocketGuard), String> {
-        let tls = broker.shovels().tls_defaults();
+        let shovels = &crate::links::Links::of(broker)
+            .ok_or_else(|| "the broker is stopping".to_string())?
+            .shovels;
+        let tls = shovels.tls_defaults();
         let name = format!("Federation link (upstream: {}, {what})", self.upstream.name);
         let mut opts = uri.connect_options(&name, tls.as_ref())?;
         if uri.heartbeat.is_none() {
             opts.heartbeat = HEARTBEAT_S;
         }
         opts.reply_timeout = REPLY_TIMEOUT;
-        let guard = broker.shovels().take_socket().ok_or(
+        let guard = shovels.take_socket().ok_or(
             "no file descriptor left for the upstream connection (the sockets budget is used up)",
         )?;
         let c = Connection::connect(&opts)
@@ -119,7 +122,7 @@ impl Link {
             return Ended::Stopped;
         };
         let u = &self.upstream;
-        let pick = &u.uris[(crate::broker::shovel::random() as usize) % u.uris.len()];
+        let pick = &u.uris[(crate::links::shovel::random() as usize) % u.uris.len()];
         let shown = redact(pick);
         let uri = match AmqpUri::parse(pick) {
             Ok(x) => x,
@@ -130,7 +133,10 @@ impl Link {
             Err(why) => return Ended::Failed(format!("failed to connect to upstream: {why}")),
         };
         let upstream_exchange = u.exchange.clone().unwrap_or_else(|| self.exchange.clone());
-        let local_name = broker.shovels().cluster_name(&broker);
+        let local_name = match crate::links::Links::of(&broker) {
+            Some(l) => l.shovels.cluster_name(&broker),
+            None => return Ended::Stopped,
+        };
         let queue = queue_name(
             &upstream_exchange,
             &uri.vhost,

@@ -9,15 +9,15 @@
 //! deliveries and destination confirms are both in publish order, so the settled front
 //! of the in-flight list is acked with one `multiple` ack.
 
-use super::definition::{AckMode, DeleteAfter, ShovelDef, SourceSpec};
 use super::endpoint::remote::{self, RemoteDest, RemoteSource};
 use super::endpoint::{reason, Dest, Shovelled, Source};
 use super::forward::{self, Ended, Forwarding, Progress};
 use super::local::LocalEnd;
-use super::{ShovelState, ShovelStatus, Shovels};
+use super::{ShovelState, ShovelStatus, SHOVEL_COMPONENT};
 use crate::amqp_client::uri::{redact, AmqpUri};
 use crate::amqp_client::Connection;
 use crate::broker::node::Broker;
+use crate::broker::shovel_definition::{AckMode, DeleteAfter, ShovelDef, SourceSpec};
 use crate::types::{FieldTable, FieldValue};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -70,8 +70,7 @@ impl Worker {
                         self.label()
                     );
                     if let Some(b) = self.broker.upgrade() {
-                        if let Err(e) =
-                            b.clear_parameter(&self.vhost, Shovels::COMPONENT, &self.name)
+                        if let Err(e) = b.clear_parameter(&self.vhost, SHOVEL_COMPONENT, &self.name)
                         {
                             log::warn!("shovel {}: clearing its parameter: {e}", self.label());
                         }
@@ -104,7 +103,7 @@ impl Worker {
     /// Connects a remote end to one of `uris` (picked at random, as RabbitMQ), or
     /// opens a local one; returns it and the URI shown (redacted).
     fn connect(&self, uris: &[String], role: &str) -> Result<(End, String), String> {
-        let pick = uris[(crate::broker::shovel::random() as usize) % uris.len()].clone();
+        let pick = uris[(crate::links::shovel::random() as usize) % uris.len()].clone();
         let shown = redact(&pick);
         let uri = AmqpUri::parse(&pick).map_err(|e| format!("\"{shown}\" not a valid URI: {e}"))?;
         let broker = self
@@ -115,13 +114,16 @@ impl Worker {
             let end = LocalEnd::open(&broker, &uri.vhost)?;
             return Ok((End::Local(Box::new(end)), shown));
         }
-        let tls = broker.shovels().tls_defaults();
+        let shovels = &crate::links::Links::of(&broker)
+            .ok_or_else(|| "the broker is stopping".to_string())?
+            .shovels;
+        let tls = shovels.tls_defaults();
         let mut opts = uri.connect_options(&format!("Shovel {}", self.name), tls.as_ref())?;
         if uri.heartbeat.is_none() {
             opts.heartbeat = HEARTBEAT_S_DEFAULT;
         }
         opts.reply_timeout = REPLY_TIMEOUT;
-        let socket = broker.shovels().take_socket().ok_or_else(|| {
+        let socket = shovels.take_socket().ok_or_else(|| {
             format!(
                 "no file descriptor left for the {role} connection (the sockets budget is used up)"
             )

@@ -12,7 +12,7 @@
 //! Federated queues are not supported.
 
 pub mod link;
-pub mod upstream;
+pub use crate::broker::federation_upstream as upstream;
 
 use crate::broker::node::Broker;
 use crate::broker::policy;
@@ -30,11 +30,7 @@ pub const SCAN_INTERVAL: Duration = Duration::from_millis(500);
 /// Links one broker runs at most (each is a thread and two sockets).
 pub const LINKS_MAX: usize = 256;
 
-/// The runtime parameter component of upstreams.
-pub const UPSTREAM_COMPONENT: &str = "federation-upstream";
-
-/// The runtime parameter component of upstream sets.
-pub const UPSTREAM_SET_COMPONENT: &str = "federation-upstream-set";
+pub use crate::broker::federation_upstream::{UPSTREAM_COMPONENT, UPSTREAM_SET_COMPONENT};
 
 /// Where a link is (RabbitMQ's link states).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,7 +116,7 @@ impl LinkStatus {
         m.insert("uri".into(), json!(self.uri));
         m.insert(
             "timestamp".into(),
-            json!(crate::broker::shovel::format_timestamp(self.timestamp)),
+            json!(crate::links::shovel::format_timestamp(self.timestamp)),
         );
         m.insert("messages_forwarded".into(), json!(self.forwarded));
         m.insert("messages_pending".into(), json!(self.pending));
@@ -306,35 +302,31 @@ fn desired(broker: &Broker) -> BTreeMap<(String, String, String), Upstream> {
     out
 }
 
-impl Broker {
-    /// The broker's federation links.
-    pub fn federation(&self) -> &Federation {
-        &self.federation
-    }
-
-    /// Starts the federation manager thread.
+impl Federation {
+    /// Starts the manager thread for `broker`'s federated exchanges.
     ///
     /// # Errors
     /// The thread cannot be spawned.
-    pub fn start_federation(self: &Arc<Broker>) -> std::io::Result<()> {
-        let weak = Arc::downgrade(self);
+    pub fn start(
+        &self,
+        broker: &Arc<Broker>,
+        me: Weak<crate::links::Links>,
+    ) -> std::io::Result<()> {
+        let weak = Arc::downgrade(broker);
         let t = StoppableThread::spawn("relaymq-federation", move |stop| loop {
-            if let Some(b) = weak.upgrade() {
-                let want = desired(&b);
-                b.federation.reconcile(&weak, want);
-            } else {
-                return;
+            match (weak.upgrade(), me.upgrade()) {
+                (Some(b), Some(links)) => {
+                    let want = desired(&b);
+                    links.federation.reconcile(&weak, want);
+                }
+                _ => return,
             }
             if stop.recv_timeout(SCAN_INTERVAL) != Err(crossbeam_channel::RecvTimeoutError::Timeout)
             {
                 return;
             }
         })?;
-        *self
-            .federation
-            .manager
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(t);
+        *self.manager.lock().unwrap_or_else(|e| e.into_inner()) = Some(t);
         Ok(())
     }
 }
