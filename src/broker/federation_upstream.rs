@@ -68,6 +68,9 @@ pub struct Upstream {
     pub message_ttl: Option<u64>,
     /// `trust-user-id`: keep the messages' `user_id` (else it is cleared).
     pub trust_user_id: bool,
+    /// `resource-cleanup-mode` `default` (true): a link removed for good deletes its
+    /// upstream queue; `never` (false) keeps it.
+    pub resource_cleanup: bool,
 }
 
 impl Upstream {
@@ -174,6 +177,16 @@ impl Upstream {
             expires: number("expires", crate::limits::EXPIRY_MS_MAX)?,
             message_ttl: number("message-ttl", crate::limits::EXPIRY_MS_MAX)?,
             trust_user_id,
+            resource_cleanup: match def.get("resource-cleanup-mode") {
+                None => true,
+                Some(Value::String(m)) if m == "default" => true,
+                Some(Value::String(m)) if m == "never" => false,
+                Some(v) => {
+                    return Err(format!(
+                        "resource-cleanup-mode should be one of [default,never], actually was {v}"
+                    ))
+                }
+            },
         })
     }
 }

@@ -179,10 +179,17 @@ fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
         0
     );
 
-    // The policy removed: the link stops.
+    // The policy removed: the link stops and its upstream queue goes with it
+    // (`resource-cleanup-mode: default`), so nothing piles up there.
     assert_eq!(down.api().delete("/policies/%2F/fed").status, 204);
     wait_until(LIMIT, "no link", || {
         down.api().get_ok("/federation-links") == json!([])
+    });
+    wait_until(LIMIT, "the upstream queue deleted", || {
+        up.api()
+            .get("/queues/%2F/federation%3A%20fed.x%20-%3E%20down-cluster")
+            .status
+            == 404
     });
 }
 

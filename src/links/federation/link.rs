@@ -53,6 +53,8 @@ pub(super) struct Link {
     pub(super) upstream: Upstream,
     pub(super) status: Arc<Mutex<LinkStatus>>,
     pub(super) stop: Arc<AtomicBool>,
+    /// Set with `stop` when the link goes for good: delete the upstream queue.
+    pub(super) cleanup: Arc<AtomicBool>,
 }
 
 impl Link {
@@ -202,7 +204,30 @@ impl Link {
             entry: entry(&shown, &upstream_name, &uri.vhost),
             local_name,
         };
-        forward::run(&mut src, &mut dest, u.ack_mode, None, &mut f)
+        let ended = forward::run(&mut src, &mut dest, u.ack_mode, None, &mut f);
+        if matches!(ended, Ended::Stopped)
+            && self.cleanup.load(Ordering::Relaxed)
+            && u.resource_cleanup
+        {
+            // RabbitMQ's `resource-cleanup-mode: default`: a link removed for good takes
+            // its upstream queue with it (else it would fill with no consumer).
+            drop(src);
+            match f.control.queue_delete(&f.queue, false, false) {
+                Ok(n) => log::info!(
+                    "federation link of exchange '{}' in vhost '{}' removed: upstream queue \
+                     '{}' deleted ({n} messages)",
+                    self.exchange,
+                    self.vhost,
+                    f.queue
+                ),
+                Err(e) => log::warn!(
+                    "federation link removed: upstream queue '{}' not deleted: {}",
+                    f.queue,
+                    reason(&e)
+                ),
+            }
+        }
+        ended
     }
 
     /// Checks the upstream exchange exists and declares the link's queue on it.

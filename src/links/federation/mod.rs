@@ -129,6 +129,8 @@ struct Running {
     upstream: Upstream,
     status: Arc<Mutex<LinkStatus>>,
     stop: Arc<AtomicBool>,
+    /// Set with `stop` when the link goes for good: it deletes its upstream queue.
+    cleanup: Arc<AtomicBool>,
 }
 
 /// The broker's federation links.
@@ -184,6 +186,10 @@ impl Federation {
         links.retain(|k, r| {
             let keep = desired.get(k).is_some_and(|u| *u == r.upstream);
             if !keep {
+                // Gone (policy, exchange or upstream removed): its upstream queue goes
+                // too (`resource-cleanup-mode: default`); changed: it restarts and keeps it.
+                let gone = !desired.contains_key(k);
+                r.cleanup.store(gone, Ordering::Relaxed);
                 r.stop.store(true, Ordering::Relaxed);
             }
             keep
@@ -205,7 +211,9 @@ impl Federation {
                 pending: 0,
             }));
             let stop = Arc::new(AtomicBool::new(false));
+            let cleanup = Arc::new(AtomicBool::new(false));
             let l = link::Link {
+                cleanup: Arc::clone(&cleanup),
                 broker: Weak::clone(broker),
                 vhost,
                 exchange,
@@ -224,6 +232,7 @@ impl Federation {
                             upstream: u,
                             status,
                             stop,
+                            cleanup,
                         },
                     );
                 }
