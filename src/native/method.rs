@@ -60,6 +60,9 @@ pub enum ListKind {
     /// Dynamic shovels' statuses, every vhost's (`rabbitmqctl shovel_status`, `GET
     /// /api/shovels`): management users, for the vhosts they see.
     Shovels = 15,
+    /// Federation links' statuses, every vhost's (`rabbitmqctl federation_status`, `GET
+    /// /api/federation-links`): management users, for the vhosts they see.
+    FederationLinks = 16,
 }
 
 impl ListKind {
@@ -84,6 +87,7 @@ impl ListKind {
             13 => ListKind::GlobalParameters,
             14 => ListKind::OperatorPolicies,
             15 => ListKind::Shovels,
+            16 => ListKind::FederationLinks,
             _ => return Err(DecodeError::new(format!("unknown list kind {v}"))),
         })
     }

@@ -581,11 +581,13 @@ fn list_kind_number(k: ListKind) -> u8 {
         ListKind::GlobalParameters => 13,
         ListKind::OperatorPolicies => 14,
         ListKind::Shovels => 15,
+        ListKind::FederationLinks => 16,
     }
 }
 
-const LIST_KINDS: [ListKind; 15] = [
+const LIST_KINDS: [ListKind; 16] = [
     ListKind::Shovels,
+    ListKind::FederationLinks,
     ListKind::Policies,
     ListKind::VhostLimits,
     ListKind::UserLimits,
@@ -871,7 +873,7 @@ fn malformed_fields_are_refused() {
         },
         1,
     );
-    buf[6] = 16;
+    buf[6] = 17;
     assert!(Method::decode(&buf).is_err());
     // An unknown memory watermark form.
     let mut buf = encode(

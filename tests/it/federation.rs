@@ -106,6 +106,29 @@ fn a_downstream_consumer_gets_what_is_published_upstream_for_its_bindings() {
         (Some("fed.x"), Some("exchange"))
     );
     assert!(!l["uri"].as_str().unwrap().contains("guest"), "{l}");
+    // relaymq-cli shows the same rows.
+    let rows: Value = serde_json::from_str(&common::cli_ok(
+        &down.addr_string(),
+        &["list", "federation-links", "--json"],
+    ))
+    .unwrap();
+    let row = &rows[0];
+    for k in [
+        "exchange",
+        "upstream",
+        "upstream_exchange",
+        "status",
+        "uri",
+        "id",
+        "vhost",
+    ] {
+        assert_eq!(row[k], l[k], "{k}: {rows}");
+    }
+    let table = common::cli_ok(&down.addr_string(), &["list", "federation-links"]);
+    assert!(
+        table.starts_with("vhost") && table.contains("running"),
+        "{table}"
+    );
     // The link's queue upstream, bound with the downstream's key.
     let fq = "federation: fed.x -> down-cluster";
     wait_until(LIMIT, "the upstream queue bound", || {

@@ -62,6 +62,7 @@ commands:
       stops deliveries to the queue's consumers (they stay attached) / starts them again
   list vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|policies [--json]
   list vhost-limits|user-limits|parameters|global-parameters|operator-policies|shovels [--json]
+  list federation-links [--json]                     vhost exchange upstream status uri error
       queues and vhosts show rates (messages/s over the last 5 s sample):
       publish_rate, deliver_get_rate, ack_rate
   status [--json]                                    (alarms: mem_alarm, disk_free_alarm, ...)
@@ -929,7 +930,7 @@ fn command(mut raw: Raw) -> Result<Command, CliError> {
                 [
                     "vhosts|exchanges|queues|bindings|consumers|connections|users|permissions|\
                   policies|vhost-limits|user-limits|parameters|global-parameters|\
-                  operator-policies|shovels",
+                  operator-policies|shovels|federation-links",
                 ],
             )?;
             match list_kind(&what)? {
@@ -1425,11 +1426,12 @@ fn list_kind(what: &str) -> Result<ListKind, CliError> {
         "global-parameters" => ListKind::GlobalParameters,
         "operator-policies" => ListKind::OperatorPolicies,
         "shovels" => ListKind::Shovels,
+        "federation-links" => ListKind::FederationLinks,
         other => {
             return Err(CliError::Usage(format!(
                 "cannot list '{other}': use vhosts, exchanges, queues, bindings, consumers, \
                  connections, users, permissions, policies, vhost-limits, user-limits, \
-                 parameters, global-parameters, operator-policies or shovels"
+                 parameters, global-parameters, operator-policies, shovels or federation-links"
             )))
         }
     })

@@ -184,7 +184,18 @@ pub fn columns(kind: ListKind) -> &'static [Column] {
         col("remaining"),
         col("reason"),
     ];
+    const FEDERATION_LINKS: &[Column] = &[
+        col("vhost"),
+        col("exchange"),
+        col("upstream"),
+        col("upstream_exchange"),
+        col("status"),
+        col("uri"),
+        col("messages_forwarded"),
+        col("error"),
+    ];
     match kind {
+        ListKind::FederationLinks => FEDERATION_LINKS,
         ListKind::Policies | ListKind::OperatorPolicies => POLICIES,
         ListKind::VhostLimits => VHOST_LIMITS,
         ListKind::UserLimits => USER_LIMITS,

@@ -159,6 +159,28 @@ impl Federation {
             .collect()
     }
 
+    /// One row per link, sorted by vhost, exchange and upstream: the fields of its
+    /// `/api/federation-links` element on node `node` ([`LinkStatus::to_json`]; the
+    /// native protocol's `federation-links` list).
+    pub fn rows(&self, node: &str) -> Vec<crate::types::FieldTable> {
+        let mut all = self.statuses();
+        all.sort_by(|a, b| {
+            (&a.vhost, &a.exchange, &a.upstream).cmp(&(&b.vhost, &b.exchange, &b.upstream))
+        });
+        all.iter()
+            .map(|l| {
+                l.to_json(node)
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), crate::types::FieldValue::from_json(v)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
     /// Stops the manager and every link (the broker stops).
     pub fn stop(&self) {
         if let Some(mut m) = self

@@ -784,6 +784,8 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         ListKind::Shovels => {
             crate::links::Links::of(broker).map_or_else(Vec::new, |l| l.shovels.rows())
         }
+        ListKind::FederationLinks => crate::links::Links::of(broker)
+            .map_or_else(Vec::new, |l| l.federation.rows(&l.shovels.node())),
     };
     // A `management` user (without `administrator` or `monitoring`) sees, as in
     // RabbitMQ, only the vhosts it may open and its own connections.
@@ -801,9 +803,10 @@ fn list(broker: &Broker, session: &Session, kind: ListKind) -> Result<Method, Br
         match kind {
             ListKind::Vhosts => rows.retain(|r| may_use(r, "name")),
             ListKind::Connections => rows.retain(|r| field(r, "user").as_deref() == Some(user)),
-            ListKind::VhostLimits | ListKind::OperatorPolicies | ListKind::Shovels => {
-                rows.retain(|r| may_use(r, "vhost"))
-            }
+            ListKind::VhostLimits
+            | ListKind::OperatorPolicies
+            | ListKind::Shovels
+            | ListKind::FederationLinks => rows.retain(|r| may_use(r, "vhost")),
             _ => {}
         }
     }
