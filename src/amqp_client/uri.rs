@@ -40,7 +40,8 @@ impl AmqpUri {
                 (None, None) => {
                     return Err(
                         "amqps:// needs a CA to check the server's certificate: give \
-                         ?cacertfile=PATH or start the server with --tls-ca-file"
+                         ?cacertfile=PATH, or start RelayMQ with --tls-client-ca (its TLS \
+                         settings are then the default)"
                             .into(),
                     )
                 }

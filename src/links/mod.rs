@@ -57,6 +57,18 @@ impl Links {
     }
 }
 
+/// A status's JSON object as a native list row (a field table); not an object: empty.
+pub(crate) fn row(status: &Value) -> crate::types::FieldTable {
+    status
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), crate::types::FieldValue::from_json(v)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl LinkRuntime for Links {
     fn shovel_set(&self, vhost: &str, name: &str, value: &Value) {
         self.shovels.adjust(vhost, name, value);

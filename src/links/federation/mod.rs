@@ -168,16 +168,7 @@ impl Federation {
             (&a.vhost, &a.exchange, &a.upstream).cmp(&(&b.vhost, &b.exchange, &b.upstream))
         });
         all.iter()
-            .map(|l| {
-                l.to_json(node)
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| (k.clone(), crate::types::FieldValue::from_json(v)))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
+            .map(|l| crate::links::row(&l.to_json(node)))
             .collect()
     }
 

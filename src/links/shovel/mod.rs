@@ -412,16 +412,7 @@ impl Shovels {
         let mut all = self.statuses();
         all.sort_by(|a, b| (&a.vhost, &a.name).cmp(&(&b.vhost, &b.name)));
         all.iter()
-            .map(|s| {
-                s.to_json(&node)
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| (k.clone(), crate::types::FieldValue::from_json(v)))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
+            .map(|s| crate::links::row(&s.to_json(&node)))
             .collect()
     }
 }
