@@ -24,7 +24,7 @@ fn n(v: impl TryInto<i64>) -> FieldValue {
 }
 
 /// A JSON object as a field table.
-fn json_table(map: &serde_json::Map<String, serde_json::Value>) -> FieldTable {
+pub(crate) fn json_table(map: &serde_json::Map<String, serde_json::Value>) -> FieldTable {
     map.iter()
         .map(|(k, v)| (k.clone(), FieldValue::from_json(v)))
         .collect()

@@ -61,11 +61,7 @@ impl Links {
 pub(crate) fn row(status: &Value) -> crate::types::FieldTable {
     status
         .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| (k.clone(), crate::types::FieldValue::from_json(v)))
-                .collect()
-        })
+        .map(crate::broker::listing::json_table)
         .unwrap_or_default()
 }
 

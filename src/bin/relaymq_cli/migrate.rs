@@ -93,10 +93,10 @@ fn shovel_name(queue: &str) -> String {
     if name.len() <= NAME_BYTES_MAX {
         return name;
     }
-    let mut h: u32 = 0x811c_9dc5;
-    for b in queue.bytes() {
-        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-    }
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    queue.hash(&mut hasher);
+    let h = hasher.finish() as u32;
     let mut cut = NAME_BYTES_MAX - 9;
     while !name.is_char_boundary(cut) {
         cut -= 1;

@@ -74,16 +74,13 @@ impl LinkStatus {
     }
 
     /// The link's id: 8 hex digits of a hash of vhost, exchange and upstream (as
-    /// RabbitMQ's `unique_id/1`, another hash).
+    /// RabbitMQ's `unique_id/1`, another hash; std's `DefaultHasher::new()` is the same
+    /// in every run).
     pub fn id(&self) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in [&self.vhost, &self.exchange, &self.upstream]
-            .iter()
-            .flat_map(|s| s.bytes().chain([0]))
-        {
-            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-        format!("{:08x}", h as u32)
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.vhost, &self.exchange, &self.upstream).hash(&mut h);
+        format!("{:08x}", h.finish() as u32)
     }
 
     /// The status as RabbitMQ's `/api/federation-links` element

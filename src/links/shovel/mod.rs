@@ -196,19 +196,10 @@ impl std::fmt::Debug for Shovels {
     }
 }
 
-/// A pseudo-random number (picks one of an end's URIs).
+/// A random number (picks one of an end's URIs), from the random UUID generator the
+/// broker already uses.
 pub(crate) fn random() -> u64 {
-    let n = SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    crate::links::shovel::mix(u64::from(n))
-}
-
-/// SplitMix64's finaliser.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    uuid::Uuid::new_v4().as_u64_pair().0
 }
 
 impl Shovels {
